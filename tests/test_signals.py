@@ -1,0 +1,106 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra.numpy import arrays
+
+from signals import CsvError, SignalModel, UniformQuantizer, read_csv
+
+
+@settings(max_examples=200, deadline=None)
+@given(x=arrays(np.float64, st.integers(1, 200),
+                elements=st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)),
+       n_levels=st.integers(2, 5000))
+def test_uniform_error_is_at_most_half_a_step(x, n_levels):
+    q = UniformQuantizer(n_levels).fit(x)
+    codes = q.encode(x)
+    assert codes.dtype == np.int32 and codes.min() >= 0 and codes.max() < n_levels
+    err = np.abs(q.decode(codes) - x).max()
+    assert err <= q.max_error_[0] * (1 + 1e-9) + 1e-9
+    assert q.error(x)[0] == pytest.approx(err)
+
+
+def test_uniform_golden():
+    q = UniformQuantizer(4).fit([0.0, 1.0, 2.0, 4.0])
+    assert q.step_.tolist() == [1.0]
+    assert q.bin_edges_[0].tolist() == [0, 1, 2, 3, 4]
+    assert q.encode([0.0, 0.99, 1.0, 3.5, 4.0]).tolist() == [0, 0, 1, 3, 3]
+    assert q.decode([0, 1, 3]).tolist() == [0.5, 1.5, 3.5]
+    assert q.max_error_.tolist() == [0.5]
+
+
+@settings(max_examples=100, deadline=None)
+@given(x=arrays(np.int64, st.integers(1, 100), elements=st.integers(-3000, 3000)))
+def test_integers_that_fit_pass_through_losslessly(x):
+    q = UniformQuantizer(6001).fit(x)
+    assert q.lossless_.all() and q.max_error_[0] == 0
+    assert np.array_equal(q.decode(q.encode(x)), x)
+
+
+def test_per_channel_fit_and_constant_channel():
+    x = np.array([[0.0, 10.0, 5.0], [3.0, 3.0, 3.0]])
+    q = UniformQuantizer(10).fit(x)
+    assert q.step_.tolist() == [1.0, 1.0] and q.max_error_.tolist() == [0.5, 0.0]
+    assert q.decode(q.encode(x))[1].tolist() == [3.0, 3.0, 3.0]
+
+
+def test_quantizer_errors():
+    with pytest.raises(ValueError, match="channel 0, sample 2: non-finite value nan"):
+        UniformQuantizer(8).fit([0.0, 1.0, np.nan])
+    q = UniformQuantizer(8).fit([0.0, 1.0])
+    with pytest.raises(ValueError, match=r"channel 0, sample 1: value 2.0 is outside the fitted"):
+        q.encode([0.5, 2.0])
+    with pytest.raises(ValueError, match="n_levels must be"):
+        UniformQuantizer(1).fit([0.0, 1.0])
+    assert UniformQuantizer.from_dict(q.to_dict()).encode([0.5]).tolist() == q.encode([0.5]).tolist()
+
+
+def test_read_real_daphnet_csv(daphnet_csv):
+    t = read_csv(daphnet_csv, exclude=["is_anomaly"])
+    assert t.header and t.skipped == ["timestamp"]
+    assert len(t.names) == 9 and t.names[0] == "ankle_horiz_fwd"
+    assert all(c.dtype == np.int64 and c.shape == (7040,) for c in t.channels)
+    assert t.channels[0][:3].tolist() == [101, 101, 121]  # rows 2-4 of the file
+    t2 = read_csv(daphnet_csv, columns=["trunk_vert", "2"])
+    assert t2.names == ["trunk_vert", "ankle_vert"] and t2.skipped == []
+
+
+def _write(tmp_path, text, name="x.csv"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_csv_without_header_and_float_columns(tmp_path):
+    t = read_csv(_write(tmp_path, "1,2.5\n3,4\n"))
+    assert not t.header and t.names == ["col0", "col1"]
+    assert t.channels[0].dtype == np.int64 and t.channels[1].dtype == np.float64
+
+
+@pytest.mark.parametrize("text, columns, message", [
+    ("a,b\n1,2\n3,nan\n", None, r"x.csv, line 3, column 'b': non-finite value 'nan'"),
+    ("a,b\n1,2\n3,\n", None, r"x.csv, line 3, column 'b': missing value"),
+    ("a,b\n1,2\n3,zz\n", None, r"x.csv, line 3, column 'b': 'zz' is not a number"),
+    ("t,b\nmon,2\ntue,3\n", ["t"], r"x.csv, line 2, column 't': the column is not numeric"),
+    ("a,b\n1,2\n3\n", None, r"x.csv, line 3: 1 fields, expected 2"),
+    ("a,b\n1,2\n", ["c"], r"no column named 'c'"),
+    ("a,b\n1,2\n", ["5"], r"column index 5 is out of range"),
+    ("a,b\n", None, r"no data rows"),
+    ("", None, r"the file is empty"),
+    ("t\nmon\n", None, r"no numeric columns to read \(skipped: t\)"),
+])
+def test_csv_errors_name_file_line_column(tmp_path, text, columns, message):
+    with pytest.raises(CsvError, match=message):
+        read_csv(_write(tmp_path, text), columns=columns)
+
+
+def test_signal_model_round_trip_and_save(tmp_path, ecg_csv):
+    x = read_csv(ecg_csv).channels[0][:20000]
+    m = SignalModel(256, 600, doc_length=2000).fit([x, x[::-1].copy()], ["ecg", "rev"])
+    tokens = m.encode([x, x[::-1]])
+    assert tokens[0].size < x.size
+    back = m.decode(tokens)
+    assert np.abs(back[0] - x).max() <= m.quantizers_[0].max_error_[0] + 1e-12
+    m.save(tmp_path / "m.json")
+    m2 = SignalModel.load(tmp_path / "m.json")
+    assert m2.channel_names_ == ["ecg", "rev"]
+    assert all(np.array_equal(a, b) for a, b in zip(m2.encode([x, x[::-1]]), tokens))

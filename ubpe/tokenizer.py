@@ -1,0 +1,426 @@
+"""UBPE tokenizer: byte-pair encoding over any integer alphabet."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import warnings
+from typing import Sequence
+
+import numpy as np
+
+from . import _engine
+from ._io import FormatError, check_document, read_document, write_document
+
+FORMAT = "ubpe.tokenizer"
+VERSION = 1
+
+
+def _as_documents(corpus, alphabet_size: int, what: str = "document") -> list[np.ndarray]:
+    """Check that every document is a 1-D integer array inside the alphabet."""
+    if isinstance(corpus, np.ndarray) and corpus.ndim == 1:
+        raise TypeError(f"expected a sequence of {what}s (1-D arrays), got one 1-D array; "
+                        f"wrap it in a list")
+    docs = []
+    for d, doc in enumerate(corpus):
+        arr = np.asarray(doc)
+        if arr.ndim != 1:
+            raise ValueError(f"{what} {d}: expected a 1-D sequence, got shape {arr.shape}")
+        if arr.size and not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"{what} {d}: expected integers, got dtype {arr.dtype}")
+        if arr.size:
+            bad = np.flatnonzero((arr < 0) | (arr >= alphabet_size))
+            if bad.size:
+                raise ValueError(f"{what} {d}, position {bad[0]}: symbol {arr[bad[0]]} is "
+                                 f"outside the alphabet 0..{alphabet_size - 1}")
+        docs.append(arr.astype(np.int32, copy=False))
+    return docs
+
+
+def _flatten(docs):
+    offsets = np.zeros(len(docs) + 1, np.int64)
+    np.cumsum([d.size for d in docs], out=offsets[1:])
+    flat = np.concatenate(docs) if docs else np.empty(0, np.int32)
+    return flat.astype(np.int32, copy=False), offsets
+
+
+class _Progress:
+    """A one-line progress bar on a terminal; silent otherwise."""
+
+    def __init__(self, total: int, enabled):
+        self.total = total
+        self.enabled = sys.stderr.isatty() if enabled is None else bool(enabled)
+        self.start = time.perf_counter()
+
+    def update(self, done: int):
+        if self.enabled and self.total > 0:
+            frac = min(done / self.total, 1.0)
+            bar = "#" * int(30 * frac)
+            sys.stderr.write(f"\rtraining [{bar:<30}] {done}/{self.total} merges "
+                             f"{time.perf_counter() - self.start:.1f}s")
+            sys.stderr.flush()
+
+    def close(self):
+        if self.enabled and self.total > 0:
+            sys.stderr.write("\n")
+
+
+class Tokenizer:
+    """Byte-pair encoding over the integer alphabet ``0..alphabet_size-1``.
+
+    Training follows UBPE (seed document ``ubpe_part1.txt``): each round
+    merges several non-colliding pairs among the ``n_candidates`` most
+    frequent ones, every merged token is weighted by its inverse document
+    frequency, then the vocabulary is trimmed to exactly ``vocab_size`` and
+    merged tokens are renumbered by weight. ``n_candidates=1`` is classic BPE
+    (Sennrich et al., 2016).
+
+    Parameters
+    ----------
+    alphabet_size : int
+        Number of base symbols; documents hold integers in ``[0, alphabet_size)``.
+        Any size from 2 to 2**30.
+    vocab_size : int
+        Size of the final vocabulary, alphabet included (>= ``alphabet_size``).
+    n_candidates : int, default 1
+        Pairs considered per training round. The first is always merged; a
+        later one only if it shares no token with a pair already chosen this
+        round and neither border pair it would form with a chosen pair
+        (its right token then their left, their right then its left) is at
+        least as frequent as it.
+    min_frequency : int, default 2
+        A pair must occur at least this often (weighted) to be merged.
+    progress : bool or None, default None
+        Show a progress bar on stderr while fitting; None shows it only when
+        stderr is a terminal.
+
+    Attributes
+    ----------
+    merges_ : ndarray of shape (n_merges, 3), dtype int64
+        ``(left, right, token)`` per merge, in rank order (the order they were
+        learned); encoding applies merges in this order.
+    weights_ : ndarray of shape (n_merges,), dtype float64
+        IDF weight of each merge's token, ``ln((1 + n_documents) / (1 + df))``
+        with ``df`` the (weighted) number of documents containing the token
+        right after its creation. Aligned with ``merges_``.
+    counts_ : ndarray of shape (n_merges,), dtype int64
+        Weighted pair count when each merge was chosen.
+    n_documents_ : int
+        Weighted number of training documents.
+
+    Notes
+    -----
+    Token ids: ``0..alphabet_size-1`` are the alphabet; merged tokens follow,
+    ordered by weight ascending (most widespread first), ties by rank. A
+    token's df never exceeds that of its two parts (once a pair is merged it
+    never reappears), so this order also lists every token after its parts.
+    """
+
+    def __init__(self, alphabet_size: int, vocab_size: int, *, n_candidates: int = 1,
+                 min_frequency: int = 2, progress=None):
+        self.alphabet_size = alphabet_size
+        self.vocab_size = vocab_size
+        self.n_candidates = n_candidates
+        self.min_frequency = min_frequency
+        self.progress = progress
+        self._check_params()
+
+    def _check_params(self):
+        for name in ("alphabet_size", "vocab_size", "n_candidates", "min_frequency"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+                raise TypeError(f"{name} must be an integer, got {v!r}")
+        if not 2 <= self.alphabet_size <= 2**30:
+            raise ValueError(f"alphabet_size must be in 2..2**30, got {self.alphabet_size}")
+        if self.vocab_size < self.alphabet_size:
+            raise ValueError(f"vocab_size ({self.vocab_size}) is smaller than the alphabet "
+                             f"({self.alphabet_size}); it counts the alphabet plus merged tokens")
+        if self.vocab_size > 2**31 - 1:
+            raise ValueError(f"vocab_size must be below 2**31, got {self.vocab_size}")
+        if self.n_candidates < 1:
+            raise ValueError(f"n_candidates must be >= 1, got {self.n_candidates}")
+        if self.min_frequency < 1:
+            raise ValueError(f"min_frequency must be >= 1, got {self.min_frequency}")
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, corpus: Sequence, counts: Sequence[int] | None = None) -> "Tokenizer":
+        """Learn the merges from a corpus.
+
+        Parameters
+        ----------
+        corpus : sequence of array-like of int, each of shape (n_i,)
+            The documents. Pairs never cross document boundaries.
+        counts : sequence of int, optional
+            Multiplicity of each document (a repeated document, such as a word
+            in text, is stored once). IDF counts documents with multiplicity.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            If a document holds a symbol outside the alphabet (the message
+            names the document and position), or ``counts`` is malformed.
+        TypeError
+            If a document is not of integer dtype.
+
+        Notes
+        -----
+        Trimming: training runs whole rounds, so the last round can overshoot
+        ``vocab_size``. The surplus merges are dropped from the end of the
+        learned order: the lowest-count pairs of the last round. Nothing was
+        built from them yet, so the vocabulary stays closed (every kept
+        token's two parts are kept), and the result is exactly what stopping
+        training at ``vocab_size`` gives. The reference UBPE drops the
+        lowest-IDF tokens instead; those are the most widespread ones and
+        carry most of the compression, so we do not.
+        """
+        self._check_params()
+        docs = _as_documents(corpus, self.alphabet_size)
+        if counts is None:
+            weights = np.ones(len(docs), np.int64)
+        else:
+            weights = np.asarray(counts)
+            if weights.size == 0:
+                weights = weights.astype(np.int64)
+            if weights.shape != (len(docs),) or not np.issubdtype(weights.dtype, np.integer):
+                raise ValueError(f"counts must be {len(docs)} integers, one per document")
+            if weights.size and weights.min() < 1:
+                raise ValueError(f"counts must be >= 1; document {int(np.argmin(weights))} "
+                                 f"has count {weights.min()}")
+            weights = weights.astype(np.int64)
+        n_merges = self.vocab_size - self.alphabet_size
+        merges = self._train(docs, weights, n_merges)
+        if len(merges) < n_merges:
+            warnings.warn(f"the corpus supports only {len(merges)} merges with min_frequency="
+                          f"{self.min_frequency}; the vocabulary has "
+                          f"{self.alphabet_size + len(merges)} tokens, not {self.vocab_size}",
+                          stacklevel=2)
+        merges = merges[:n_merges]  # the trim: see Notes
+        self.n_documents_ = int(weights.sum())
+        idf = np.log((1.0 + self.n_documents_) / (1.0 + merges[:, 4].astype(np.float64)))
+        self._set_merges(merges[:, :3], idf, merges[:, 3])
+        return self
+
+    def _train(self, docs, weights, n_merges) -> np.ndarray:
+        """Run the engine; returns rows ``(left, right, token, count, df)``."""
+        tok, offsets = _flatten(docs)
+        n = tok.size
+        nxt = np.arange(1, n + 1, dtype=np.int32)
+        prv = np.arange(-1, n - 1, dtype=np.int32)
+        ends = offsets[1:][offsets[1:] > offsets[:-1]]
+        nxt[ends - 1] = -1
+        prv[offsets[:-1][offsets[1:] > offsets[:-1]]] = -1
+        doc = np.repeat(np.arange(len(docs), dtype=np.int32), np.diff(offsets))
+        merges = np.zeros((n_merges + self.n_candidates, 5), np.int64)
+        state = _engine.init_training(tok, nxt, doc, weights)
+        (index, p_key, p_count, p_start, p_len, npairs, pool, pool_len, hc, hk, hsize) = state
+        n_done, next_token = 0, self.alphabet_size
+        progress = _Progress(n_merges, self.progress)
+        rounds, finished = 1, False
+        while n_done < n_merges and not finished:
+            t0 = time.perf_counter()
+            (p_key, p_count, p_start, p_len, npairs, pool, pool_len, hc, hk, hsize,
+             n_done, next_token, finished) = _engine.train_rounds(
+                tok, nxt, prv, doc, weights, index, p_key, p_count, p_start, p_len,
+                npairs, pool, pool_len, hc, hk, hsize, merges, n_done, next_token,
+                n_merges, self.n_candidates, self.min_frequency, rounds)
+            progress.update(n_done)
+            if time.perf_counter() - t0 < 0.2:
+                rounds *= 2
+        progress.close()
+        return merges[:n_done]
+
+    def _set_merges(self, merges_by_rank, weights, counts):
+        """Renumber merged tokens by (weight, rank) and store the fitted state."""
+        m = len(merges_by_rank)
+        a = self.alphabet_size
+        order = np.lexsort((np.arange(m), weights))  # ids by weight, then rank
+        new_id = np.arange(a + m, dtype=np.int64)
+        new_id[a + order] = a + np.arange(m)
+        self.merges_ = new_id[merges_by_rank].reshape(m, 3) if m else np.zeros((0, 3), np.int64)
+        self.weights_ = np.asarray(weights, np.float64)
+        self.counts_ = np.asarray(counts, np.int64)
+        self._build_tables()
+
+    def _build_tables(self):
+        m = self.merges_
+        self._left = m[:, 0].astype(np.int32)
+        self._right = m[:, 1].astype(np.int32)
+        self._token = m[:, 2].astype(np.int32)
+        self._keys, self._vals, self._bits = _engine.build_rank_table(self._left, self._right)
+        # expansion of every token id into alphabet symbols, for decode
+        n_tokens = self.alphabet_size + len(m)
+        parts = {}
+        for left, right, token in m.tolist():
+            parts[token] = (left, right)
+        lengths = np.ones(n_tokens, np.int64)
+        for left, right, token in m.tolist():  # rank order: parts come first
+            lengths[token] = lengths[left] + lengths[right]
+        starts = np.zeros(n_tokens + 1, np.int64)
+        np.cumsum(lengths, out=starts[1:])
+        flat = np.empty(starts[-1], np.int32)
+        flat[: self.alphabet_size] = np.arange(self.alphabet_size)
+        for left, right, token in m.tolist():
+            s = starts[token]
+            ll = lengths[left]
+            flat[s: s + ll] = flat[starts[left]: starts[left] + ll]
+            flat[s + ll: starts[token + 1]] = flat[starts[right]: starts[right + 1]]
+        self._exp_start, self._exp_flat = starts, flat
+
+    @property
+    def n_tokens_(self) -> int:
+        """Actual vocabulary size (``vocab_size`` unless the corpus was too small)."""
+        self._check_fitted()
+        return self.alphabet_size + len(self.merges_)
+
+    def _check_fitted(self):
+        if not hasattr(self, "merges_"):
+            raise RuntimeError("this Tokenizer is not fitted yet; call fit() or load()")
+
+    # ------------------------------------------------------------ encoding
+    def encode(self, doc) -> np.ndarray:
+        """Encode one document by applying merges in rank order.
+
+        Parameters
+        ----------
+        doc : array-like of int, shape (n,)
+            Symbols in ``[0, alphabet_size)``.
+
+        Returns
+        -------
+        ndarray of shape (m,), dtype int32, m <= n
+            Token ids in ``[0, n_tokens_)``.
+
+        Raises
+        ------
+        ValueError
+            If a symbol is outside the alphabet (names its position).
+        """
+        return self.encode_batch([doc])[0]
+
+    def encode_batch(self, docs) -> list[np.ndarray]:
+        """Encode several documents; see :meth:`encode`."""
+        self._check_fitted()
+        docs = _as_documents(docs, self.alphabet_size)
+        flat, offsets = _flatten(docs)
+        out, out_off = _engine.encode_docs(flat, offsets, self._keys, self._vals, self._bits,
+                                           self._left, self._right, self._token)
+        return [out[out_off[i]: out_off[i + 1]] for i in range(len(docs))]
+
+    def decode(self, ids) -> np.ndarray:
+        """Expand token ids back into alphabet symbols (exact inverse of encode).
+
+        Parameters
+        ----------
+        ids : array-like of int, shape (m,)
+
+        Returns
+        -------
+        ndarray of shape (n,), dtype int32
+
+        Raises
+        ------
+        ValueError
+            If an id is not in the vocabulary (names the id and position).
+        """
+        self._check_fitted()
+        ids = np.asarray(ids)
+        if ids.ndim != 1:
+            raise ValueError(f"expected a 1-D sequence of token ids, got shape {ids.shape}")
+        if ids.size == 0:
+            return np.empty(0, np.int32)
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise TypeError(f"token ids must be integers, got dtype {ids.dtype}")
+        bad = np.flatnonzero((ids < 0) | (ids >= self.n_tokens_))
+        if bad.size:
+            raise ValueError(f"position {bad[0]}: token id {ids[bad[0]]} is not in the "
+                             f"vocabulary 0..{self.n_tokens_ - 1}")
+        starts = self._exp_start[ids]
+        lengths = self._exp_start[ids + 1] - starts
+        out_pos = np.cumsum(lengths) - lengths
+        idx = np.arange(lengths.sum()) - np.repeat(out_pos - starts, lengths)
+        return self._exp_flat[idx]
+
+    def decode_batch(self, batch) -> list[np.ndarray]:
+        """Decode several token sequences; see :meth:`decode`."""
+        return [self.decode(ids) for ids in batch]
+
+    # ------------------------------------------------------------ save/load
+    def get_params(self) -> dict:
+        """Hyperparameters, as given to ``__init__``."""
+        return {"alphabet_size": self.alphabet_size, "vocab_size": self.vocab_size,
+                "n_candidates": self.n_candidates, "min_frequency": self.min_frequency}
+
+    def to_dict(self) -> dict:
+        """The fitted model as a plain JSON-ready dict (see :meth:`save`)."""
+        self._check_fitted()
+        return {"format": FORMAT, "version": VERSION,
+                "params": self.get_params(),
+                "n_documents": self.n_documents_,
+                "merges": self.merges_.tolist(),
+                "weights": [float(w) for w in self.weights_],
+                "counts": self.counts_.tolist()}
+
+    @classmethod
+    def from_dict(cls, doc: dict, source="tokenizer") -> "Tokenizer":
+        """Rebuild a fitted tokenizer from :meth:`to_dict` output.
+
+        Raises
+        ------
+        FormatError
+            On an unknown format, a newer version, or inconsistent content.
+        """
+        check_document(doc, FORMAT, VERSION, source)
+        try:
+            tok = cls(**doc["params"], progress=False)
+            merges = np.asarray(doc["merges"], np.int64).reshape(-1, 3)
+            weights = np.asarray(doc["weights"], np.float64)
+            counts = np.asarray(doc["counts"], np.int64)
+            n_documents = int(doc["n_documents"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise FormatError(f"{source}: malformed tokenizer ({e})") from None
+        a, m = tok.alphabet_size, len(merges)
+        if weights.shape != (m,) or counts.shape != (m,):
+            raise FormatError(f"{source}: weights and counts must have one entry per merge")
+        if m and not np.array_equal(np.sort(merges[:, 2]), np.arange(a, a + m)):
+            raise FormatError(f"{source}: merged token ids must be {a}..{a + m - 1}")
+        known = np.zeros(a + m, bool)
+        known[:a] = True
+        for r, (left, right, token) in enumerate(merges.tolist()):
+            if not (0 <= left < a + m and 0 <= right < a + m and known[left] and known[right]):
+                raise FormatError(f"{source}: merge rank {r} (token id {token}) uses a token "
+                                  f"that is not defined before it")
+            known[token] = True
+        tok.merges_, tok.weights_, tok.counts_ = merges, weights, counts
+        tok.n_documents_ = n_documents
+        tok._build_tables()
+        return tok
+
+    def save(self, path) -> None:
+        """Write the model as one JSON file, atomically.
+
+        The file holds ``format`` ("ubpe.tokenizer"), ``version``, the
+        hyperparameters (alphabet size included), the merges in rank order as
+        ``[left, right, token]``, and the weights and counts aligned with them.
+        """
+        d = self.to_dict()
+        write_document(path, d.pop("format"), d.pop("version"), d)
+
+    @classmethod
+    def load(cls, path) -> "Tokenizer":
+        """Read a model written by :meth:`save`.
+
+        Raises
+        ------
+        FormatError
+            If the file is not a ubpe tokenizer or is of a newer version.
+        """
+        return cls.from_dict(read_document(path, FORMAT, VERSION), source=str(path))
+
+    def __repr__(self):
+        params = ", ".join(f"{k}={v}" for k, v in self.get_params().items())
+        return f"Tokenizer({params})"
