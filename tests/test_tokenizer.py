@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ubpe import FormatError, Tokenizer
+from ubpe.tokenizer import _flatten_documents
 from ubpe._reference import encode_reference, fit_reference, select_candidates
+
+
+def _flat(docs):
+    return _flatten_documents([np.asarray(d, np.int64) for d in docs], 2**30)
 
 
 def fit_quiet(tok, corpus, counts=None):
@@ -74,7 +79,7 @@ def _by_rank(tok):
 def test_engine_matches_reference_on_real_signal(ecg_codes, n_candidates):
     docs = [ecg_codes[i:i + 1000] for i in range(0, 8000, 1000)]
     tok = Tokenizer(256, 400, n_candidates=n_candidates)
-    got = tok._train(docs, np.ones(len(docs), np.int64), 144)
+    got = tok._train(*_flat(docs), np.ones(len(docs), np.int64), 144)
     ref = fit_reference([d.tolist() for d in docs], [1] * len(docs), 256, 144, n_candidates, 2)
     assert [tuple(r) for r in got.tolist()] == [tuple(m) for m in ref]
 
@@ -87,7 +92,7 @@ def test_engine_matches_reference_random(data, alphabet, n_candidates, extra, mi
     counts = data.draw(st.lists(st.integers(1, 4), min_size=len(docs), max_size=len(docs)))
     tok = Tokenizer(alphabet, alphabet + extra, n_candidates=n_candidates,
                     min_frequency=min_frequency)
-    got = tok._train([np.asarray(d, np.int32) for d in docs], np.asarray(counts, np.int64), extra)
+    got = tok._train(*_flat(docs), np.asarray(counts, np.int64), extra)
     ref = fit_reference(docs, counts, alphabet, extra, n_candidates, min_frequency)
     assert [tuple(r) for r in got.tolist()] == [tuple(m) for m in ref]
     fit_quiet(tok, docs, counts)

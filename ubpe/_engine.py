@@ -25,23 +25,14 @@ Encoding keeps, per document, a linked list of symbols and a min-heap of
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
-from numba.typed import Dict
+from numba import njit
 
 _MASK = np.int64(0xFFFFFFFF)
-_NONE = np.int64(-1)
 
 
 @njit(cache=True, inline="always")
 def _key(left, right):
     return (np.int64(left) << 32) | np.int64(right)
-
-
-@njit(cache=True, inline="always")
-def _get(index, k):
-    if k in index:
-        return index[k]
-    return _NONE
 
 
 @njit(cache=True)
@@ -51,6 +42,51 @@ def _grow(a, need):
     b = np.empty(max(need, a.shape[0] * 3 // 2 + 64), dtype=a.dtype)
     b[: a.shape[0]] = a
     return b
+
+
+# --- open-addressing hash table: int64 key -> int64 value, -1 marks empty ---
+
+@njit(cache=True, inline="always")
+def _slot(k, bits):
+    return np.int64((np.uint64(k) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits))
+
+
+@njit(cache=True, inline="always")
+def _find_slot(keys, bits, k):
+    """Slot holding ``k``, or the empty slot where it would go."""
+    mask = (1 << bits) - 1
+    s = _slot(k, bits)
+    while keys[s] != k and keys[s] != -1:
+        s = (s + 1) & mask
+    return s
+
+
+@njit(cache=True, inline="always")
+def _lookup(keys, vals, bits, k):
+    s = _find_slot(keys, bits, k)
+    return vals[s] if keys[s] == k else -1
+
+
+@njit(cache=True)
+def _new_table(n):
+    bits = 4
+    while (1 << bits) < 2 * n + 2:
+        bits += 1
+    return np.full(1 << bits, -1, np.int64), np.empty(1 << bits, np.int64), bits
+
+
+@njit(cache=True)
+def _reserve(keys, vals, bits, n):
+    """Rehash into a larger table if ``n`` entries would fill it past half."""
+    if 2 * n + 2 <= keys.shape[0]:
+        return keys, vals, bits
+    nk, nv, nb = _new_table(n)
+    for s in range(keys.shape[0]):
+        if keys[s] != -1:
+            t = _find_slot(nk, nb, keys[s])
+            nk[t] = keys[s]
+            nv[t] = vals[s]
+    return nk, nv, nb
 
 
 # --- max-heap of (count, key): larger count first, then smaller key ---------
@@ -90,25 +126,33 @@ def _sift_up(hc, hk, i):
 
 @njit(cache=True)
 def init_training(tok, nxt, doc, doc_weight):
-    """Count all adjacent pairs and build the position pool and the heap."""
+    """Count all adjacent pairs; build the pair table, position pool and heap.
+
+    Pair ``pid`` has key ``p_key[pid]``, weighted count ``p_count[pid]``
+    and positions ``pool[p_start[pid]:p_start[pid] + p_len[pid]]``;
+    ``pos_pid[i]`` is the pair starting at live position ``i`` (-1: none).
+    """
     n = tok.shape[0]
-    index = Dict.empty(key_type=types.int64, value_type=types.int64)
-    pid_of = np.full(n, -1, dtype=np.int32)
-    cap = 1024
-    p_key = np.empty(cap, np.int64)
-    p_count = np.empty(cap, np.int64)
-    p_len = np.empty(cap, np.int64)
+    tab_k, tab_v, tab_bits = _new_table(1024)
+    pos_pid = np.full(n, -1, dtype=np.int32)
+    p_key = np.empty(1024, np.int64)
+    p_count = np.empty(1024, np.int64)
+    p_len = np.empty(1024, np.int64)
     npairs = 0
     for i in range(n):
         j = nxt[i]
         if j < 0:
             continue
         k = _key(tok[i], tok[j])
-        pid = _get(index, k)
-        if pid < 0:
+        s = _find_slot(tab_k, tab_bits, k)
+        if tab_k[s] == k:
+            pid = tab_v[s]
+        else:
             pid = npairs
             npairs += 1
-            index[k] = pid
+            tab_k[s] = k
+            tab_v[s] = pid
+            tab_k, tab_v, tab_bits = _reserve(tab_k, tab_v, tab_bits, npairs)
             if npairs > p_key.shape[0]:
                 p_key = _grow(p_key, npairs)
                 p_count = _grow(p_count, npairs)
@@ -116,7 +160,7 @@ def init_training(tok, nxt, doc, doc_weight):
             p_key[pid] = k
             p_count[pid] = 0
             p_len[pid] = 0
-        pid_of[i] = pid
+        pos_pid[i] = pid
         p_count[pid] += doc_weight[doc[i]]
         p_len[pid] += 1
     p_start = np.empty(p_key.shape[0], np.int64)
@@ -127,7 +171,7 @@ def init_training(tok, nxt, doc, doc_weight):
     pool = np.empty(total + total // 2 + 64, np.int32)
     fill = p_start[:npairs].copy()
     for i in range(n):
-        pid = pid_of[i]
+        pid = pos_pid[i]
         if pid >= 0:
             pool[fill[pid]] = i
             fill[pid] += 1
@@ -135,14 +179,15 @@ def init_training(tok, nxt, doc, doc_weight):
     hc = p_count[:npairs].copy()
     for i in range(npairs // 2 - 1, -1, -1):
         _sift_down(hc, hk, npairs, i)
-    return index, p_key, p_count, p_start, p_len, npairs, pool, total, hc, hk, npairs
+    return (tab_k, tab_v, tab_bits, pos_pid, p_key, p_count, p_start, p_len, npairs,
+            pool, total, hc, hk, npairs)
 
 
 @njit(cache=True)
-def train_rounds(tok, nxt, prv, doc, doc_weight, index, p_key, p_count,
-                 p_start, p_len, npairs, pool, pool_len, hc, hk, hsize,
-                 merges, n_done, next_token, n_merges, n_candidates,
-                 min_frequency, max_rounds):
+def train_rounds(tok, nxt, prv, doc, doc_weight, tab_k, tab_v, tab_bits, pos_pid,
+                 p_key, p_count, p_start, p_len, npairs, pool, pool_len, hc, hk, hsize,
+                 merges, n_done, next_token, n_merges, n_candidates, min_frequency,
+                 max_rounds):
     """Run up to ``max_rounds`` training rounds; see ``_reference.fit_reference``.
 
     ``merges`` rows are ``(left, right, token, count, df)``. Returns the
@@ -152,8 +197,10 @@ def train_rounds(tok, nxt, prv, doc, doc_weight, index, p_key, p_count,
     cand_k = np.empty(n_candidates, np.int64)
     cand_c = np.empty(n_candidates, np.int64)
     chosen = np.empty(n_candidates, np.int64)
-    buf_k = np.empty(1024, np.int64)
+    buf_pid = np.empty(1024, np.int64)
     buf_p = np.empty(1024, np.int32)
+    left_new = np.full(next_token + n_merges - n_done + n_candidates, -1, np.int64)
+    right_new = left_new.copy()
     finished = False
     rounds = 0
     while n_done < n_merges and rounds < max_rounds:
@@ -166,7 +213,7 @@ def train_rounds(tok, nxt, prv, doc, doc_weight, index, p_key, p_count,
             if hsize > 0:
                 hc[0], hk[0] = hc[hsize], hk[hsize]
                 _sift_down(hc, hk, hsize, 0)
-            true = p_count[index[k]]
+            true = p_count[_lookup(tab_k, tab_v, tab_bits, k)]
             if true != c:
                 if true > 0:
                     hc[hsize], hk[hsize] = true, k
@@ -196,8 +243,8 @@ def train_rounds(tok, nxt, prv, doc, doc_weight, index, p_key, p_count,
                 if l2 == l1 or l2 == r1 or r2 == l1 or r2 == r1:
                     ok = False
                     break
-                b1 = _get(index, _key(r2, l1))
-                b2 = _get(index, _key(r1, l2))
+                b1 = _lookup(tab_k, tab_v, tab_bits, _key(r2, l1))
+                b2 = _lookup(tab_k, tab_v, tab_bits, _key(r1, l2))
                 if (b1 >= 0 and p_count[b1] >= c2) or (b2 >= 0 and p_count[b2] >= c2):
                     ok = False
                     break
@@ -210,10 +257,11 @@ def train_rounds(tok, nxt, prv, doc, doc_weight, index, p_key, p_count,
                 _sift_up(hc, hk, hsize - 1)
         # 3. merge every occurrence of each chosen pair, left to right
         nbuf = 0
+        first_new = npairs
         for q in range(nchosen):
             k = cand_k[chosen[q]]
             a, b = k >> 32, k & _MASK
-            pid = index[k]
+            pid = _lookup(tab_k, tab_v, tab_bits, k)
             start, length = p_start[pid], p_len[pid]
             need = npairs + 2 * length
             if need > p_key.shape[0]:
@@ -221,7 +269,8 @@ def train_rounds(tok, nxt, prv, doc, doc_weight, index, p_key, p_count,
                 p_count = _grow(p_count, need)
                 p_start = _grow(p_start, need)
                 p_len = _grow(p_len, need)
-            buf_k = _grow(buf_k, nbuf + 2 * length)
+            x_first = npairs
+            buf_pid = _grow(buf_pid, nbuf + 2 * length)
             buf_p = _grow(buf_p, nbuf + 2 * length)
             x = next_token
             next_token += 1
@@ -229,122 +278,122 @@ def train_rounds(tok, nxt, prv, doc, doc_weight, index, p_key, p_count,
             last_doc = -1
             for t in range(start, start + length):
                 i = pool[t]
-                if tok[i] != a:
+                if pos_pid[i] != pid:  # stale: merged away or changed since filed
                     continue
                 j = nxt[i]
-                if j < 0 or tok[j] != b:
-                    continue
                 d = doc[i]
                 w = doc_weight[d]
                 h = prv[i]
                 m = nxt[j]
                 if h >= 0:
-                    p_count[index[_key(tok[h], a)]] -= w
+                    p_count[pos_pid[h]] -= w
                 p_count[pid] -= w
                 if m >= 0:
-                    p_count[index[_key(b, tok[m])]] -= w
+                    p_count[pos_pid[j]] -= w
                 tok[i] = x
                 tok[j] = -1
+                pos_pid[j] = -1
+                pos_pid[i] = -1
                 nxt[i] = m
                 if m >= 0:
                     prv[m] = i
+                # the new pairs (tok[h], x) and (x, tok[m]): found through the
+                # dense per-merge maps left_new / right_new, indexed by the
+                # neighbour token ((x, x) lives in left_new[x])
                 for side in range(2):
                     if side == 0:
                         if h < 0:
                             continue
-                        nk, pos = _key(tok[h], x), h
+                        c, pos = tok[h], h
+                        slot_map = left_new
                     else:
                         if m < 0:
                             continue
-                        nk, pos = _key(x, tok[m]), i
-                    npid = _get(index, nk)
+                        c, pos = tok[m], i
+                        slot_map = right_new if c != x else left_new
+                    npid = slot_map[c]
                     if npid < 0:
                         npid = npairs
                         npairs += 1
-                        index[nk] = npid
-                        p_key[npid] = nk
+                        slot_map[c] = npid
+                        p_key[npid] = _key(c, x) if side == 0 or c == x else _key(x, c)
                         p_count[npid] = 0
-                        p_len[npid] = 0
                     p_count[npid] += w
-                    buf_k[nbuf] = nk
+                    pos_pid[pos] = npid
+                    buf_pid[nbuf] = npid
                     buf_p[nbuf] = pos
                     nbuf += 1
                 if d != last_doc:
                     df += w
                     last_doc = d
+            for npid in range(x_first, npairs):  # reset the per-merge maps
+                nl, nr = p_key[npid] >> 32, p_key[npid] & _MASK
+                if nr == x:
+                    left_new[nl] = -1
+                else:
+                    right_new[nr] = -1
             merges[n_done, 0] = a
             merges[n_done, 1] = b
             merges[n_done, 2] = x
             merges[n_done, 3] = cand_c[chosen[q]]
             merges[n_done, 4] = df
             n_done += 1
-        # 4. file the round's new pairs: one sorted block of positions each
-        order = np.argsort(buf_k[:nbuf], kind="mergesort")
+        # 4. file the round's new pairs: one block of sorted positions each.
+        # Pairs created this round have the fresh ids first_new..npairs-1, so
+        # a counting sort groups the buffer by pair.
+        n_new = npairs - first_new
+        fill = np.zeros(n_new + 1, np.int64)
+        for t in range(nbuf):
+            fill[buf_pid[t] - first_new + 1] += 1
+        for g in range(n_new):
+            fill[g + 1] += fill[g]
         pool = _grow(pool, pool_len + nbuf)
-        g = 0
-        while g < nbuf:
-            k = buf_k[order[g]]
-            e = g
-            while e < nbuf and buf_k[order[e]] == k:
-                e += 1
-            pid = index[k]
-            a, b = k >> 32, k & _MASK
-            p_start[pid] = pool_len
-            positions = np.sort(buf_p[order[g:e]])
-            for pos in positions:
-                if tok[pos] == a and nxt[pos] >= 0 and tok[nxt[pos]] == b:
-                    pool[pool_len] = pos
-                    pool_len += 1
-            p_len[pid] = pool_len - p_start[pid]
+        for g in range(n_new):
+            p_start[first_new + g] = pool_len + fill[g]
+        for t in range(nbuf):
+            g = buf_pid[t] - first_new
+            pool[pool_len + fill[g]] = buf_p[t]
+            fill[g] += 1
+        hc = _grow(hc, hsize + n_new)
+        hk = _grow(hk, hsize + n_new)
+        tab_k, tab_v, tab_bits = _reserve(tab_k, tab_v, tab_bits, npairs)
+        end = pool_len
+        for pid in range(first_new, npairs):
+            ts = _find_slot(tab_k, tab_bits, p_key[pid])
+            tab_k[ts] = p_key[pid]
+            tab_v[ts] = pid
+            start, stop = p_start[pid], pool_len + fill[pid - first_new]
+            p_start[pid] = end
+            for t in range(start, stop):  # drop positions whose pair changed again
+                if pos_pid[pool[t]] == pid:
+                    pool[end] = pool[t]
+                    end += 1
+            p_len[pid] = end - p_start[pid]
+            for t in range(p_start[pid] + 1, end):
+                if pool[t] < pool[t - 1]:  # positions from several merges interleave
+                    pool[p_start[pid]:end].sort()
+                    break
             if p_count[pid] > 0:
-                hc = _grow(hc, hsize + 1)
-                hk = _grow(hk, hsize + 1)
-                hc[hsize], hk[hsize] = p_count[pid], k
+                hc[hsize], hk[hsize] = p_count[pid], p_key[pid]
                 hsize += 1
                 _sift_up(hc, hk, hsize - 1)
-            g = e
-    return (p_key, p_count, p_start, p_len, npairs, pool, pool_len, hc, hk,
-            hsize, n_done, next_token, finished)
+        pool_len = end
+    return (tab_k, tab_v, tab_bits, p_key, p_count, p_start, p_len, npairs, pool,
+            pool_len, hc, hk, hsize, n_done, next_token, finished)
 
 
 # --- encoding ---------------------------------------------------------------
 
-@njit(cache=True, inline="always")
-def _slot(k, bits):
-    return np.int64((np.uint64(k) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits))
-
-
 @njit(cache=True)
 def build_rank_table(left, right):
-    """Open-addressing hash table: pair key -> rank (``-1`` marks empty)."""
-    m = left.shape[0]
-    bits = 4
-    while (1 << bits) < 2 * m + 2:
-        bits += 1
-    keys = np.full(1 << bits, -1, np.int64)
-    vals = np.empty(1 << bits, np.int32)
-    mask = (1 << bits) - 1
-    for r in range(m):
+    """Hash table: pair key -> rank."""
+    keys, vals, bits = _new_table(left.shape[0])
+    for r in range(left.shape[0]):
         k = _key(left[r], right[r])
-        s = _slot(k, bits)
-        while keys[s] != -1:
-            s = (s + 1) & mask
+        s = _find_slot(keys, bits, k)
         keys[s] = k
         vals[s] = r
     return keys, vals, bits
-
-
-@njit(cache=True, inline="always")
-def _lookup(keys, vals, bits, k):
-    mask = (1 << bits) - 1
-    s = _slot(k, bits)
-    while True:
-        kk = keys[s]
-        if kk == k:
-            return vals[s]
-        if kk == -1:
-            return -1
-        s = (s + 1) & mask
 
 
 @njit(cache=True, inline="always")

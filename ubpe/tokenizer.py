@@ -17,32 +17,32 @@ FORMAT = "ubpe.tokenizer"
 VERSION = 1
 
 
-def _as_documents(corpus, alphabet_size: int, what: str = "document") -> list[np.ndarray]:
-    """Check that every document is a 1-D integer array inside the alphabet."""
+def _flatten_documents(corpus, alphabet_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Check a corpus and concatenate it.
+
+    Returns the symbols of all documents, shape (n_symbols,) int32, and the
+    document offsets, shape (n_documents + 1,) int64. Raises ValueError or
+    TypeError naming the document and position of the first bad symbol.
+    """
     if isinstance(corpus, np.ndarray) and corpus.ndim == 1:
-        raise TypeError(f"expected a sequence of {what}s (1-D arrays), got one 1-D array; "
-                        f"wrap it in a list")
-    docs = []
-    for d, doc in enumerate(corpus):
-        arr = np.asarray(doc)
+        raise TypeError("expected a sequence of documents (1-D arrays), got one 1-D array; "
+                        "wrap it in a list")
+    docs = [np.asarray(doc) for doc in corpus]
+    for d, arr in enumerate(docs):
         if arr.ndim != 1:
-            raise ValueError(f"{what} {d}: expected a 1-D sequence, got shape {arr.shape}")
-        if arr.size and not np.issubdtype(arr.dtype, np.integer):
-            raise TypeError(f"{what} {d}: expected integers, got dtype {arr.dtype}")
-        if arr.size:
-            bad = np.flatnonzero((arr < 0) | (arr >= alphabet_size))
-            if bad.size:
-                raise ValueError(f"{what} {d}, position {bad[0]}: symbol {arr[bad[0]]} is "
-                                 f"outside the alphabet 0..{alphabet_size - 1}")
-        docs.append(arr.astype(np.int32, copy=False))
-    return docs
-
-
-def _flatten(docs):
+            raise ValueError(f"document {d}: expected a 1-D sequence, got shape {arr.shape}")
+        if arr.dtype.kind not in "iu" and arr.size:
+            raise TypeError(f"document {d}: expected integers, got dtype {arr.dtype}")
     offsets = np.zeros(len(docs) + 1, np.int64)
-    np.cumsum([d.size for d in docs], out=offsets[1:])
-    flat = np.concatenate(docs) if docs else np.empty(0, np.int32)
-    return flat.astype(np.int32, copy=False), offsets
+    np.cumsum([arr.size for arr in docs], out=offsets[1:])
+    flat = np.concatenate(docs) if docs else np.empty(0, np.int64)
+    if flat.size:
+        bad = np.flatnonzero((flat < 0) | (flat >= alphabet_size))
+        if bad.size:
+            d = int(np.searchsorted(offsets, bad[0], side="right")) - 1
+            raise ValueError(f"document {d}, position {bad[0] - offsets[d]}: symbol "
+                             f"{flat[bad[0]]} is outside the alphabet 0..{alphabet_size - 1}")
+    return flat.astype(np.int32), offsets
 
 
 class _Progress:
@@ -179,21 +179,22 @@ class Tokenizer:
         carry most of the compression, so we do not.
         """
         self._check_params()
-        docs = _as_documents(corpus, self.alphabet_size)
+        tok, offsets = _flatten_documents(corpus, self.alphabet_size)
+        n_docs = len(offsets) - 1
         if counts is None:
-            weights = np.ones(len(docs), np.int64)
+            weights = np.ones(n_docs, np.int64)
         else:
             weights = np.asarray(counts)
             if weights.size == 0:
                 weights = weights.astype(np.int64)
-            if weights.shape != (len(docs),) or not np.issubdtype(weights.dtype, np.integer):
-                raise ValueError(f"counts must be {len(docs)} integers, one per document")
+            if weights.shape != (n_docs,) or not np.issubdtype(weights.dtype, np.integer):
+                raise ValueError(f"counts must be {n_docs} integers, one per document")
             if weights.size and weights.min() < 1:
                 raise ValueError(f"counts must be >= 1; document {int(np.argmin(weights))} "
                                  f"has count {weights.min()}")
             weights = weights.astype(np.int64)
         n_merges = self.vocab_size - self.alphabet_size
-        merges = self._train(docs, weights, n_merges)
+        merges = self._train(tok, offsets, weights, n_merges)
         if len(merges) < n_merges:
             warnings.warn(f"the corpus supports only {len(merges)} merges with min_frequency="
                           f"{self.min_frequency}; the vocabulary has "
@@ -205,28 +206,31 @@ class Tokenizer:
         self._set_merges(merges[:, :3], idf, merges[:, 3])
         return self
 
-    def _train(self, docs, weights, n_merges) -> np.ndarray:
-        """Run the engine; returns rows ``(left, right, token, count, df)``."""
-        tok, offsets = _flatten(docs)
+    def _train(self, tok, offsets, weights, n_merges) -> np.ndarray:
+        """Run the engine on a flattened corpus (``tok`` is modified).
+
+        Returns rows ``(left, right, token, count, df)`` in creation order.
+        """
         n = tok.size
         nxt = np.arange(1, n + 1, dtype=np.int32)
         prv = np.arange(-1, n - 1, dtype=np.int32)
         ends = offsets[1:][offsets[1:] > offsets[:-1]]
         nxt[ends - 1] = -1
         prv[offsets[:-1][offsets[1:] > offsets[:-1]]] = -1
-        doc = np.repeat(np.arange(len(docs), dtype=np.int32), np.diff(offsets))
+        doc = np.repeat(np.arange(len(offsets) - 1, dtype=np.int32), np.diff(offsets))
         merges = np.zeros((n_merges + self.n_candidates, 5), np.int64)
         state = _engine.init_training(tok, nxt, doc, weights)
-        (index, p_key, p_count, p_start, p_len, npairs, pool, pool_len, hc, hk, hsize) = state
+        (tab_k, tab_v, tab_bits, pos_pid, p_key, p_count, p_start, p_len, npairs, pool,
+         pool_len, hc, hk, hsize) = state
         n_done, next_token = 0, self.alphabet_size
         progress = _Progress(n_merges, self.progress)
         rounds, finished = 1, False
         while n_done < n_merges and not finished:
             t0 = time.perf_counter()
-            (p_key, p_count, p_start, p_len, npairs, pool, pool_len, hc, hk, hsize,
-             n_done, next_token, finished) = _engine.train_rounds(
-                tok, nxt, prv, doc, weights, index, p_key, p_count, p_start, p_len,
-                npairs, pool, pool_len, hc, hk, hsize, merges, n_done, next_token,
+            (tab_k, tab_v, tab_bits, p_key, p_count, p_start, p_len, npairs, pool, pool_len,
+             hc, hk, hsize, n_done, next_token, finished) = _engine.train_rounds(
+                tok, nxt, prv, doc, weights, tab_k, tab_v, tab_bits, pos_pid, p_key, p_count,
+                p_start, p_len, npairs, pool, pool_len, hc, hk, hsize, merges, n_done, next_token,
                 n_merges, self.n_candidates, self.min_frequency, rounds)
             progress.update(n_done)
             if time.perf_counter() - t0 < 0.2:
@@ -305,11 +309,10 @@ class Tokenizer:
     def encode_batch(self, docs) -> list[np.ndarray]:
         """Encode several documents; see :meth:`encode`."""
         self._check_fitted()
-        docs = _as_documents(docs, self.alphabet_size)
-        flat, offsets = _flatten(docs)
+        flat, offsets = _flatten_documents(docs, self.alphabet_size)
         out, out_off = _engine.encode_docs(flat, offsets, self._keys, self._vals, self._bits,
                                            self._left, self._right, self._token)
-        return [out[out_off[i]: out_off[i + 1]] for i in range(len(docs))]
+        return [out[out_off[i]: out_off[i + 1]] for i in range(len(offsets) - 1)]
 
     def decode(self, ids) -> np.ndarray:
         """Expand token ids back into alphabet symbols (exact inverse of encode).
