@@ -11,7 +11,7 @@ it was created (stale entries are skipped on use). A pair's positions are all
 created in one round: the initial pairs before the first round, every later
 pair in the round that created its newer token, since a new adjacency always
 involves a token created in that round. So each list is written once, as one
-block of an append-only pool. The most frequent pairs come from a max-heap
+block of an append-only pool, already in ascending order. The most frequent pairs come from a max-heap
 with lazy re-evaluation: counts only fall after a pair is pushed, so a popped
 entry whose stored count is out of date is pushed back with its true count
 (the incremental scheme of the seed notes ``bpe_trainer_tinystories.txt`` and
@@ -125,25 +125,28 @@ def _sift_up(hc, hk, i):
 
 
 @njit(cache=True)
-def init_training(tok, nxt, doc, doc_weight):
+def init_training(node, doc, doc_weight):
     """Count all adjacent pairs; build the pair table, position pool and heap.
 
-    Pair ``pid`` has key ``p_key[pid]``, weighted count ``p_count[pid]``
+    ``node`` has one row per corpus position: token id, next and previous
+    live position in the document (-1 at the edges), and ``pos_pid``, the
+    pair starting there (-1: none); one row keeps a merge's neighbours in
+    one or two cache lines. Pair ``pid`` has key ``p_key[pid]``, weighted count ``p_count[pid]``
     and positions ``pool[p_start[pid]:p_start[pid] + p_len[pid]]``;
-    ``pos_pid[i]`` is the pair starting at live position ``i`` (-1: none).
+    ``node[i, 3]`` is the pair starting at live position ``i`` (-1: none).
     """
-    n = tok.shape[0]
+    n = node.shape[0]
     tab_k, tab_v, tab_bits = _new_table(1024)
-    pos_pid = np.full(n, -1, dtype=np.int32)
+    node[:, 3] = -1
     p_key = np.empty(1024, np.int64)
     p_count = np.empty(1024, np.int64)
     p_len = np.empty(1024, np.int64)
     npairs = 0
     for i in range(n):
-        j = nxt[i]
+        j = node[i, 1]
         if j < 0:
             continue
-        k = _key(tok[i], tok[j])
+        k = _key(node[i, 0], node[j, 0])
         s = _find_slot(tab_k, tab_bits, k)
         if tab_k[s] == k:
             pid = tab_v[s]
@@ -160,7 +163,7 @@ def init_training(tok, nxt, doc, doc_weight):
             p_key[pid] = k
             p_count[pid] = 0
             p_len[pid] = 0
-        pos_pid[i] = pid
+        node[i, 3] = pid
         p_count[pid] += doc_weight[doc[i]]
         p_len[pid] += 1
     p_start = np.empty(p_key.shape[0], np.int64)
@@ -171,7 +174,7 @@ def init_training(tok, nxt, doc, doc_weight):
     pool = np.empty(total + total // 2 + 64, np.int32)
     fill = p_start[:npairs].copy()
     for i in range(n):
-        pid = pos_pid[i]
+        pid = node[i, 3]
         if pid >= 0:
             pool[fill[pid]] = i
             fill[pid] += 1
@@ -179,12 +182,12 @@ def init_training(tok, nxt, doc, doc_weight):
     hc = p_count[:npairs].copy()
     for i in range(npairs // 2 - 1, -1, -1):
         _sift_down(hc, hk, npairs, i)
-    return (tab_k, tab_v, tab_bits, pos_pid, p_key, p_count, p_start, p_len, npairs,
+    return (tab_k, tab_v, tab_bits, npairs, p_key, p_count, p_start, p_len, npairs,
             pool, total, hc, hk, npairs)
 
 
 @njit(cache=True)
-def train_rounds(tok, nxt, prv, doc, doc_weight, tab_k, tab_v, tab_bits, pos_pid,
+def train_rounds(node, doc, doc_weight, tab_k, tab_v, tab_bits, n_table,
                  p_key, p_count, p_start, p_len, npairs, pool, pool_len, hc, hk, hsize,
                  merges, n_done, next_token, n_merges, n_candidates, min_frequency,
                  max_rounds):
@@ -199,8 +202,8 @@ def train_rounds(tok, nxt, prv, doc, doc_weight, tab_k, tab_v, tab_bits, pos_pid
     chosen = np.empty(n_candidates, np.int64)
     buf_pid = np.empty(1024, np.int64)
     buf_p = np.empty(1024, np.int32)
-    left_new = np.full(next_token + n_merges - n_done + n_candidates, -1, np.int64)
-    right_new = left_new.copy()
+    n_slots = next_token + n_merges - n_done + n_candidates
+    new_pid = np.full(2 * n_slots, -1, np.int64)
     finished = False
     rounds = 0
     while n_done < n_merges and rounds < max_rounds:
@@ -278,108 +281,101 @@ def train_rounds(tok, nxt, prv, doc, doc_weight, tab_k, tab_v, tab_bits, pos_pid
             last_doc = -1
             for t in range(start, start + length):
                 i = pool[t]
-                if pos_pid[i] != pid:  # stale: merged away or changed since filed
+                if node[i, 3] != pid:  # stale: merged away or changed since filed
                     continue
-                j = nxt[i]
+                j = node[i, 1]
                 d = doc[i]
                 w = doc_weight[d]
-                h = prv[i]
-                m = nxt[j]
+                h = node[i, 2]
+                m = node[j, 1]
                 if h >= 0:
-                    p_count[pos_pid[h]] -= w
+                    p_count[node[h, 3]] -= w
                 p_count[pid] -= w
                 if m >= 0:
-                    p_count[pos_pid[j]] -= w
-                tok[i] = x
-                tok[j] = -1
-                pos_pid[j] = -1
-                pos_pid[i] = -1
-                nxt[i] = m
+                    p_count[node[j, 3]] -= w
+                node[i, 0] = x
+                node[j, 0] = -1
+                node[j, 3] = -1
+                node[i, 3] = -1
+                node[i, 1] = m
                 if m >= 0:
-                    prv[m] = i
-                # the new pairs (tok[h], x) and (x, tok[m]): found through the
-                # dense per-merge maps left_new / right_new, indexed by the
-                # neighbour token ((x, x) lives in left_new[x])
+                    node[m, 2] = i
+                # the new pairs (tok[h], x) and (x, tok[m]) are found through
+                # new_pid, indexed by the neighbour token: [c] for (c, x),
+                # [n_slots + c] for (x, c), and (x, x) at [x]
                 for side in range(2):
                     if side == 0:
                         if h < 0:
                             continue
-                        c, pos = tok[h], h
-                        slot_map = left_new
+                        c, pos = node[h, 0], h
+                        slot = c
                     else:
                         if m < 0:
                             continue
-                        c, pos = tok[m], i
-                        slot_map = right_new if c != x else left_new
-                    npid = slot_map[c]
+                        c, pos = node[m, 0], i
+                        slot = c if c == x else n_slots + c
+                    npid = new_pid[slot]
                     if npid < 0:
                         npid = npairs
                         npairs += 1
-                        slot_map[c] = npid
-                        p_key[npid] = _key(c, x) if side == 0 or c == x else _key(x, c)
+                        new_pid[slot] = npid
+                        p_key[npid] = _key(c, x) if slot < n_slots else _key(x, c)
                         p_count[npid] = 0
                     p_count[npid] += w
-                    pos_pid[pos] = npid
+                    node[pos, 3] = npid
                     buf_pid[nbuf] = npid
                     buf_p[nbuf] = pos
                     nbuf += 1
                 if d != last_doc:
                     df += w
                     last_doc = d
-            for npid in range(x_first, npairs):  # reset the per-merge maps
+            for npid in range(x_first, npairs):  # reset new_pid
                 nl, nr = p_key[npid] >> 32, p_key[npid] & _MASK
-                if nr == x:
-                    left_new[nl] = -1
-                else:
-                    right_new[nr] = -1
+                new_pid[nl if nr == x else n_slots + nr] = -1
             merges[n_done, 0] = a
             merges[n_done, 1] = b
             merges[n_done, 2] = x
             merges[n_done, 3] = cand_c[chosen[q]]
             merges[n_done, 4] = df
             n_done += 1
-        # 4. file the round's new pairs: one block of sorted positions each.
-        # Pairs created this round have the fresh ids first_new..npairs-1, so
-        # a counting sort groups the buffer by pair.
+        # 4. file the round's new pairs, one block of positions each. Pairs
+        # created this round have the fresh ids first_new..npairs-1, so a
+        # counting sort groups the buffer. Each new pair is created in the
+        # loop of its newer token, which visits positions in ascending order,
+        # so every block is sorted. Positions whose pair changed again later
+        # in the round stay in the block and are skipped when it is used.
         n_new = npairs - first_new
         fill = np.zeros(n_new + 1, np.int64)
         for t in range(nbuf):
             fill[buf_pid[t] - first_new + 1] += 1
         for g in range(n_new):
+            p_start[first_new + g] = pool_len + fill[g]
+            p_len[first_new + g] = fill[g + 1]
             fill[g + 1] += fill[g]
         pool = _grow(pool, pool_len + nbuf)
-        for g in range(n_new):
-            p_start[first_new + g] = pool_len + fill[g]
         for t in range(nbuf):
             g = buf_pid[t] - first_new
             pool[pool_len + fill[g]] = buf_p[t]
             fill[g] += 1
+        pool_len += nbuf
         hc = _grow(hc, hsize + n_new)
         hk = _grow(hk, hsize + n_new)
-        tab_k, tab_v, tab_bits = _reserve(tab_k, tab_v, tab_bits, npairs)
-        end = pool_len
+        # A pair's count only falls after its creation round, so a pair below
+        # min_frequency now can never be merged, nor block a candidate in the
+        # border check (candidates reach min_frequency): it needs neither the
+        # heap nor the table (most new pairs of a text corpus occur once).
         for pid in range(first_new, npairs):
-            ts = _find_slot(tab_k, tab_bits, p_key[pid])
-            tab_k[ts] = p_key[pid]
-            tab_v[ts] = pid
-            start, stop = p_start[pid], pool_len + fill[pid - first_new]
-            p_start[pid] = end
-            for t in range(start, stop):  # drop positions whose pair changed again
-                if pos_pid[pool[t]] == pid:
-                    pool[end] = pool[t]
-                    end += 1
-            p_len[pid] = end - p_start[pid]
-            for t in range(p_start[pid] + 1, end):
-                if pool[t] < pool[t - 1]:  # positions from several merges interleave
-                    pool[p_start[pid]:end].sort()
-                    break
-            if p_count[pid] > 0:
+            if p_count[pid] >= min_frequency:
+                n_table += 1
+                tab_k, tab_v, tab_bits = _reserve(tab_k, tab_v, tab_bits, n_table)
+                ts = _find_slot(tab_k, tab_bits, p_key[pid])
+                tab_k[ts] = p_key[pid]
+                tab_v[ts] = pid
                 hc[hsize], hk[hsize] = p_count[pid], p_key[pid]
                 hsize += 1
                 _sift_up(hc, hk, hsize - 1)
-        pool_len = end
-    return (tab_k, tab_v, tab_bits, p_key, p_count, p_start, p_len, npairs, pool,
-            pool_len, hc, hk, hsize, n_done, next_token, finished)
+    return (tab_k, tab_v, tab_bits, n_table, p_key, p_count, p_start, p_len, npairs,
+            pool, pool_len, hc, hk, hsize, n_done, next_token, finished)
 
 
 # --- encoding ---------------------------------------------------------------

@@ -207,29 +207,31 @@ class Tokenizer:
         return self
 
     def _train(self, tok, offsets, weights, n_merges) -> np.ndarray:
-        """Run the engine on a flattened corpus (``tok`` is modified).
+        """Run the engine on a flattened corpus.
 
         Returns rows ``(left, right, token, count, df)`` in creation order.
         """
         n = tok.size
-        nxt = np.arange(1, n + 1, dtype=np.int32)
-        prv = np.arange(-1, n - 1, dtype=np.int32)
-        ends = offsets[1:][offsets[1:] > offsets[:-1]]
-        nxt[ends - 1] = -1
-        prv[offsets[:-1][offsets[1:] > offsets[:-1]]] = -1
-        doc = np.repeat(np.arange(len(offsets) - 1, dtype=np.int32), np.diff(offsets))
+        starts, ends = offsets[:-1], offsets[1:]
+        node = np.empty((n, 4), np.int32)  # token, next, previous, pair id
+        node[:, 0] = tok
+        node[:, 1] = np.arange(1, n + 1)
+        node[:, 2] = np.arange(-1, n - 1)
+        node[ends[ends > starts] - 1, 1] = -1
+        node[starts[ends > starts], 2] = -1
+        doc = np.repeat(np.arange(len(starts), dtype=np.int32), ends - starts)
         merges = np.zeros((n_merges + self.n_candidates, 5), np.int64)
-        state = _engine.init_training(tok, nxt, doc, weights)
-        (tab_k, tab_v, tab_bits, pos_pid, p_key, p_count, p_start, p_len, npairs, pool,
+        state = _engine.init_training(node, doc, weights)
+        (tab_k, tab_v, tab_bits, n_table, p_key, p_count, p_start, p_len, npairs, pool,
          pool_len, hc, hk, hsize) = state
         n_done, next_token = 0, self.alphabet_size
         progress = _Progress(n_merges, self.progress)
         rounds, finished = 1, False
         while n_done < n_merges and not finished:
             t0 = time.perf_counter()
-            (tab_k, tab_v, tab_bits, p_key, p_count, p_start, p_len, npairs, pool, pool_len,
-             hc, hk, hsize, n_done, next_token, finished) = _engine.train_rounds(
-                tok, nxt, prv, doc, weights, tab_k, tab_v, tab_bits, pos_pid, p_key, p_count,
+            (tab_k, tab_v, tab_bits, n_table, p_key, p_count, p_start, p_len, npairs, pool,
+             pool_len, hc, hk, hsize, n_done, next_token, finished) = _engine.train_rounds(
+                node, doc, weights, tab_k, tab_v, tab_bits, n_table, p_key, p_count,
                 p_start, p_len, npairs, pool, pool_len, hc, hk, hsize, merges, n_done, next_token,
                 n_merges, self.n_candidates, self.min_frequency, rounds)
             progress.update(n_done)
