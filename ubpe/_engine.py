@@ -124,48 +124,74 @@ def _sift_up(hc, hk, i):
     hc[i], hk[i] = c, k
 
 
-@njit(cache=True)
-def init_training(node, doc, doc_weight):
-    """Count all adjacent pairs; build the pair table, position pool and heap.
+# --- training ---------------------------------------------------------------
+# Hot loops live in kernels that take fixed-size arrays; arrays grow only
+# between kernel calls (numba optimises a loop poorly when an array it uses
+# may be reallocated inside it).
 
-    ``node`` has one row per corpus position: token id, next and previous
-    live position in the document (-1 at the edges), and ``pos_pid``, the
-    pair starting there (-1: none); one row keeps a merge's neighbours in
-    one or two cache lines. Pair ``pid`` has key ``p_key[pid]``, weighted count ``p_count[pid]``
-    and positions ``pool[p_start[pid]:p_start[pid] + p_len[pid]]``;
-    ``node[i, 3]`` is the pair starting at live position ``i`` (-1: none).
+@njit(cache=True)
+def _count_initial_pairs(node, doc, doc_weight, start, tab_k, tab_v, tab_bits, p_key,
+                         p_count, p_len, npairs):
+    """Give positions ``start..`` their pair id until done or a table is full.
+
+    Returns the next position to do and the number of pairs.
     """
+    cap = min(p_key.shape[0], (tab_k.shape[0] - 2) // 2)
     n = node.shape[0]
-    tab_k, tab_v, tab_bits = _new_table(1024)
-    node[:, 3] = -1
-    p_key = np.empty(1024, np.int64)
-    p_count = np.empty(1024, np.int64)
-    p_len = np.empty(1024, np.int64)
-    npairs = 0
-    for i in range(n):
+    for i in range(start, n):
         j = node[i, 1]
         if j < 0:
+            node[i, 3] = -1
             continue
         k = _key(node[i, 0], node[j, 0])
         s = _find_slot(tab_k, tab_bits, k)
         if tab_k[s] == k:
             pid = tab_v[s]
         else:
+            if npairs == cap:
+                return i, npairs
             pid = npairs
             npairs += 1
             tab_k[s] = k
             tab_v[s] = pid
-            tab_k, tab_v, tab_bits = _reserve(tab_k, tab_v, tab_bits, npairs)
-            if npairs > p_key.shape[0]:
-                p_key = _grow(p_key, npairs)
-                p_count = _grow(p_count, npairs)
-                p_len = _grow(p_len, npairs)
             p_key[pid] = k
             p_count[pid] = 0
             p_len[pid] = 0
         node[i, 3] = pid
         p_count[pid] += doc_weight[doc[i]]
         p_len[pid] += 1
+    return n, npairs
+
+
+@njit(cache=True)
+def init_training(node, doc, doc_weight, min_frequency):
+    """Count all adjacent pairs; build the training state.
+
+    ``node`` has one row per corpus position: token id, next and previous
+    live position in the document (-1 at the edges), and the id of the pair
+    starting there (-1: none), filled in here; one row keeps a merge's
+    neighbours in one or two cache lines. Pair ``pid`` has key
+    ``p_key[pid]``, weighted count ``p_count[pid]`` and positions
+    ``pool[p_start[pid]:p_start[pid] + p_len[pid]]``. The hash table maps
+    keys to pair ids; the heap holds ``(count, key)`` of mergeable pairs.
+    Returns the state tuple that :func:`train_rounds` takes and returns.
+    """
+    n = node.shape[0]
+    tab_k, tab_v, tab_bits = _new_table(4096)
+    p_key = np.empty(4096, np.int64)
+    p_count = np.empty(4096, np.int64)
+    p_len = np.empty(4096, np.int64)
+    npairs = 0
+    i = 0
+    while True:
+        i, npairs = _count_initial_pairs(node, doc, doc_weight, i, tab_k, tab_v, tab_bits,
+                                         p_key, p_count, p_len, npairs)
+        if i == n:
+            break
+        tab_k, tab_v, tab_bits = _reserve(tab_k, tab_v, tab_bits, 2 * npairs)
+        p_key = _grow(p_key, 2 * npairs)
+        p_count = _grow(p_count, 2 * npairs)
+        p_len = _grow(p_len, 2 * npairs)
     p_start = np.empty(p_key.shape[0], np.int64)
     total = 0
     for pid in range(npairs):
@@ -178,25 +204,196 @@ def init_training(node, doc, doc_weight):
         if pid >= 0:
             pool[fill[pid]] = i
             fill[pid] += 1
-    hk = p_key[:npairs].copy()
-    hc = p_count[:npairs].copy()
-    for i in range(npairs // 2 - 1, -1, -1):
-        _sift_down(hc, hk, npairs, i)
+    keep = p_count[:npairs] >= min_frequency
+    hk = p_key[:npairs][keep].copy()
+    hc = p_count[:npairs][keep].copy()
+    hsize = hk.shape[0]
+    for i in range(hsize // 2 - 1, -1, -1):
+        _sift_down(hc, hk, hsize, i)
     return (tab_k, tab_v, tab_bits, npairs, p_key, p_count, p_start, p_len, npairs,
-            pool, total, hc, hk, npairs)
+            pool, total, hc, hk, hsize)
 
 
 @njit(cache=True)
-def train_rounds(node, doc, doc_weight, tab_k, tab_v, tab_bits, n_table,
-                 p_key, p_count, p_start, p_len, npairs, pool, pool_len, hc, hk, hsize,
-                 merges, n_done, next_token, n_merges, n_candidates, min_frequency,
-                 max_rounds):
+def _pop_candidates(hc, hk, hsize, tab_k, tab_v, tab_bits, p_count, n_candidates,
+                    min_frequency, cand_k, cand_c):
+    """Pop the most frequent pairs (count desc, key asc) into cand_k/cand_c.
+
+    Entries whose stored count is out of date are pushed back with their
+    true count (counts only fall after a push). Returns (n found, heap size).
+    """
+    nc = 0
+    while nc < n_candidates and hsize > 0:
+        c, k = hc[0], hk[0]
+        hsize -= 1
+        if hsize > 0:
+            hc[0], hk[0] = hc[hsize], hk[hsize]
+            _sift_down(hc, hk, hsize, 0)
+        true = p_count[_lookup(tab_k, tab_v, tab_bits, k)]
+        if true != c:
+            if true >= min_frequency:
+                hc[hsize], hk[hsize] = true, k
+                hsize += 1
+                _sift_up(hc, hk, hsize - 1)
+            continue
+        cand_k[nc] = k
+        cand_c[nc] = c
+        nc += 1
+    return nc, hsize
+
+
+@njit(cache=True)
+def _select(cand_k, cand_c, nc, chosen, tab_k, tab_v, tab_bits, p_count, hc, hk, hsize):
+    """Collision filter (same rules as ``_reference.select_candidates``).
+
+    Writes the chosen candidates' indices to ``chosen``; pushes the others
+    back into the heap. Returns (n chosen, heap size).
+    """
+    nchosen = 0
+    for ci in range(nc):
+        k2, c2 = cand_k[ci], cand_c[ci]
+        l2, r2 = k2 >> 32, k2 & _MASK
+        ok = True
+        for q in range(nchosen):
+            k1 = cand_k[chosen[q]]
+            l1, r1 = k1 >> 32, k1 & _MASK
+            if l2 == l1 or l2 == r1 or r2 == l1 or r2 == r1:
+                ok = False
+                break
+            b1 = _lookup(tab_k, tab_v, tab_bits, _key(r2, l1))
+            b2 = _lookup(tab_k, tab_v, tab_bits, _key(r1, l2))
+            if (b1 >= 0 and p_count[b1] >= c2) or (b2 >= 0 and p_count[b2] >= c2):
+                ok = False
+                break
+        if ok:
+            chosen[nchosen] = ci
+            nchosen += 1
+        else:
+            hc[hsize], hk[hsize] = c2, k2
+            hsize += 1
+            _sift_up(hc, hk, hsize - 1)
+    return nchosen, hsize
+
+
+@njit(cache=True)
+def _merge_pair(node, doc, doc_weight, pool, start, length, pid, x, p_key, p_count,
+                new_pid, n_slots, npairs, buf_pid, buf_p, nbuf):
+    """Merge every live occurrence of pair ``pid`` into token ``x``, left to right.
+
+    New pairs get ids from ``npairs`` on; their positions are appended to
+    ``buf_pid``/``buf_p``. Returns (npairs, nbuf, df).
+    """
+    x_first = npairs
+    df = 0
+    last_doc = -1
+    for t in range(start, start + length):
+        i = pool[t]
+        if node[i, 3] != pid:  # stale: merged away or changed since filed
+            continue
+        j = node[i, 1]
+        d = doc[i]
+        w = doc_weight[d]
+        h = node[i, 2]
+        m = node[j, 1]
+        if h >= 0:
+            p_count[node[h, 3]] -= w
+        p_count[pid] -= w
+        if m >= 0:
+            p_count[node[j, 3]] -= w
+        node[i, 0] = x
+        node[j, 0] = -1
+        node[j, 3] = -1
+        node[i, 3] = -1
+        node[i, 1] = m
+        if m >= 0:
+            node[m, 2] = i
+        # the new pairs (tok[h], x) and (x, tok[m]) are found through
+        # new_pid, indexed by the neighbour token c: [c] for (c, x),
+        # [n_slots + c] for (x, c), and (x, x) at [x]
+        for side in range(2):
+            if side == 0:
+                if h < 0:
+                    continue
+                c, pos = node[h, 0], h
+                slot = c
+            else:
+                if m < 0:
+                    continue
+                c, pos = node[m, 0], i
+                slot = c if c == x else n_slots + c
+            npid = new_pid[slot]
+            if npid < 0:
+                npid = npairs
+                npairs += 1
+                new_pid[slot] = npid
+                p_key[npid] = _key(c, x) if slot < n_slots else _key(x, c)
+                p_count[npid] = 0
+            p_count[npid] += w
+            node[pos, 3] = npid
+            buf_pid[nbuf] = npid
+            buf_p[nbuf] = pos
+            nbuf += 1
+        if d != last_doc:
+            df += w
+            last_doc = d
+    for npid in range(x_first, npairs):  # reset new_pid for the next merge
+        nl, nr = p_key[npid] >> 32, p_key[npid] & _MASK
+        new_pid[nl if nr == x else n_slots + nr] = -1
+    return npairs, nbuf, df
+
+
+@njit(cache=True)
+def _file_new_pairs(buf_pid, buf_p, nbuf, first_new, npairs, pool, pool_len, p_key,
+                    p_count, p_start, p_len, tab_k, tab_v, tab_bits, n_table, hc, hk, hsize,
+                    min_frequency):
+    """File a round's new pairs: a block of positions each, table and heap entries.
+
+    Pairs created this round have the fresh ids first_new..npairs-1, so a
+    counting sort groups the buffer. Each new pair is created in the loop of
+    its newer token, which visits positions in ascending order, so every
+    block is sorted. Positions whose pair changed again later in the round
+    stay in the block and are skipped when it is used. A pair's count only
+    falls after its creation round, so a pair below ``min_frequency`` now can
+    never be merged, nor block a candidate in the border check (candidates
+    reach min_frequency): it needs neither the heap nor the table (most new
+    pairs of a text corpus occur once). Returns (pool_len, n_table, hsize).
+    """
+    n_new = npairs - first_new
+    fill = np.zeros(n_new + 1, np.int64)
+    for t in range(nbuf):
+        fill[buf_pid[t] - first_new + 1] += 1
+    for g in range(n_new):
+        p_start[first_new + g] = pool_len + fill[g]
+        p_len[first_new + g] = fill[g + 1]
+        fill[g + 1] += fill[g]
+    for t in range(nbuf):
+        g = buf_pid[t] - first_new
+        pool[pool_len + fill[g]] = buf_p[t]
+        fill[g] += 1
+    for pid in range(first_new, npairs):
+        if p_count[pid] >= min_frequency:
+            n_table += 1
+            ts = _find_slot(tab_k, tab_bits, p_key[pid])
+            tab_k[ts] = p_key[pid]
+            tab_v[ts] = pid
+            hc[hsize], hk[hsize] = p_count[pid], p_key[pid]
+            hsize += 1
+            _sift_up(hc, hk, hsize - 1)
+    return pool_len + nbuf, n_table, hsize
+
+
+@njit(cache=True)
+def train_rounds(node, doc, doc_weight, state, merges, n_done, next_token, n_merges,
+                 n_candidates, min_frequency, max_rounds):
     """Run up to ``max_rounds`` training rounds; see ``_reference.fit_reference``.
 
-    ``merges`` rows are ``(left, right, token, count, df)``. Returns the
-    (possibly reallocated) state and ``finished``: True when no pair reaches
-    ``min_frequency`` any more.
+    ``state`` comes from :func:`init_training` or a previous call. ``merges``
+    rows are ``(left, right, token, count, df)``. Returns the new state,
+    ``n_done``, ``next_token`` and ``finished`` (True when no pair reaches
+    ``min_frequency`` any more).
     """
+    (tab_k, tab_v, tab_bits, n_table, p_key, p_count, p_start, p_len, npairs,
+     pool, pool_len, hc, hk, hsize) = state
     cand_k = np.empty(n_candidates, np.int64)
     cand_c = np.empty(n_candidates, np.int64)
     chosen = np.empty(n_candidates, np.int64)
@@ -208,174 +405,49 @@ def train_rounds(node, doc, doc_weight, tab_k, tab_v, tab_bits, n_table,
     rounds = 0
     while n_done < n_merges and rounds < max_rounds:
         rounds += 1
-        # 1. the n_candidates most frequent pairs, lazily re-evaluated
-        nc = 0
-        while nc < n_candidates and hsize > 0:
-            c, k = hc[0], hk[0]
-            hsize -= 1
-            if hsize > 0:
-                hc[0], hk[0] = hc[hsize], hk[hsize]
-                _sift_down(hc, hk, hsize, 0)
-            true = p_count[_lookup(tab_k, tab_v, tab_bits, k)]
-            if true != c:
-                if true > 0:
-                    hc[hsize], hk[hsize] = true, k
-                    hsize += 1
-                    _sift_up(hc, hk, hsize - 1)
-                continue
-            if c < min_frequency:
-                hc[hsize], hk[hsize] = c, k
-                hsize += 1
-                _sift_up(hc, hk, hsize - 1)
-                break
-            cand_k[nc] = k
-            cand_c[nc] = c
-            nc += 1
+        nc, hsize = _pop_candidates(hc, hk, hsize, tab_k, tab_v, tab_bits, p_count,
+                                    n_candidates, min_frequency, cand_k, cand_c)
         if nc == 0:
             finished = True
             break
-        # 2. collision filter (same rules as _reference.select_candidates)
-        nchosen = 0
-        for ci in range(nc):
-            k2, c2 = cand_k[ci], cand_c[ci]
-            l2, r2 = k2 >> 32, k2 & _MASK
-            ok = True
-            for q in range(nchosen):
-                k1 = cand_k[chosen[q]]
-                l1, r1 = k1 >> 32, k1 & _MASK
-                if l2 == l1 or l2 == r1 or r2 == l1 or r2 == r1:
-                    ok = False
-                    break
-                b1 = _lookup(tab_k, tab_v, tab_bits, _key(r2, l1))
-                b2 = _lookup(tab_k, tab_v, tab_bits, _key(r1, l2))
-                if (b1 >= 0 and p_count[b1] >= c2) or (b2 >= 0 and p_count[b2] >= c2):
-                    ok = False
-                    break
-            if ok:
-                chosen[nchosen] = ci
-                nchosen += 1
-            else:  # not merged this round: back into the heap
-                hc[hsize], hk[hsize] = c2, k2
-                hsize += 1
-                _sift_up(hc, hk, hsize - 1)
-        # 3. merge every occurrence of each chosen pair, left to right
+        nchosen, hsize = _select(cand_k, cand_c, nc, chosen, tab_k, tab_v, tab_bits,
+                                 p_count, hc, hk, hsize)
         nbuf = 0
         first_new = npairs
         for q in range(nchosen):
             k = cand_k[chosen[q]]
-            a, b = k >> 32, k & _MASK
             pid = _lookup(tab_k, tab_v, tab_bits, k)
             start, length = p_start[pid], p_len[pid]
-            need = npairs + 2 * length
+            need = npairs + 2 * length  # at most two new pairs per occurrence
             if need > p_key.shape[0]:
                 p_key = _grow(p_key, need)
                 p_count = _grow(p_count, need)
                 p_start = _grow(p_start, need)
                 p_len = _grow(p_len, need)
-            x_first = npairs
             buf_pid = _grow(buf_pid, nbuf + 2 * length)
             buf_p = _grow(buf_p, nbuf + 2 * length)
             x = next_token
             next_token += 1
-            df = 0
-            last_doc = -1
-            for t in range(start, start + length):
-                i = pool[t]
-                if node[i, 3] != pid:  # stale: merged away or changed since filed
-                    continue
-                j = node[i, 1]
-                d = doc[i]
-                w = doc_weight[d]
-                h = node[i, 2]
-                m = node[j, 1]
-                if h >= 0:
-                    p_count[node[h, 3]] -= w
-                p_count[pid] -= w
-                if m >= 0:
-                    p_count[node[j, 3]] -= w
-                node[i, 0] = x
-                node[j, 0] = -1
-                node[j, 3] = -1
-                node[i, 3] = -1
-                node[i, 1] = m
-                if m >= 0:
-                    node[m, 2] = i
-                # the new pairs (tok[h], x) and (x, tok[m]) are found through
-                # new_pid, indexed by the neighbour token: [c] for (c, x),
-                # [n_slots + c] for (x, c), and (x, x) at [x]
-                for side in range(2):
-                    if side == 0:
-                        if h < 0:
-                            continue
-                        c, pos = node[h, 0], h
-                        slot = c
-                    else:
-                        if m < 0:
-                            continue
-                        c, pos = node[m, 0], i
-                        slot = c if c == x else n_slots + c
-                    npid = new_pid[slot]
-                    if npid < 0:
-                        npid = npairs
-                        npairs += 1
-                        new_pid[slot] = npid
-                        p_key[npid] = _key(c, x) if slot < n_slots else _key(x, c)
-                        p_count[npid] = 0
-                    p_count[npid] += w
-                    node[pos, 3] = npid
-                    buf_pid[nbuf] = npid
-                    buf_p[nbuf] = pos
-                    nbuf += 1
-                if d != last_doc:
-                    df += w
-                    last_doc = d
-            for npid in range(x_first, npairs):  # reset new_pid
-                nl, nr = p_key[npid] >> 32, p_key[npid] & _MASK
-                new_pid[nl if nr == x else n_slots + nr] = -1
-            merges[n_done, 0] = a
-            merges[n_done, 1] = b
+            npairs, nbuf, df = _merge_pair(node, doc, doc_weight, pool, start, length, pid, x,
+                                           p_key, p_count, new_pid, n_slots, npairs,
+                                           buf_pid, buf_p, nbuf)
+            merges[n_done, 0] = k >> 32
+            merges[n_done, 1] = k & _MASK
             merges[n_done, 2] = x
             merges[n_done, 3] = cand_c[chosen[q]]
             merges[n_done, 4] = df
             n_done += 1
-        # 4. file the round's new pairs, one block of positions each. Pairs
-        # created this round have the fresh ids first_new..npairs-1, so a
-        # counting sort groups the buffer. Each new pair is created in the
-        # loop of its newer token, which visits positions in ascending order,
-        # so every block is sorted. Positions whose pair changed again later
-        # in the round stay in the block and are skipped when it is used.
         n_new = npairs - first_new
-        fill = np.zeros(n_new + 1, np.int64)
-        for t in range(nbuf):
-            fill[buf_pid[t] - first_new + 1] += 1
-        for g in range(n_new):
-            p_start[first_new + g] = pool_len + fill[g]
-            p_len[first_new + g] = fill[g + 1]
-            fill[g + 1] += fill[g]
         pool = _grow(pool, pool_len + nbuf)
-        for t in range(nbuf):
-            g = buf_pid[t] - first_new
-            pool[pool_len + fill[g]] = buf_p[t]
-            fill[g] += 1
-        pool_len += nbuf
         hc = _grow(hc, hsize + n_new)
         hk = _grow(hk, hsize + n_new)
-        # A pair's count only falls after its creation round, so a pair below
-        # min_frequency now can never be merged, nor block a candidate in the
-        # border check (candidates reach min_frequency): it needs neither the
-        # heap nor the table (most new pairs of a text corpus occur once).
-        for pid in range(first_new, npairs):
-            if p_count[pid] >= min_frequency:
-                n_table += 1
-                tab_k, tab_v, tab_bits = _reserve(tab_k, tab_v, tab_bits, n_table)
-                ts = _find_slot(tab_k, tab_bits, p_key[pid])
-                tab_k[ts] = p_key[pid]
-                tab_v[ts] = pid
-                hc[hsize], hk[hsize] = p_count[pid], p_key[pid]
-                hsize += 1
-                _sift_up(hc, hk, hsize - 1)
-    return (tab_k, tab_v, tab_bits, n_table, p_key, p_count, p_start, p_len, npairs,
-            pool, pool_len, hc, hk, hsize, n_done, next_token, finished)
+        tab_k, tab_v, tab_bits = _reserve(tab_k, tab_v, tab_bits, n_table + n_new)
+        pool_len, n_table, hsize = _file_new_pairs(
+            buf_pid, buf_p, nbuf, first_new, npairs, pool, pool_len, p_key, p_count,
+            p_start, p_len, tab_k, tab_v, tab_bits, n_table, hc, hk, hsize, min_frequency)
+    state = (tab_k, tab_v, tab_bits, n_table, p_key, p_count, p_start, p_len, npairs,
+             pool, pool_len, hc, hk, hsize)
+    return state, n_done, next_token, finished
 
 
 # --- encoding ---------------------------------------------------------------

@@ -221,19 +221,15 @@ class Tokenizer:
         node[starts[ends > starts], 2] = -1
         doc = np.repeat(np.arange(len(starts), dtype=np.int32), ends - starts)
         merges = np.zeros((n_merges + self.n_candidates, 5), np.int64)
-        state = _engine.init_training(node, doc, weights)
-        (tab_k, tab_v, tab_bits, n_table, p_key, p_count, p_start, p_len, npairs, pool,
-         pool_len, hc, hk, hsize) = state
+        state = _engine.init_training(node, doc, weights, self.min_frequency)
         n_done, next_token = 0, self.alphabet_size
         progress = _Progress(n_merges, self.progress)
         rounds, finished = 1, False
         while n_done < n_merges and not finished:
             t0 = time.perf_counter()
-            (tab_k, tab_v, tab_bits, n_table, p_key, p_count, p_start, p_len, npairs, pool,
-             pool_len, hc, hk, hsize, n_done, next_token, finished) = _engine.train_rounds(
-                node, doc, weights, tab_k, tab_v, tab_bits, n_table, p_key, p_count,
-                p_start, p_len, npairs, pool, pool_len, hc, hk, hsize, merges, n_done, next_token,
-                n_merges, self.n_candidates, self.min_frequency, rounds)
+            state, n_done, next_token, finished = _engine.train_rounds(
+                node, doc, weights, state, merges, n_done, next_token, n_merges,
+                self.n_candidates, self.min_frequency, rounds)
             progress.update(n_done)
             if time.perf_counter() - t0 < 0.2:
                 rounds *= 2
