@@ -197,7 +197,7 @@ def init_training(node, doc, doc_weight, min_frequency):
     for pid in range(npairs):
         p_start[pid] = total
         total += p_len[pid]
-    pool = np.empty(total + total // 2 + 64, np.int32)
+    pool = np.empty(total + total // 4 + 64, np.int32)
     fill = p_start[:npairs].copy()
     for i in range(n):
         pid = node[i, 3]

@@ -45,6 +45,20 @@ def _flatten_documents(corpus, alphabet_size: int) -> tuple[np.ndarray, np.ndarr
     return flat.astype(np.int32), offsets
 
 
+def _make_nodes(tok, offsets) -> np.ndarray:
+    """One row per corpus position: token, next and previous position in the
+    document (-1 at its edges), pair id (filled in by the engine)."""
+    n = tok.size
+    starts, ends = offsets[:-1], offsets[1:]
+    node = np.empty((n, 4), np.int32)
+    node[:, 0] = tok
+    node[:, 1] = np.arange(1, n + 1)
+    node[:, 2] = np.arange(-1, n - 1)
+    node[ends[ends > starts] - 1, 1] = -1
+    node[starts[ends > starts], 2] = -1
+    return node
+
+
 class _Progress:
     """A one-line progress bar on a terminal; silent otherwise."""
 
@@ -194,7 +208,9 @@ class Tokenizer:
                                  f"has count {weights.min()}")
             weights = weights.astype(np.int64)
         n_merges = self.vocab_size - self.alphabet_size
-        merges = self._train(tok, offsets, weights, n_merges)
+        node = _make_nodes(tok, offsets)
+        del tok  # the node rows hold the tokens; keep peak memory down
+        merges = self._train(node, offsets, weights, n_merges)
         if len(merges) < n_merges:
             warnings.warn(f"the corpus supports only {len(merges)} merges with min_frequency="
                           f"{self.min_frequency}; the vocabulary has "
@@ -206,19 +222,12 @@ class Tokenizer:
         self._set_merges(merges[:, :3], idf, merges[:, 3])
         return self
 
-    def _train(self, tok, offsets, weights, n_merges) -> np.ndarray:
-        """Run the engine on a flattened corpus.
+    def _train(self, node, offsets, weights, n_merges) -> np.ndarray:
+        """Run the engine on a corpus laid out by :func:`_make_nodes` (modified).
 
         Returns rows ``(left, right, token, count, df)`` in creation order.
         """
-        n = tok.size
         starts, ends = offsets[:-1], offsets[1:]
-        node = np.empty((n, 4), np.int32)  # token, next, previous, pair id
-        node[:, 0] = tok
-        node[:, 1] = np.arange(1, n + 1)
-        node[:, 2] = np.arange(-1, n - 1)
-        node[ends[ends > starts] - 1, 1] = -1
-        node[starts[ends > starts], 2] = -1
         doc = np.repeat(np.arange(len(starts), dtype=np.int32), ends - starts)
         merges = np.zeros((n_merges + self.n_candidates, 5), np.int64)
         state = _engine.init_training(node, doc, weights, self.min_frequency)

@@ -1,0 +1,357 @@
+"""Benchmarks against the reference tools, run by hand (never by CI).
+
+    .venv/bin/pip install -e ".[bench]"
+    .venv/bin/python bench/run.py [--data ../shared/data] [--repeat 3] [--only NAME ...]
+
+Every figure is measured in this run, on real data from the shared data
+folder, as the median of ``--repeat`` runs after one warm-up (numba's
+compiled code is loaded from its cache on first use). Ratios compare ubpe
+with a baseline timed in the same run:
+
+- ``ubpe-cython`` / ``ubpe-native`` 0.3.0, the reference UBPE (Python >= 3.12:
+  the suite makes its own venv for them in ``bench/.baseline-venv``);
+- Hugging Face ``tokenizers`` with one thread (``RAYON_NUM_THREADS=1``), and
+  ``sentencepiece`` with one thread, for text.
+
+The table is printed and written to ``bench/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+os.environ["RAYON_NUM_THREADS"] = "1"  # before tokenizers is imported
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+import numpy as np  # noqa: E402
+
+from signals import UniformQuantizer  # noqa: E402
+from ubpe import Tokenizer  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+BASELINE_VENV = HERE / ".baseline-venv"
+BASELINE_PACKAGES = ["ubpe-cython==0.3.0", "ubpe-native==0.3.0", "numpy"]
+
+
+# --------------------------------------------------------------- utilities
+def median_time(fn, repeat, warmup=True):
+    """Median wall time of ``fn()`` over ``repeat`` runs; returns (seconds, last result)."""
+    if warmup:
+        fn()
+    times, result = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), result
+
+
+def find_python312():
+    """A Python >= 3.12 that actually runs (pyenv shims may not)."""
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    cands = [str(v / "bin" / "python") for v in sorted(root.glob("3.1[2-9]*"))]
+    cands += [p for p in (shutil.which("python3.12"), shutil.which("python3.13")) if p]
+    for p in cands:
+        ok = subprocess.run([p, "-c", "import sys; assert sys.version_info >= (3, 12)"],
+                            capture_output=True).returncode == 0
+        if ok:
+            return p
+    return None
+
+
+def baseline_python():
+    """The venv with the reference UBPE packages, created on first use."""
+    py = BASELINE_VENV / "bin" / "python"
+    if not py.exists():
+        base = find_python312()
+        if base is None:
+            raise SystemExit("the reference UBPE needs Python >= 3.12; none found "
+                             "(looked for python3.12 on PATH and under pyenv)")
+        subprocess.run([base, "-m", "venv", str(BASELINE_VENV)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", *BASELINE_PACKAGES], check=True)
+    return str(py)
+
+
+def run_baseline(impl, kind, docs, alphabet_size, n_tokens, n_candidates, repeat):
+    """Time ubpe-cython or ubpe-native in its own venv; returns its JSON answer."""
+    task = {"impl": impl, "kind": kind, "docs": [list(map(int, d)) for d in docs],
+            "alphabet_size": int(alphabet_size), "n_tokens": int(n_tokens),
+            "n_candidates": int(n_candidates), "repeat": int(repeat)}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(task, f)
+    try:
+        out = subprocess.run([baseline_python(), str(HERE / "_baseline_ubpe.py"), f.name],
+                             check=True, capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+class Table:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, bench, what, ours, baseline, ratio, target, note=""):
+        row = (bench, what, ours, baseline, ratio, target, note)
+        self.rows.append(row)
+        print(" | ".join(str(c) for c in row), flush=True)
+
+    def markdown(self):
+        head = ("benchmark", "measure", "ubpe", "baseline", "ratio", "target", "note")
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in self.rows]
+        return "\n".join(lines)
+
+
+# -------------------------------------------------------------------- data
+def load_text(data, name, n_bytes=None):
+    text = (data / "text" / name).read_text(encoding="utf-8")
+    if n_bytes is not None:
+        text = text.encode()[:n_bytes].decode("utf-8", errors="ignore")
+    return text
+
+
+def char_corpus(text):
+    """Lines as documents, characters as the alphabet (ids by sorted character)."""
+    lines = [line for line in text.split("\n") if line]
+    alphabet = sorted(set("".join(lines)))
+    lut = np.zeros(0x110000, np.int32)
+    lut[[ord(c) for c in alphabet]] = np.arange(len(alphabet))
+    docs = [lut[np.frombuffer(line.encode("utf-32-le"), np.uint32)] for line in lines]
+    return docs, len(alphabet)
+
+
+def word_corpus(text):
+    """Whitespace-split words as documents of UTF-8 bytes, stored once with counts."""
+    words = Counter(text.split())
+    docs = [np.frombuffer(w.encode(), np.uint8) for w in words]
+    return docs, np.fromiter(words.values(), np.int64, len(words)), list(words)
+
+
+def ecg_codes(data, n_levels=1024):
+    x = np.load(data / "signals" / "mitbih208_ecg.npz")["ecg"]
+    return UniformQuantizer(n_levels).fit(x).encode(x)
+
+
+def accel_codes(data, n_levels=1024):
+    a = np.loadtxt(data / "signals" / "daphnet_S06R02E0_accel.csv", delimiter=",",
+                   skiprows=1, usecols=range(1, 10))
+    return [UniformQuantizer(n_levels).fit(c).encode(c) for c in a.T]
+
+
+def tiled_documents(codes, total, doc_length):
+    tiled = np.tile(codes, total // codes.size + 1)[:total]
+    return [tiled[i:i + doc_length] for i in range(0, total, doc_length)]
+
+
+def n_tokens_encoded(tok, docs, counts=None):
+    lengths = np.array([len(e) for e in tok.encode_batch(docs)])
+    return int(lengths.sum() if counts is None else (lengths * counts).sum())
+
+
+# -------------------------------------------------------------- HF helpers
+def gpt2_byte_chars():
+    """GPT-2's reversible byte -> printable character map (used by HF ByteLevel)."""
+    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return chars
+
+
+def hf_train_words(lines, vocab_size):
+    from tokenizers import Tokenizer as HFTokenizer, models, pre_tokenizers, trainers
+    tok = HFTokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(lines, trainer)
+    return tok
+
+
+def hf_merges_as_bytes(hf_tok):
+    inv = {c: b for b, c in gpt2_byte_chars().items()}
+    merges = json.loads(hf_tok.to_str())["model"]["merges"]
+    as_bytes = lambda s: bytes(inv[c] for c in s)
+    return [(as_bytes(a), as_bytes(b)) for a, b in (m if isinstance(m, list) else m.split(" ")
+                                                     for m in merges)]
+
+
+def ours_merges_as_bytes(tok):
+    return [(bytes(tok.decode([l]).astype(np.uint8)), bytes(tok.decode([r]).astype(np.uint8)))
+            for l, r, _ in tok.merges_.tolist()]
+
+
+def encode_words(tok, text):
+    """Our text encoding for the word benchmark: split, encode each distinct word once."""
+    words = text.split()
+    uniq = {}
+    for w in words:
+        if w not in uniq:
+            uniq[w] = len(uniq)
+    enc = tok.encode_batch([np.frombuffer(w.encode(), np.uint8) for w in uniq])
+    lengths = np.array([len(e) for e in enc])
+    return int(lengths[[uniq[w] for w in words]].sum())
+
+
+# ------------------------------------------------------------- benchmarks
+def bench_fit_chars(t, data, repeat):
+    """Fit, characters as the alphabet, 2 MB of Shakespeare, 5,000 tokens, 50 candidates."""
+    docs, a = char_corpus(load_text(data, "shakespeare_complete.txt", 2_000_000))
+    ours, _ = median_time(lambda: Tokenizer(a, 5000, n_candidates=50).fit(docs), repeat)
+    cy = run_baseline("cython", "fit", docs, a, 5000, 50, repeat)["seconds"]
+    t.add("fit chars 2 MB Shakespeare, V=5000, nc=50", "seconds", f"{ours:.3f}", f"{cy:.2f} (ubpe-cython)",
+          f"{cy / ours:.0f}x faster", ">= 100x")
+    small, a2 = char_corpus(load_text(data, "shakespeare_complete.txt", 200_000))
+    ours2, _ = median_time(lambda: Tokenizer(a2, 5000, n_candidates=50).fit(small), repeat)
+    nat = run_baseline("native", "fit", small, a2, 5000, 50, 1)["seconds"]
+    t.add("fit chars 200 kB Shakespeare, V=5000, nc=50", "seconds", f"{ours2:.3f}",
+          f"{nat:.2f} (ubpe-native, 1 run)", f"{nat / ours2:.0f}x faster", "")
+
+
+def bench_fit_words(t, data, repeat):
+    """Fit, bytes, whitespace words as documents, 5 MB, 8,192 tokens, vs HF one thread."""
+    import sentencepiece as spm
+    for name, n in (("shakespeare_complete.txt", 5_000_000), ("kjv_bible.txt", None)):
+        text = load_text(data, name, n)
+        lines = text.split("\n")
+        mb = len(text.encode()) / 1e6
+        hf_s, hf_tok = median_time(lambda: hf_train_words(lines, 8192), repeat)
+        results = {}
+        for nc in (1, 50):
+            def fit():
+                docs, counts, _ = word_corpus(text)  # counting words is part of the fit
+                return Tokenizer(256, 8192, n_candidates=nc).fit(docs, counts)
+            s, tok = median_time(fit, repeat)
+            docs, counts, _ = word_corpus(text)
+            results[nc] = (s, tok, n_tokens_encoded(tok, docs, counts))
+            t.add(f"fit bytes, words, {mb:.1f} MB {name}, V=8192, nc={nc}", "seconds", f"{s:.3f}",
+                  f"{hf_s:.3f} (HF tokenizers, 1 thread)", f"{hf_s / s:.2f}x faster",
+                  ">= 1x" if nc == 1 else ">= 3x")
+        same = ours_merges_as_bytes(results[1][1]) == hf_merges_as_bytes(hf_tok)
+        hf_tokens = sum(len(e.ids) for e in hf_tok.encode_batch(lines))
+        t.add(f"tokens on {name} (training text), V=8192", "tokens", f"nc=1: {results[1][2]:,}; "
+              f"nc=50: {results[50][2]:,}", f"{hf_tokens:,} (HF)",
+              f"nc=50/nc=1 = {results[50][2] / results[1][2]:.4f}", "<= 1.03",
+              "nc=1 merges identical to HF's" if same else "nc=1 merges differ from HF's")
+
+        def spm_fit():
+            with tempfile.TemporaryDirectory() as d:
+                spm.SentencePieceTrainer.train(
+                    sentence_iterator=iter(lines), model_prefix=f"{d}/m", model_type="bpe",
+                    vocab_size=8192, num_threads=1, minloglevel=2, max_sentence_length=100000,
+                    input_sentence_size=0, character_coverage=1.0)
+        sp_s, _ = median_time(spm_fit, 1, warmup=False)
+        t.add(f"fit {name}: sentencepiece BPE, V=8192 (context)", "seconds",
+              f"{results[1][0]:.3f} (nc=1)", f"{sp_s:.3f} (sentencepiece, 1 thread, 1 run)",
+              f"{sp_s / results[1][0]:.2f}x faster", "")
+        # text encoding with the very same vocabulary (nc=1 model; merges checked above)
+        ours_s, ours_n = median_time(lambda: encode_words(results[1][1], text), repeat)
+        hf_enc_s, _ = median_time(lambda: hf_tok.encode_batch(lines), repeat)
+        t.add(f"encode {name} ({mb:.1f} MB) with the nc=1 vocabulary", "MB/s",
+              f"{mb / ours_s:.1f}", f"{mb / hf_enc_s:.1f} (HF encode_batch, 1 thread)",
+              f"{hf_enc_s / ours_s:.2f}x faster", ">= 1x", f"{ours_n:,} tokens")
+
+
+def bench_signal(t, data, repeat):
+    """Fit on the ECG tiled to 10 M and 20 M samples; encode throughput on signals."""
+    codes = ecg_codes(data)
+    secs = {}
+    for total in (10_000_000, 20_000_000):
+        docs = tiled_documents(codes, total, 10_000)
+        secs[total], tok = median_time(lambda: Tokenizer(1024, 4096, n_candidates=50).fit(docs),
+                                       repeat)
+        t.add(f"fit ECG tiled to {total / 1e6:.0f} M samples, docs of 10,000, V=4096, nc=50",
+              "seconds", f"{secs[total]:.2f}", "", "", "< 10 s" if total == 10_000_000 else "")
+    t.add("fit time 20 M / 10 M samples", "ratio", f"{secs[20_000_000] / secs[10_000_000]:.2f}",
+          "", "", "<= 2.2")
+    # encode throughput, ours vs ubpe-cython on the same data and settings
+    docs = [codes[i:i + 10_000] for i in range(0, codes.size, 10_000)]
+    for name, sig_docs in (("ECG 208", docs), ("Daphnet accel (9 ch)", accel_codes(data))):
+        tok = Tokenizer(1024, 4096, n_candidates=50).fit(sig_docs)
+        n = sum(d.size for d in sig_docs)
+        big = sig_docs * max(1, 2_000_000 // n)
+        s, _ = median_time(lambda: tok.encode_batch(big), repeat)
+        ours_rate = sum(d.size for d in big) / s / 1e6
+        cy = run_baseline("cython", "encode", sig_docs, 1024, 4096, 50, 1)
+        cy_rate = n / cy["seconds"] / 1e6
+        t.add(f"encode {name}, 1024 levels, V=4096", "M samples/s", f"{ours_rate:.1f}",
+              f"{cy_rate:.3f} (ubpe-cython)", f"{ours_rate / cy_rate:.0f}x faster", ">= 5 M/s")
+    # compression: n_candidates 50 vs 1 on the signal
+    docs = tiled_documents(codes, 1_080_000, 10_000)
+    n1 = n_tokens_encoded(Tokenizer(1024, 4096, n_candidates=1).fit(docs), docs)
+    n50 = n_tokens_encoded(Tokenizer(1024, 4096, n_candidates=50).fit(docs), docs)
+    t.add("tokens on ECG x10 (training data), V=4096", "tokens", f"nc=1: {n1:,}; nc=50: {n50:,}",
+          "", f"nc=50/nc=1 = {n50 / n1:.4f}", "<= 1.03")
+
+
+def bench_memory(t, data, repeat):
+    """Peak memory of a fit on 10 M ECG samples, in a fresh process."""
+    code = f"""
+import numpy as np, resource, sys
+sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(HERE)!r})
+import run
+from ubpe import Tokenizer
+docs = run.tiled_documents(run.ecg_codes(run.Path({str(data)!r})), 10_000_000, 10_000)
+docs = [d.astype(np.int16) for d in docs]
+Tokenizer(1024, 1100).fit(docs[:5])  # load compiled code first
+before = int(open('/proc/self/status').read().split('VmRSS:')[1].split()[0])
+Tokenizer(1024, 4096, n_candidates=50).fit(docs)
+peak = int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])
+print(before, peak)
+"""
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True).stdout.split()
+    before, peak = int(out[0]) * 1024, int(out[1]) * 1024
+    t.add("peak memory, fit on 10 M ECG samples (int16 input)", "bytes/symbol",
+          f"{(peak - before) / 1e7:.1f} (fit) / {peak / 1e7:.1f} (process)", "", "", "<= 40",
+          "fit = peak RSS minus RSS before the fit (corpus loaded)")
+
+
+BENCHES = {"fit_chars": bench_fit_chars, "fit_words": bench_fit_words,
+           "signal": bench_signal, "memory": bench_memory}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data",
+                    help="the shared data folder (default: ../shared/data)")
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per figure (median)")
+    ap.add_argument("--only", nargs="*", choices=sorted(BENCHES), help="run only these")
+    ap.add_argument("--output", type=Path, default=HERE / "RESULTS.md")
+    args = ap.parse_args()
+    if not (args.data / "signals").is_dir():
+        raise SystemExit(f"{args.data}: shared data folder not found; pass --data")
+    table = Table()
+    t0 = time.perf_counter()
+    for name in args.only or BENCHES:
+        BENCHES[name](table, args.data, args.repeat)
+    header = (f"# Benchmark results\n\n`python bench/run.py --repeat {args.repeat}`"
+              f"{' --only ' + ' '.join(args.only) if args.only else ''}, "
+              f"{time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, "
+              f"{os.cpu_count()} cores, Python {platform.python_version()}; medians of "
+              f"{args.repeat} runs after a warm-up unless noted; total {time.perf_counter() - t0:.0f} s.\n\n")
+    args.output.write_text(header + table.markdown() + "\n")
+    print(f"\nwritten to {args.output}")
+
+
+if __name__ == "__main__":
+    main()
