@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ubpe import FormatError, Tokenizer
-from ubpe.tokenizer import _flatten_documents, _make_nodes
+from ubpe import _engine
+from ubpe.tokenizer import _flatten_documents
 from ubpe._reference import encode_reference, fit_reference, select_candidates
 
 
 def _flat(docs):
-    tok, offsets = _flatten_documents([np.asarray(d, np.int64) for d in docs], 2**30)
-    return _make_nodes(tok, offsets), offsets
+    return _engine.layout(*_flatten_documents([np.asarray(d, np.int64) for d in docs], 2**30))
 
 
 def fit_quiet(tok, corpus, counts=None):

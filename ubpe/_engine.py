@@ -125,6 +125,23 @@ def _sift_up(hc, hk, i):
 
 
 # --- training ---------------------------------------------------------------
+
+@njit(cache=True)
+def layout(tok, offsets):
+    """Node rows and document ids for a flat corpus (see :func:`init_training`)."""
+    n = tok.shape[0]
+    node = np.empty((n, 4), np.int32)
+    doc = np.empty(n, np.int32)
+    for d in range(offsets.shape[0] - 1):
+        s, e = offsets[d], offsets[d + 1]
+        for i in range(s, e):
+            node[i, 0] = tok[i]
+            node[i, 1] = i + 1 if i + 1 < e else -1
+            node[i, 2] = i - 1 if i > s else -1
+            doc[i] = d
+    return node, doc
+
+
 # Hot loops live in kernels that take fixed-size arrays; arrays grow only
 # between kernel calls (numba optimises a loop poorly when an array it uses
 # may be reallocated inside it).
@@ -451,6 +468,32 @@ def train_rounds(node, doc, doc_weight, state, merges, n_done, next_token, n_mer
 
 
 # --- encoding ---------------------------------------------------------------
+
+@njit(cache=True)
+def expansions(alphabet_size, left, right, token):
+    """Alphabet symbols of every token id: ``flat[start[t]:start[t + 1]]``.
+
+    ``left``/``right``/``token`` are the merges in rank order, so a token's
+    parts are expanded before it.
+    """
+    n_tokens = alphabet_size + token.shape[0]
+    length = np.ones(n_tokens, np.int64)
+    for r in range(token.shape[0]):
+        length[token[r]] = length[left[r]] + length[right[r]]
+    start = np.zeros(n_tokens + 1, np.int64)
+    for t in range(n_tokens):
+        start[t + 1] = start[t] + length[t]
+    flat = np.empty(start[n_tokens], np.int32)
+    for t in range(alphabet_size):
+        flat[t] = t
+    for r in range(token.shape[0]):
+        s = start[token[r]]
+        for src in (left[r], right[r]):
+            for k in range(start[src], start[src + 1]):
+                flat[s] = flat[k]
+                s += 1
+    return start, flat
+
 
 @njit(cache=True)
 def build_rank_table(left, right):

@@ -27,12 +27,13 @@ def _flatten_documents(corpus, alphabet_size: int) -> tuple[np.ndarray, np.ndarr
     if isinstance(corpus, np.ndarray) and corpus.ndim == 1:
         raise TypeError("expected a sequence of documents (1-D arrays), got one 1-D array; "
                         "wrap it in a list")
-    docs = [np.asarray(doc) for doc in corpus]
-    for d, arr in enumerate(docs):
-        if arr.ndim != 1:
-            raise ValueError(f"document {d}: expected a 1-D sequence, got shape {arr.shape}")
-        if arr.dtype.kind not in "iu" and arr.size:
-            raise TypeError(f"document {d}: expected integers, got dtype {arr.dtype}")
+    docs = [doc if type(doc) is np.ndarray else np.asarray(doc) for doc in corpus]
+    if any(arr.ndim != 1 for arr in docs):
+        d = next(d for d, arr in enumerate(docs) if arr.ndim != 1)
+        raise ValueError(f"document {d}: expected a 1-D sequence, got shape {docs[d].shape}")
+    if any(arr.dtype.kind not in "iu" and arr.size for arr in docs):
+        d = next(d for d, arr in enumerate(docs) if arr.dtype.kind not in "iu" and arr.size)
+        raise TypeError(f"document {d}: expected integers, got dtype {docs[d].dtype}")
     offsets = np.zeros(len(docs) + 1, np.int64)
     np.cumsum([arr.size for arr in docs], out=offsets[1:])
     flat = np.concatenate(docs) if docs else np.empty(0, np.int64)
@@ -43,20 +44,6 @@ def _flatten_documents(corpus, alphabet_size: int) -> tuple[np.ndarray, np.ndarr
             raise ValueError(f"document {d}, position {bad[0] - offsets[d]}: symbol "
                              f"{flat[bad[0]]} is outside the alphabet 0..{alphabet_size - 1}")
     return flat.astype(np.int32), offsets
-
-
-def _make_nodes(tok, offsets) -> np.ndarray:
-    """One row per corpus position: token, next and previous position in the
-    document (-1 at its edges), pair id (filled in by the engine)."""
-    n = tok.size
-    starts, ends = offsets[:-1], offsets[1:]
-    node = np.empty((n, 4), np.int32)
-    node[:, 0] = tok
-    node[:, 1] = np.arange(1, n + 1)
-    node[:, 2] = np.arange(-1, n - 1)
-    node[ends[ends > starts] - 1, 1] = -1
-    node[starts[ends > starts], 2] = -1
-    return node
 
 
 class _Progress:
@@ -208,9 +195,9 @@ class Tokenizer:
                                  f"has count {weights.min()}")
             weights = weights.astype(np.int64)
         n_merges = self.vocab_size - self.alphabet_size
-        node = _make_nodes(tok, offsets)
+        node, doc = _engine.layout(tok, offsets)
         del tok  # the node rows hold the tokens; keep peak memory down
-        merges = self._train(node, offsets, weights, n_merges)
+        merges = self._train(node, doc, weights, n_merges)
         if len(merges) < n_merges:
             warnings.warn(f"the corpus supports only {len(merges)} merges with min_frequency="
                           f"{self.min_frequency}; the vocabulary has "
@@ -222,13 +209,11 @@ class Tokenizer:
         self._set_merges(merges[:, :3], idf, merges[:, 3])
         return self
 
-    def _train(self, node, offsets, weights, n_merges) -> np.ndarray:
-        """Run the engine on a corpus laid out by :func:`_make_nodes` (modified).
+    def _train(self, node, doc, weights, n_merges) -> np.ndarray:
+        """Run the engine on a corpus laid out by ``_engine.layout`` (modified).
 
         Returns rows ``(left, right, token, count, df)`` in creation order.
         """
-        starts, ends = offsets[:-1], offsets[1:]
-        doc = np.repeat(np.arange(len(starts), dtype=np.int32), ends - starts)
         merges = np.zeros((n_merges + self.n_candidates, 5), np.int64)
         state = _engine.init_training(node, doc, weights, self.min_frequency)
         n_done, next_token = 0, self.alphabet_size
@@ -264,22 +249,8 @@ class Tokenizer:
         self._token = m[:, 2].astype(np.int32)
         self._keys, self._vals, self._bits = _engine.build_rank_table(self._left, self._right)
         # expansion of every token id into alphabet symbols, for decode
-        n_tokens = self.alphabet_size + len(m)
-        parts = {}
-        for left, right, token in m.tolist():
-            parts[token] = (left, right)
-        lengths = np.ones(n_tokens, np.int64)
-        for left, right, token in m.tolist():  # rank order: parts come first
-            lengths[token] = lengths[left] + lengths[right]
-        starts = np.zeros(n_tokens + 1, np.int64)
-        np.cumsum(lengths, out=starts[1:])
-        flat = np.empty(starts[-1], np.int32)
-        flat[: self.alphabet_size] = np.arange(self.alphabet_size)
-        for left, right, token in m.tolist():
-            s = starts[token]
-            ll = lengths[left]
-            flat[s: s + ll] = flat[starts[left]: starts[left] + ll]
-            flat[s + ll: starts[token + 1]] = flat[starts[right]: starts[right + 1]]
+        starts, flat = _engine.expansions(self.alphabet_size, self._left, self._right,
+                                          self._token)
         self._exp_start, self._exp_flat = starts, flat
 
     @property
