@@ -93,13 +93,26 @@ class SignalModel:
         self.tokenizer_.fit(docs)
         return self
 
-    def encode(self, channels) -> list[np.ndarray]:
-        """Quantize and tokenize each channel; one token array per channel."""
+    def encode(self, channels, *, method: str = "merges", beam: int = 8) -> list[np.ndarray]:
+        """Quantize and tokenize each channel; one int32 token array per channel.
+
+        ``method`` and ``beam`` are passed to :meth:`ubpe.Tokenizer.encode`.
+        """
+        return [np.concatenate([r if isinstance(r, np.ndarray) else r[0][0] for r in docs])
+                for docs in self.encode_documents(channels, method=method, beam=beam)]
+
+    def encode_documents(self, channels, *, method: str = "merges", top_n: int = 1,
+                         beam: int = 8) -> list[list]:
+        """Per channel, the encoding of each of its documents (``doc_length`` samples).
+
+        Each entry is what :meth:`ubpe.Tokenizer.encode` returns for that
+        document: an array, or with ``top_n > 1`` a list of (array, score).
+        """
         self._check_channels(channels)
         out = []
         for q, c in zip(self.quantizers_, channels):
             docs = split_documents(q.encode(np.asarray(c)), self.doc_length)
-            out.append(np.concatenate(self.tokenizer_.encode_batch(docs)))
+            out.append(self.tokenizer_.encode_batch(docs, method=method, top_n=top_n, beam=beam))
         return out
 
     def decode(self, token_channels) -> list[np.ndarray]:

@@ -61,3 +61,58 @@ def test_build_errors_are_one_line_and_leave_no_model(tmp_path, content, extra, 
     assert "Traceback" not in r.output
     assert not out.exists()
     assert [p.name for p in tmp_path.iterdir()] == (["in.csv"] if content is not None else [])
+
+
+@pytest.fixture(scope="module")
+def daphnet_model(tmp_path_factory, daphnet_csv):
+    out = tmp_path_factory.mktemp("model") / "daphnet.json"
+    r = run("build", daphnet_csv, "--exclude", "is_anomaly", "--vocab-size", 2048, "-q",
+            "-o", out)
+    assert r.exit_code == 0, r.output
+    return out
+
+
+@pytest.mark.parametrize("method", ["merges", "shortest", "weighted"])
+def test_encode_decode_round_trip_on_real_csv(tmp_path, daphnet_csv, daphnet_model, method):
+    import numpy as np
+    from signals import read_csv
+    tokens, back = tmp_path / "t.npz", tmp_path / "back.csv"
+    r = run("encode", daphnet_model, daphnet_csv, "--method", method, "-o", tokens)
+    assert r.exit_code == 0, r.output
+    assert f"method {method}" in r.output
+    r = run("decode", daphnet_model, tokens, "-o", back)
+    assert r.exit_code == 0, r.output
+    model = SignalModel.load(daphnet_model)
+    orig, got = read_csv(daphnet_csv, exclude=["is_anomaly"]), read_csv(back)
+    assert got.names == orig.names
+    for q, a, b in zip(model.quantizers_, orig.channels, got.channels):
+        assert np.abs(a - b).max() <= q.max_error_[0] + 1e-6  # 12 significant digits
+
+
+def test_encode_top_n_writes_alternatives(tmp_path, daphnet_csv, daphnet_model):
+    import numpy as np
+    tokens = tmp_path / "t.npz"
+    r = run("encode", daphnet_model, daphnet_csv, "--method", "weighted", "--top-n", 3,
+            "-o", tokens)
+    assert r.exit_code == 0, r.output
+    model = SignalModel.load(daphnet_model)
+    with np.load(tokens) as z:
+        name = model.channel_names_[0]
+        scores = z[f"scores/{name}"]
+        assert scores.shape == (1, 3) and (np.diff(scores, axis=1) <= 1e-12).all()
+        best = model.tokenizer_.decode(z[f"tokens/{name}"])
+        assert np.array_equal(model.tokenizer_.decode(z[f"alt2/{name}"]), best)
+    r = run("encode", daphnet_model, daphnet_csv, "--top-n", 2, "-o", tokens)
+    assert r.exit_code != 0 and "--top-n above 1 needs --method weighted" in r.output
+
+
+def test_inspect_and_decode_errors(tmp_path, daphnet_model):
+    r = run("inspect", daphnet_model)
+    assert r.exit_code == 0 and "2,048 tokens (1,024 alphabet + 1,024 merges)" in r.output
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not an npz")
+    r = run("decode", daphnet_model, bad, "-o", tmp_path / "out.csv")
+    assert r.exit_code == 1 and "not a token file" in r.output
+    assert not (tmp_path / "out.csv").exists()
+    r = run("inspect", bad)
+    assert r.exit_code == 1 and "not valid JSON" in r.output

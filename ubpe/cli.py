@@ -8,7 +8,14 @@ from pathlib import Path
 
 import click
 
-from ._io import FormatError
+import io
+
+import numpy as np
+
+from ._io import FormatError, atomic_write_bytes
+from .tokenizer import Tokenizer
+
+METHODS = Tokenizer.METHODS
 
 
 def _split_list(value):
@@ -56,9 +63,11 @@ def main():
 @click.option("--doc-length", type=click.IntRange(2), default=None,
               help="Samples per training document (IDF counts documents). "
                    "Default: each channel is one document.")
+@click.option("--method", type=click.Choice(METHODS), default="merges", show_default=True,
+              help="Encoder for the reported compression (see 'ubpe encode --help').")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def build(files, output, columns, exclude, levels, vocab_size, n_candidates, min_frequency,
-          doc_length, quiet):
+          doc_length, method, quiet):
     """Train a UBPE vocabulary on the numeric columns of CSV FILES.
 
     Each selected column of each file is one channel. Every channel is
@@ -82,7 +91,7 @@ def build(files, output, columns, exclude, levels, vocab_size, n_candidates, min
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(channels, names)
-    tokens = model.encode(channels)
+    tokens = model.encode(channels, method=method)
     model.save(output)
     wall = time.perf_counter() - t0
 
@@ -103,12 +112,148 @@ def build(files, output, columns, exclude, levels, vocab_size, n_candidates, min
     echo(f"vocabulary   {tok.n_tokens_:,} tokens ({levels:,} alphabet + "
          f"{len(tok.merges_):,} merges)")
     echo(f"compression  {n_samples / max(n_tokens, 1):.3f} samples per token "
-         f"({n_tokens:,} tokens on the training data)")
+         f"({n_tokens:,} tokens on the training data, method {method})")
     echo("max quantization error per channel (input units; 0 = lossless):")
     for name, q, c in zip(names, model.quantizers_, channels):
         echo(f"  {name:<28} {q.error(c)[0]:.6g}  (bound {q.max_error_[0]:.6g})")
     echo(f"wall time    {wall:.2f} s")
     echo(f"model        {output}")
+
+
+def _method_options(f):
+    f = click.option("--beam", default=8, show_default=True, type=click.IntRange(1),
+                     help="Suffixes kept per position by the weighted search.")(f)
+    f = click.option("--top-n", default=1, show_default=True, type=click.IntRange(1),
+                     help="Encodings kept per document (method 'weighted' only); the "
+                          "others are stored as alternatives.")(f)
+    f = click.option("--method", type=click.Choice(METHODS), default="merges",
+                     show_default=True,
+                     help="merges: classic BPE by rank (what training saw). shortest: fewest "
+                          "tokens, best for compression. weighted: UBPE's tf-idf objective, "
+                          "for ML tokenization.")(f)
+    return f
+
+
+def _read_model_channels(model, files):
+    """Read the model's channels (by name) from CSV files, in the model's order."""
+    from signals import read_csv
+    by_name = {}
+    for f in files:
+        prefix = f"{f.stem}:" if len(files) > 1 else ""
+        t = read_csv(f, columns=[n[len(prefix):] for n in model.channel_names_
+                                 if n.startswith(prefix)] or None)
+        by_name.update({prefix + n: c for n, c in zip(t.names, t.channels)})
+    missing = [n for n in model.channel_names_ if n not in by_name]
+    if missing:
+        raise ValueError(f"the input lacks the model's channels: {', '.join(missing)}")
+    return [by_name[n] for n in model.channel_names_]
+
+
+@main.command()
+@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False,
+                                                                  path_type=Path))
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Token file to write (.npz).")
+@_method_options
+def encode(model_path, files, output, method, top_n, beam):
+    """Tokenize the channels of CSV FILES with a model from 'ubpe build'.
+
+    Writes an .npz with, per channel NAME: 'tokens/NAME' (int32 token ids of
+    the best encoding, documents concatenated) and 'offsets/NAME' (where each
+    document starts). With --top-n K > 1: 'alt1/NAME'..'alt{K-1}/NAME', the
+    k-th best encoding of each document (its best where it has fewer), and
+    'scores/NAME', shape (n_documents, K).
+    """
+    from signals import SignalModel
+    if top_n > 1 and method != "weighted":
+        raise click.UsageError("--top-n above 1 needs --method weighted")
+    model = SignalModel.load(model_path)
+    channels = _read_model_channels(model, files)
+    arrays = {}
+    n_samples = n_tokens = 0
+    for name, c, docs in zip(model.channel_names_, channels,
+                             model.encode_documents(channels, method=method, top_n=top_n,
+                                                    beam=beam)):
+        ranked = [d if top_n > 1 else [(d, model.tokenizer_.score(d))] for d in docs]
+        for k in range(top_n):
+            pick = [r[min(k, len(r) - 1)][0] for r in ranked]
+            arrays[f"{'tokens' if k == 0 else f'alt{k}'}/{name}"] = np.concatenate(pick)
+        arrays[f"offsets/{name}"] = np.cumsum([0] + [len(r[0][0]) for r in ranked])[:-1]
+        if top_n > 1:
+            arrays[f"scores/{name}"] = np.array(
+                [[r[min(k, len(r) - 1)][1] for k in range(top_n)] for r in ranked])
+        n_samples += c.size
+        n_tokens += arrays[f"tokens/{name}"].size
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    atomic_write_bytes(output, buf.getvalue())
+    click.echo(f"{len(channels)} channels, {n_samples:,} samples -> {n_tokens:,} tokens "
+               f"({n_samples / max(n_tokens, 1):.3f} samples per token, method {method}); "
+               f"wrote {output}")
+
+
+@main.command()
+@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False,
+                                                                  path_type=Path))
+@click.argument("tokens_path", metavar="TOKENS.npz",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="CSV file to write.")
+def decode(model_path, tokens_path, output):
+    """Turn a token file from 'ubpe encode' back into a CSV of (quantized) samples.
+
+    One column per channel, named as in the model; integer channels that
+    were kept exactly are written as integers.
+    """
+    from signals import SignalModel
+    model = SignalModel.load(model_path)
+    try:
+        with np.load(tokens_path) as z:
+            tokens = [z[f"tokens/{n}"] for n in model.channel_names_]
+    except KeyError as e:
+        raise ValueError(f"{tokens_path}: no tokens for channel {e}; was it written by "
+                         f"'ubpe encode' with this model?") from None
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{tokens_path}: not a token file ({e})") from None
+    values = model.decode(tokens)
+    lengths = {v.size for v in values}
+    if len(lengths) > 1:
+        raise ValueError(f"channels have different lengths ({sorted(lengths)}); "
+                         f"one CSV needs equal lengths")
+    cols = [v.astype(np.int64).astype(str) if q.lossless_[0] else
+            np.char.mod("%.12g", v) for v, q in zip(values, model.quantizers_)]
+    text = ",".join(model.channel_names_) + "\n"
+    if cols and cols[0].size:
+        text += "\n".join(",".join(row) for row in zip(*cols)) + "\n"
+    atomic_write_bytes(output, text.encode())
+    click.echo(f"{len(values)} channels, {values[0].size if values else 0:,} samples; "
+               f"wrote {output}")
+
+
+@main.command()
+@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False,
+                                                                  path_type=Path))
+def inspect(model_path):
+    """Describe a model file from 'ubpe build'."""
+    from signals import SignalModel
+    model = SignalModel.load(model_path)
+    tok = model.tokenizer_
+    lengths = np.diff(tok._exp_start)[tok.alphabet_size:]
+    echo = click.echo
+    echo(f"format       ubpe.signal-model, version 1")
+    echo(f"channels     {len(model.channel_names_)}: {', '.join(model.channel_names_)}")
+    echo(f"quantizer    uniform, {model.n_levels:,} levels per channel")
+    echo(f"vocabulary   {tok.n_tokens_:,} tokens ({tok.alphabet_size:,} alphabet + "
+         f"{len(tok.merges_):,} merges), n_candidates {tok.n_candidates}")
+    if lengths.size:
+        echo(f"token length {lengths.mean():.2f} samples on average, longest {lengths.max():,}")
+    echo(f"documents    {tok.n_documents_:,} in training"
+         + (f", {model.doc_length:,} samples each" if model.doc_length else ", one per channel"))
+    for name, q in zip(model.channel_names_, model.quantizers_):
+        echo(f"  {name:<28} step {q.step_[0]:.6g}, max error {q.max_error_[0]:.6g}"
+             + (" (lossless)" if q.lossless_[0] else ""))
 
 
 if __name__ == "__main__":

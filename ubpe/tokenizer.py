@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import _engine
+from . import _engine, _segment
 from ._io import FormatError, check_document, read_document, write_document
 
 FORMAT = "ubpe.tokenizer"
@@ -252,6 +252,12 @@ class Tokenizer:
         starts, flat = _engine.expansions(self.alphabet_size, self._left, self._right,
                                           self._token)
         self._exp_start, self._exp_flat = starts, flat
+        n_tokens = self.alphabet_size + len(m)
+        self._token_rank = np.zeros(n_tokens, np.int64)  # alphabet 0, merge of rank r: r + 1
+        self._token_rank[m[:, 2]] = np.arange(1, len(m) + 1)
+        self._token_weight = np.zeros(n_tokens, np.float64)
+        self._token_weight[m[:, 2]] = self.weights_
+        self._trie_cache = None
 
     @property
     def n_tokens_(self) -> int:
@@ -264,33 +270,86 @@ class Tokenizer:
             raise RuntimeError("this Tokenizer is not fitted yet; call fit() or load()")
 
     # ------------------------------------------------------------ encoding
-    def encode(self, doc) -> np.ndarray:
-        """Encode one document by applying merges in rank order.
+    METHODS = ("merges", "shortest", "weighted")
+
+    def encode(self, doc, *, method: str = "merges", top_n: int = 1, beam: int = 8):
+        """Encode one document.
 
         Parameters
         ----------
         doc : array-like of int, shape (n,)
             Symbols in ``[0, alphabet_size)``.
+        method : {"merges", "shortest", "weighted"}, default "merges"
+            ``"merges"``: classic BPE, merges applied in rank order (a heap
+            over pair positions, O(n log n); what training saw).
+            ``"shortest"``: the fewest tokens over the vocabulary, ties broken
+            by the lowest total rank (exact dynamic programming). Never longer
+            than ``"merges"``; the choice for compression.
+            ``"weighted"``: UBPE's tf-idf objective, ``sum over distinct
+            tokens of (1 + ln tf) * idf`` (alphabet symbols weigh 0), ties to
+            the shorter encoding; a beam search, exact for short documents
+            (see :mod:`ubpe._segment`).
+        top_n : int, default 1
+            With ``method="weighted"``, how many encodings to return.
+        beam : int, default 8
+            With ``method="weighted"``, suffixes kept per position (at least
+            ``top_n``). Larger is slower and scores at least as high in
+            practice.
 
         Returns
         -------
-        ndarray of shape (m,), dtype int32, m <= n
-            Token ids in ``[0, n_tokens_)``.
+        ndarray of shape (m,), dtype int32
+            Token ids, when ``top_n == 1``.
+        list of (ndarray, float)
+            The ``top_n`` best encodings with their scores, best first, when
+            ``top_n > 1`` (``method="weighted"`` only).
 
         Raises
         ------
         ValueError
-            If a symbol is outside the alphabet (names its position).
+            If a symbol is outside the alphabet (names its position), the
+            method is unknown, or ``top_n > 1`` without ``method="weighted"``.
         """
-        return self.encode_batch([doc])[0]
+        return self.encode_batch([doc], method=method, top_n=top_n, beam=beam)[0]
 
-    def encode_batch(self, docs) -> list[np.ndarray]:
-        """Encode several documents; see :meth:`encode`."""
+    def encode_batch(self, docs, *, method: str = "merges", top_n: int = 1, beam: int = 8):
+        """Encode several documents; one result per document, as in :meth:`encode`."""
         self._check_fitted()
+        if method not in self.METHODS:
+            raise ValueError(f"unknown method {method!r}; choose one of {', '.join(self.METHODS)}")
+        if top_n < 1 or (top_n > 1 and method != "weighted"):
+            raise ValueError(f"top_n={top_n}: more than one encoding needs method='weighted'")
         flat, offsets = _flatten_documents(docs, self.alphabet_size)
-        out, out_off = _engine.encode_docs(flat, offsets, self._keys, self._vals, self._bits,
-                                           self._left, self._right, self._token)
+        if method == "merges":
+            out, out_off = _engine.encode_docs(flat, offsets, self._keys, self._vals, self._bits,
+                                               self._left, self._right, self._token)
+        elif method == "shortest":
+            out, out_off = _segment.shortest_docs(flat, offsets, *self._trie(),
+                                                  self._token_rank)
+        else:
+            out, out_off, scores, doc_first = _segment.weighted_docs(
+                flat, offsets, *self._trie(), self._token_weight, max(beam, top_n), top_n)
+            results = [[(out[out_off[k]: out_off[k + 1]], float(scores[k]))
+                        for k in range(doc_first[d], doc_first[d + 1])]
+                       for d in range(len(offsets) - 1)]
+            return [r[0][0] for r in results] if top_n == 1 else results
         return [out[out_off[i]: out_off[i + 1]] for i in range(len(offsets) - 1)]
+
+    def _trie(self):
+        if self._trie_cache is None:
+            self._trie_cache = _segment.build_trie(self._exp_start, self._exp_flat,
+                                                   self._token_rank)
+        return self._trie_cache
+
+    def score(self, ids) -> float:
+        """UBPE's tf-idf score of an encoding: ``sum (1 + ln tf_t) * idf_t``.
+
+        The sum runs over the distinct token ids ``t`` of ``ids``; alphabet
+        symbols weigh 0.
+        """
+        self._check_fitted()
+        tokens, tf = np.unique(np.asarray(ids, np.int64), return_counts=True)
+        return float(((1.0 + np.log(tf)) * self._token_weight[tokens]).sum())
 
     def decode(self, ids) -> np.ndarray:
         """Expand token ids back into alphabet symbols (exact inverse of encode).
