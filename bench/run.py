@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
 import os
 import platform
 import shutil
@@ -326,8 +327,151 @@ print(before, peak)
           "fit = peak RSS minus RSS before the fit (corpus loaded)")
 
 
+def bench_encoders(t, data, repeat):
+    """Tokens per symbol for each encoder; shortest's speed; weighted vs the reference."""
+    shakespeare, a_chars = char_corpus(load_text(data, "shakespeare_complete.txt", 1_000_000))
+    x = np.load(data / "signals" / "mitbih208_ecg.npz")["ecg"]
+    ecg = UniformQuantizer(256).fit(x).encode(x)
+    ecg_docs = [ecg[i:i + 10_000] for i in range(0, ecg.size, 10_000)]
+    corpora = {"ECG 208 (256 levels)": (ecg_docs, 256),
+               "Daphnet accel (256 levels)": (accel_codes(data, 256), 256),
+               "Shakespeare 1 MB (chars)": (shakespeare, a_chars)}
+    for name, (docs, alphabet) in corpora.items():
+        n = sum(d.size for d in docs)
+        for vocab in (1024, 8192):
+            tok = Tokenizer(alphabet, vocab, n_candidates=50).fit(docs)
+            per = {m: sum(len(e) for e in tok.encode_batch(docs, method=m)) / n
+                   for m in tok.METHODS}
+            t.add(f"tokens per symbol, {name}, V={vocab}", "tokens/symbol",
+                  "; ".join(f"{m} {v:.4f}" for m, v in per.items()), "", "",
+                  "shortest <= merges", f"n_candidates=50, training data; {tok.n_tokens_} "
+                  f"tokens learned")
+    # shortest and weighted throughput on signals
+    tok = Tokenizer(256, 8192, n_candidates=50).fit(ecg_docs)
+    big = ecg_docs * 20
+    n = sum(d.size for d in big)
+    for m in tok.METHODS:
+        s, _ = median_time(lambda: tok.encode_batch(big, method=m), repeat)
+        t.add(f"encode ECG x20 ({n / 1e6:.1f} M samples), V=8192, method {m}", "M samples/s",
+              f"{n / s / 1e6:.1f}", "", "", ">= 5 M/s" if m == "shortest" else "")
+    # weighted vs the reference UBPE encoder, on the reference's own model and data
+    docs = [ecg[i:i + 2000] for i in range(0, 40_000, 2000)]
+    ref = run_baseline("cython", "weighted", docs, 256, 1024, 50, 1)
+    ours_s, (ids, scores) = median_time(lambda: weighted_on_reference(ref["model"], docs),
+                                        repeat)
+    ref_total = sum(reference_score(ref["model"], e) for e in ref["encodings"])
+    ours_total = sum(reference_score(ref["model"], e) for e in ids)
+    n = sum(d.size for d in docs)
+    t.add("weighted top_n=1 on ubpe-cython's own UBPE model, ECG 40,000 samples, V=1024",
+          "score (sum)", f"{ours_total:.1f}", f"{ref_total:.1f} (ubpe-cython encode)",
+          f"{ours_total / ref_total:.5f}", ">= 1",
+          f"tokens: ours {sum(map(len, ids)):,}, reference {sum(map(len, ref['encodings'])):,}")
+    t.add("weighted top_n=1 speed, same model and data", "M samples/s", f"{n / ours_s / 1e6:.2f}",
+          f"{n / ref['seconds'] / 1e6:.4f} (ubpe-cython, 1 run)",
+          f"{ref['seconds'] / ours_s:.0f}x faster", ">= 100x")
+
+
+def reference_vocabulary(model):
+    """Expansions, ranks and weights of a reference UBPE dump, as ubpe's arrays."""
+    n = int(model["n_tokens"])
+    mapper = {int(k): v for k, v in model["mapper"].items()}
+    n = max(n, max(mapper, default=0) + 1)
+    seqs = [mapper.get(t, [t]) for t in range(n)]
+    start = np.zeros(n + 1, np.int64)
+    np.cumsum([len(s) for s in seqs], out=start[1:])
+    flat = np.concatenate([np.asarray(s, np.int32) for s in seqs])
+    weight = np.zeros(n)
+    for k, w in model["weights"].items():
+        weight[int(k)] = w
+    return start, flat, np.arange(n, dtype=np.int64), weight
+
+
+def weighted_on_reference(model, docs):
+    from ubpe import _segment
+    from ubpe.tokenizer import _flatten_documents
+    start, flat, rank, weight = reference_vocabulary(model)
+    trie = _segment.build_trie(start, flat, rank)
+    out, off, scores, first = _segment.weighted_docs(
+        *_flatten_documents(docs, len(model["alphabet"])), *trie, weight, 8, 1)
+    return [out[off[k]:off[k + 1]].tolist() for k in range(len(docs))], scores
+
+
+def reference_score(model, ids):
+    weight = {int(k): w for k, w in model["weights"].items()}
+    tf = Counter(ids)
+    return sum((1 + np.log(c)) * weight.get(t, 0.0) for t, c in tf.items())
+
+
+def bench_trim(t, data, repeat):
+    """The vocabulary trim: ours vs the reference's (lowest IDF first, cascading) vs none."""
+    x = np.load(data / "signals" / "mitbih208_ecg.npz")["ecg"]
+    ecg = UniformQuantizer(256).fit(x).encode(x)
+    docs = [ecg[i:i + 10_000] for i in range(0, ecg.size, 10_000)]
+    shakespeare, a_chars = char_corpus(load_text(data, "shakespeare_complete.txt", 1_000_000))
+    for name, (docs, alphabet) in {"ECG 208 (256 levels)": (docs, 256),
+                                   "Shakespeare 1 MB (chars)": (shakespeare, a_chars)}.items():
+        n = sum(d.size for d in docs)
+        vocab = alphabet + 1024
+        ours = Tokenizer(alphabet, vocab, n_candidates=50).fit(docs)
+        untrimmed, reference = trim_variants(ours, docs)
+        variants = {"ours (drop the last round's surplus)": ours,
+                    f"none ({untrimmed.n_tokens_} tokens)": untrimmed,
+                    "reference (lowest IDF first, cascade)": reference}
+        for label, tok in variants.items():
+            per = {m: sum(len(e) for e in tok.encode_batch(docs, method=m)) / n
+                   for m in tok.METHODS}
+            t.add(f"trim policy, {name}, V={vocab}: {label}", "tokens/symbol",
+                  "; ".join(f"{m} {v:.4f}" for m, v in per.items()), "", "", "",
+                  f"{tok.n_tokens_} tokens kept")
+
+
+def trim_variants(ours, docs):
+    """The untrimmed vocabulary of the same training run, and the reference's trim of it."""
+    a, vocab = ours.alphabet_size, ours.vocab_size
+    params = ours.get_params()
+    from ubpe.tokenizer import _flatten_documents
+    tok, offsets = _flatten_documents(docs, a)
+    node, doc = __import__("ubpe")._engine.layout(tok, offsets)
+    raw = ours._train(node, doc, np.ones(len(docs), np.int64), vocab - a)  # all rounds, untrimmed
+    n_docs = len(docs)
+    idf = np.log((1 + n_docs) / (1 + raw[:, 4].astype(float)))
+
+    def build(keep):
+        rows = raw[keep]
+        ids = {int(tk): a + r for r, tk in enumerate(rows[:, 2])}
+        f = lambda x: ids.get(int(x), int(x))
+        merges = [[f(l), f(r), f(tk)] for l, r, tk in rows[:, :3]]
+        order = np.lexsort((np.arange(len(rows)), idf[keep]))
+        new = {a + int(o): a + k for k, o in enumerate(order)}  # renumber by weight, as fit does
+        merges = [[new.get(x, x) for x in m] for m in merges]
+        return Tokenizer.from_dict({"format": "ubpe.tokenizer", "version": 1,
+                                    "params": {**params, "vocab_size": a + len(rows)},
+                                    "n_documents": n_docs, "merges": merges,
+                                    "weights": idf[keep].tolist(),
+                                    "counts": rows[:, 3].tolist()})
+    untrimmed = build(np.ones(len(raw), bool))
+    # reference: drop the lowest-IDF token and everything built from it, until <= vocab
+    keep = np.ones(len(raw), bool)
+    parts = {int(tk): (int(l), int(r)) for l, r, tk in raw[:, :3]}
+    row_of = {int(tk): i for i, tk in enumerate(raw[:, 2])}
+    for i in np.argsort(idf, kind="stable"):
+        if a + keep.sum() <= vocab:
+            break
+        if not keep[i]:
+            continue
+        dead = {int(raw[i, 2])}
+        keep[i] = False
+        for j in range(i + 1, len(raw)):  # rank order: parts come first
+            l, r = parts[int(raw[j, 2])]
+            if keep[j] and (l in dead or r in dead):
+                keep[j] = False
+                dead.add(int(raw[j, 2]))
+    return untrimmed, build(keep)
+
+
 BENCHES = {"fit_chars": bench_fit_chars, "fit_words": bench_fit_words,
-           "signal": bench_signal, "memory": bench_memory}
+           "signal": bench_signal, "memory": bench_memory, "encoders": bench_encoders,
+           "trim": bench_trim}
 
 
 def main():
@@ -340,6 +484,7 @@ def main():
     args = ap.parse_args()
     if not (args.data / "signals").is_dir():
         raise SystemExit(f"{args.data}: shared data folder not found; pass --data")
+    warnings.simplefilter("ignore", UserWarning)  # small corpora: the notes give the sizes
     table = Table()
     t0 = time.perf_counter()
     for name in args.only or BENCHES:
