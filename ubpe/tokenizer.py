@@ -92,6 +92,11 @@ class Tokenizer:
         least as frequent as it.
     min_frequency : int, default 2
         A pair must occur at least this often (weighted) to be merged.
+    token_order : {"weight", "rank"}, default "weight"
+        How merged tokens are numbered: ``"weight"`` by IDF weight ascending
+        (UBPE; most widespread first), ``"rank"`` in the order they were
+        learned, so that token id ``alphabet_size + r`` is the merge of rank
+        ``r`` (classic BPE; what tiktoken requires).
     progress : bool or None, default None
         Show a progress bar on stderr while fitting; None shows it only when
         stderr is a terminal.
@@ -113,17 +118,19 @@ class Tokenizer:
     Notes
     -----
     Token ids: ``0..alphabet_size-1`` are the alphabet; merged tokens follow,
-    ordered by weight ascending (most widespread first), ties by rank. A
-    token's df never exceeds that of its two parts (once a pair is merged it
-    never reappears), so this order also lists every token after its parts.
+    by default ordered by weight ascending (most widespread first), ties by
+    rank. A token's df never exceeds that of its two parts (once a pair is
+    merged it never reappears), so this order also lists every token after
+    its parts.
     """
 
     def __init__(self, alphabet_size: int, vocab_size: int, *, n_candidates: int = 1,
-                 min_frequency: int = 2, progress=None):
+                 min_frequency: int = 2, token_order: str = "weight", progress=None):
         self.alphabet_size = alphabet_size
         self.vocab_size = vocab_size
         self.n_candidates = n_candidates
         self.min_frequency = min_frequency
+        self.token_order = token_order
         self.progress = progress
         self._check_params()
 
@@ -143,6 +150,8 @@ class Tokenizer:
             raise ValueError(f"n_candidates must be >= 1, got {self.n_candidates}")
         if self.min_frequency < 1:
             raise ValueError(f"min_frequency must be >= 1, got {self.min_frequency}")
+        if self.token_order not in ("weight", "rank"):
+            raise ValueError(f"token_order must be 'weight' or 'rank', got {self.token_order!r}")
 
     # ------------------------------------------------------------------ fit
     def fit(self, corpus: Sequence, counts: Sequence[int] | None = None) -> "Tokenizer":
@@ -231,10 +240,13 @@ class Tokenizer:
         return merges[:n_done]
 
     def _set_merges(self, merges_by_rank, weights, counts):
-        """Renumber merged tokens by (weight, rank) and store the fitted state."""
+        """Renumber merged tokens (see ``token_order``) and store the fitted state."""
         m = len(merges_by_rank)
         a = self.alphabet_size
-        order = np.lexsort((np.arange(m), weights))  # ids by weight, then rank
+        if self.token_order == "rank":
+            order = np.arange(m)
+        else:
+            order = np.lexsort((np.arange(m), weights))  # ids by weight, then rank
         new_id = np.arange(a + m, dtype=np.int64)
         new_id[a + order] = a + np.arange(m)
         self.merges_ = new_id[merges_by_rank].reshape(m, 3) if m else np.zeros((0, 3), np.int64)
@@ -393,7 +405,8 @@ class Tokenizer:
     def get_params(self) -> dict:
         """Hyperparameters, as given to ``__init__``."""
         return {"alphabet_size": self.alphabet_size, "vocab_size": self.vocab_size,
-                "n_candidates": self.n_candidates, "min_frequency": self.min_frequency}
+                "n_candidates": self.n_candidates, "min_frequency": self.min_frequency,
+                "token_order": self.token_order}
 
     def to_dict(self) -> dict:
         """The fitted model as a plain JSON-ready dict (see :meth:`save`)."""

@@ -1,0 +1,191 @@
+"""The byte-level text adapter, its interchange with tiktoken and Hugging Face, its CLI."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings, strategies as st
+
+from ubpe import FormatError
+from ubpe.cli import main
+from ubpe.text import PATTERNS, ByteTokenizer
+
+DATA = Path(__file__).parent / "data"
+EOT = "<|endoftext|>"
+
+
+def read(name):
+    return (DATA / name).read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def shakespeare_tok():
+    tok = ByteTokenizer(1000, pattern="gpt2", special_tokens=[EOT])
+    return tok.fit([DATA / "shakespeare_150k.txt", read("mixed_scripts.txt")])
+
+
+def test_unmatched_text_is_never_dropped():
+    tok = ByteTokenizer(300, pattern=r"\w+", min_frequency=1).fit(["the cat sat on the mat"])
+    assert tok.pretokenize("the cat sat") == ["the", " ", "cat", " ", "sat"]
+    assert tok.decode(tok.encode("the cat sat")) == "the cat sat"
+    assert tok.decode(tok.encode("  ...!  ")) == "  ...!  "
+
+
+@pytest.mark.parametrize("pattern", [*PATTERNS, None])
+def test_named_patterns_round_trip_mixed_scripts(pattern):
+    text = read("mixed_scripts.txt")
+    tok = ByteTokenizer(400, pattern=pattern, min_frequency=1).fit([text])
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text
+    assert len(ids) < len(text.encode())
+    assert "".join(tok.pretokenize(text)) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text())
+def test_round_trip_arbitrary_unicode(shakespeare_tok, text):
+    ids = shakespeare_tok.encode(text, disallowed_special=())
+    assert shakespeare_tok.decode_bytes(ids) == text.encode("utf-8")
+    assert shakespeare_tok.decode(ids) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=200), ids=st.lists(st.integers(0, 1000), max_size=50))
+def test_decode_bytes_is_exact_on_arbitrary_bytes(shakespeare_tok, data, ids):
+    tok = shakespeare_tok
+    assert tok.decode_bytes([tok.byte_ids_[b] for b in data]) == data
+    assert tok.decode_bytes(ids) == b"".join(tok.token_bytes(i) for i in ids)
+    assert tok.decode(ids) == tok.decode_bytes(ids).decode("utf-8", errors="replace")
+
+
+def test_invalid_utf8_is_replaced():
+    tok = ByteTokenizer(300, min_frequency=1).fit(["abc abc"])
+    ids = [tok.byte_ids_[0xE2], tok.byte_ids_[ord("a")]]  # a truncated 3-byte sequence
+    assert tok.decode_bytes(ids) == b"\xe2a"
+    assert tok.decode(ids) == "\ufffda"
+    with pytest.raises(ValueError, match="position 1: token id 99999 is not in the vocabulary"):
+        tok.decode([1, 99999])
+
+
+def test_special_tokens_follow_tiktoken_semantics(shakespeare_tok):
+    tok = shakespeare_tok
+    eot = tok.special_tokens_[EOT]
+    assert eot == tok.tokenizer_.n_tokens_ == 1000
+    text = f"To be{EOT}or not"
+    with pytest.raises(ValueError, match=r"special token '<\|endoftext\|>' at character 5"):
+        tok.encode(text)
+    ids = tok.encode(text, allowed_special="all")
+    assert ids.count(eot) == 1 and tok.decode(ids) == text
+    ordinary = tok.encode(text, disallowed_special=())
+    assert eot not in ordinary and tok.decode(ordinary) == text
+    assert tok.encode_ordinary(text) == ordinary
+    with pytest.raises(ValueError, match="not special tokens of this model"):
+        tok.encode("x", allowed_special={"<|nope|>"})
+
+
+def test_training_splits_on_special_tokens():
+    body = "abcabcabc" + EOT
+    tok = ByteTokenizer(290, pattern=None, special_tokens=[EOT], min_frequency=1).fit([body * 50])
+    for i in range(256, tok.tokenizer_.n_tokens_):
+        assert b"<|" not in tok.token_bytes(i) and b"|>" not in tok.token_bytes(i)
+    # without the special token, its characters are ordinary pairs and get merged
+    plain = ByteTokenizer(290, pattern=None, min_frequency=1).fit([body * 50])
+    assert any(b"<|" in plain.token_bytes(i) for i in range(256, plain.tokenizer_.n_tokens_))
+
+
+@pytest.mark.parametrize("name", ["shakespeare_150k.txt", "kjv_150k.txt"])
+def test_tiktoken_and_huggingface_give_identical_ids(tmp_path, name):
+    tiktoken = pytest.importorskip("tiktoken")
+    tokenizers = pytest.importorskip("tokenizers")
+    text = read(name)
+    train, probe = text[:100_000], text[100_000:] + read("mixed_scripts.txt")
+    tok = ByteTokenizer(2000, pattern="gpt2", special_tokens=[EOT]).fit([train])
+    ours = tok.encode(probe)
+    enc = tok.to_tiktoken()
+    assert isinstance(enc, tiktoken.Encoding)
+    assert enc.encode(probe) == ours
+    tok.to_huggingface(tmp_path / "tokenizer.json")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    assert hf.encode(probe).ids == ours
+    assert hf.decode(ours) == probe
+    with_eot = probe[:500] + EOT + probe[500:1000]
+    assert enc.encode(with_eot, allowed_special="all") == tok.encode(with_eot, allowed_special="all")
+    assert hf.encode(with_eot).ids == tok.encode(with_eot, allowed_special="all")
+
+
+def test_tiktoken_ranks_with_permuted_bytes_recover_the_merges(tmp_path):
+    tiktoken = pytest.importorskip("tiktoken")
+    tok = ByteTokenizer(600, pattern="cl100k").fit([read("kjv_150k.txt")[:60_000]])
+    ranks = tok.mergeable_ranks()
+    perm = np.random.default_rng(0).permutation(256)  # single bytes in another order, as cl100k
+    shuffled = {b: (int(perm[r]) if r < 256 else r) for b, r in ranks.items()}
+    path = tmp_path / "ranks.tiktoken"
+    ByteTokenizer.from_tiktoken(shuffled, pattern="cl100k").save_tiktoken(path)
+    loaded = ByteTokenizer.from_tiktoken(path, pattern="cl100k")
+    assert loaded.mergeable_ranks() == shuffled
+    ref = tiktoken.Encoding("shuffled", pat_str=PATTERNS["cl100k"], mergeable_ranks=shuffled,
+                            special_tokens={})
+    probe = read("kjv_150k.txt")[60_000:80_000] + read("mixed_scripts.txt")
+    assert loaded.encode(probe) == ref.encode(probe)
+    assert loaded.decode(ref.encode(probe)) == probe
+    # the merges are the original ones, in the internal byte numbering
+    assert np.array_equal(loaded.tokenizer_.merges_, tok.tokenizer_.merges_)
+
+
+def test_bad_ranks_files(tmp_path):
+    p = tmp_path / "bad.tiktoken"
+    p.write_text("not-base64!! 0\n")
+    with pytest.raises(FormatError, match="line 1: expected 'base64-token rank'"):
+        ByteTokenizer.from_tiktoken(p)
+    with pytest.raises(FormatError, match="ranks must be 0..n-1"):
+        ByteTokenizer.from_tiktoken({bytes([b]): b + 1 for b in range(256)})
+
+
+@settings(max_examples=30, deadline=None)
+@given(cuts=st.lists(st.integers(0, 5000), max_size=30))
+def test_encode_iterable_matches_encode(shakespeare_tok, cuts):
+    text = read("kjv_150k.txt")[:5000] + f" {EOT} " + read("mixed_scripts.txt")
+    bounds = sorted(set(cuts + [0, len(text)]))
+    chunks = [text[a:b] for a, b in zip(bounds, bounds[1:])]
+    kw = {"allowed_special": "all"}
+    assert list(shakespeare_tok.encode_iterable(chunks, **kw)) == shakespeare_tok.encode(text, **kw)
+
+
+def test_save_load_and_parallel_files(tmp_path):
+    files = [DATA / "shakespeare_150k.txt", DATA / "kjv_150k.txt"]
+    one = ByteTokenizer(800, n_candidates=8, special_tokens=[EOT]).fit(files)
+    two = ByteTokenizer(800, n_candidates=8, special_tokens=[EOT]).fit(files, workers=2)
+    assert np.array_equal(one.tokenizer_.merges_, two.tokenizer_.merges_)
+    one.save(tmp_path / "m.json")
+    back = ByteTokenizer.load(tmp_path / "m.json")
+    text = read("mixed_scripts.txt")
+    assert back.encode(text) == one.encode(text) and back.special_tokens_ == one.special_tokens_
+    (tmp_path / "m.json").write_text('{"format": "ubpe.text-tokenizer", "version": 7}')
+    with pytest.raises(FormatError, match="version 7 is newer"):
+        ByteTokenizer.load(tmp_path / "m.json")
+
+
+def test_text_cli(tmp_path):
+    r = CliRunner()
+    model = tmp_path / "m.json"
+    res = r.invoke(main, ["text", "train", str(DATA / "kjv_150k.txt"), "--vocab-size", "700",
+                          "--special", EOT, "-q", "-o", str(model)])
+    assert res.exit_code == 0, res.output
+    src = tmp_path / "in.txt"
+    src.write_text(read("mixed_scripts.txt"), encoding="utf-8")
+    res = r.invoke(main, ["text", "encode", str(model), str(src)])
+    assert res.exit_code == 0, res.output
+    ids = tmp_path / "ids.txt"
+    ids.write_text(res.output)
+    res = r.invoke(main, ["text", "decode", str(model), str(ids)])
+    assert res.exit_code == 0 and res.output == read("mixed_scripts.txt")
+    res = r.invoke(main, ["text", "encode", str(model), str(src), "--npy", str(tmp_path / "a.npy")])
+    assert res.exit_code == 0
+    res = r.invoke(main, ["text", "decode", str(model), str(tmp_path / "a.npy")])
+    assert res.output == read("mixed_scripts.txt")
+    res = r.invoke(main, ["text", "stats", str(model), str(DATA / "kjv_150k.txt")])
+    assert res.exit_code == 0 and "bytes per token" in res.output and "tokens used" in res.output
+    src.write_text(f"a{EOT}b")
+    res = r.invoke(main, ["text", "encode", str(model), str(src)])
+    assert res.exit_code == 1 and "special token '<|endoftext|>' at character 1" in res.output
