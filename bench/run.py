@@ -469,9 +469,61 @@ def trim_variants(ours, docs):
     return untrimmed, build(keep)
 
 
+def bench_text(t, data, repeat):
+    """Text adapter: compression and speed beside HF tokenizers and tiktoken, equivalence."""
+    from tokenizers import Regex
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import models, pre_tokenizers, trainers
+    from ubpe.text import PATTERNS, ByteTokenizer
+    for name in ("shakespeare_complete.txt", "kjv_bible.txt"):
+        path = data / "text" / name
+        text = path.read_text(encoding="utf-8")
+        mb = len(text.encode()) / 1e6
+
+        def hf_fit():
+            hf = HFTokenizer(models.BPE())
+            hf.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Split(Regex(PATTERNS["gpt2"]), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+            hf.train([str(path)], trainers.BpeTrainer(
+                vocab_size=8192, min_frequency=2, show_progress=False,
+                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+            return hf
+        hf_s, hf = median_time(hf_fit, repeat)
+        hf_ids = hf.encode(text).ids
+        fits = {}
+        for nc in (1, 50):
+            fits[nc] = median_time(lambda: ByteTokenizer(8192, n_candidates=nc, pattern="gpt2")
+                                   .fit([path]), repeat)
+        ours = fits[1][1]
+        ids = ours.encode(text)
+        for nc, (s, tok) in fits.items():
+            n = len(ids) if nc == 1 else len(tok.encode(text))
+            t.add(f"text {name} ({mb:.1f} MB), V=8192, gpt2 pattern, nc={nc}: bytes per token",
+                  "bytes/token", f"{len(text.encode()) / n:.4f}",
+                  f"{len(text.encode()) / len(hf_ids):.4f} (HF BpeTrainer)",
+                  f"{len(hf_ids) / n:.4f}", "within 1% (>= 0.99)")
+            t.add(f"text {name}: train, nc={nc}", "seconds", f"{s:.2f}",
+                  f"{hf_s:.2f} (HF, 1 thread)", f"{hf_s / s:.2f}x faster", "")
+        enc = ours.to_tiktoken()
+        with tempfile.TemporaryDirectory() as d:
+            ours.to_huggingface(f"{d}/tokenizer.json")
+            hf_ours = HFTokenizer.from_file(f"{d}/tokenizer.json")
+        same_tt = enc.encode(text) == ids
+        same_hf = hf_ours.encode(text).ids == ids
+        t.add(f"text {name}: nc=1 model exported, whole file", "identical ids", 
+              f"tiktoken {same_tt}, HF {same_hf}", "", "", "both True", f"{len(ids):,} tokens")
+        ours_s, _ = median_time(lambda: ours.encode(text), repeat)
+        tt_s, _ = median_time(lambda: enc.encode(text), repeat)
+        hf_s2, _ = median_time(lambda: hf_ours.encode(text), repeat)
+        t.add(f"text {name}: encode with the same model", "MB/s", f"{mb / ours_s:.1f}",
+              f"tiktoken {mb / tt_s:.1f}; HF {mb / hf_s2:.1f} (1 thread)",
+              f"{tt_s / ours_s:.2f}x tiktoken, {hf_s2 / ours_s:.2f}x HF", "")
+
+
 BENCHES = {"fit_chars": bench_fit_chars, "fit_words": bench_fit_words,
            "signal": bench_signal, "memory": bench_memory, "encoders": bench_encoders,
-           "trim": bench_trim}
+           "trim": bench_trim, "text": bench_text}
 
 
 def main():
