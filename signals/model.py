@@ -7,7 +7,7 @@ import numpy as np
 from ubpe import Tokenizer
 from ubpe._io import FormatError, read_document, write_document
 
-from .quantize import UniformQuantizer
+from .quantize import UniformQuantizer, quantizer_from_dict
 
 FORMAT = "ubpe.signal-model"
 VERSION = 1
@@ -153,7 +153,7 @@ class SignalModel:
         try:
             m = cls(**doc["params"], progress=False)
             m.channel_names_ = [c["name"] for c in doc["channels"]]
-            m.quantizers_ = [UniformQuantizer.from_dict(c["quantizer"]) for c in doc["channels"]]
+            m.quantizers_ = [quantizer_from_dict(c["quantizer"]) for c in doc["channels"]]
         except (KeyError, TypeError, ValueError) as e:
             raise FormatError(f"{path}: malformed signal model ({e})") from None
         m.tokenizer_ = Tokenizer.from_dict(doc["tokenizer"], source=f"{path}: tokenizer")

@@ -1,8 +1,21 @@
-"""Quantizers: float signals to integer alphabets and back."""
+"""Quantizers: float signals to integer alphabets and back.
+
+Every quantizer follows scikit-learn's conventions: parameters in
+``__init__``, ``fit(x)`` learns per-channel state (attributes ending in
+``_``), ``encode`` gives int32 codes, ``decode`` gives float64 values.
+``x`` is 1-D ``(n_samples,)`` or 2-D ``(n_channels, n_samples)``; each
+channel is fitted on its own. ``to_dict``/``quantizer_from_dict`` make a
+plain JSON-ready config (numcodecs style).
+
+Scalar quantization theory: Gersho & Gray, "Vector Quantization and Signal
+Compression" (1992), ch. 5-6.
+"""
 
 from __future__ import annotations
 
 import numpy as np
+from scipy import stats
+from scipy.cluster.vq import kmeans2
 
 
 def _as_channels(x, name="x"):
@@ -24,53 +37,41 @@ def _check_finite(x2):
             raise ValueError(f"channel {ch}, sample {i}: non-finite value {x2[ch, i]}")
 
 
-class UniformQuantizer:
-    """Uniform scalar quantizer with ``n_levels`` equal bins per channel.
+class Quantizer:
+    """Base class: per-channel bin edges and a codebook (one value per bin).
 
-    ``fit`` learns each channel's range ``[min, max]`` and splits it into
-    ``n_levels`` bins of width ``step = (max - min) / n_levels``; codes are
-    bin indices and ``decode`` returns bin centres, so the reconstruction
-    error is at most ``step / 2`` (Gersho & Gray, "Vector Quantization and
-    Signal Compression", ch. 5). Integer input whose range spans at most
-    ``n_levels`` values passes through losslessly (step 1, code = x - min).
-
-    Parameters
-    ----------
-    n_levels : int, default 1024
-        Alphabet size of the codes, 2..2**30.
+    Subclasses define ``_design(x)`` returning ``(edges, codebook)`` for one
+    channel: ``edges`` of shape (k + 1,) increasing, spanning the channel's
+    range, ``codebook`` of shape (k,) with each entry inside its bin, k <=
+    ``n_levels``.
 
     Attributes
     ----------
-    min_ : ndarray of shape (n_channels,), float64
-        Lower edge of each channel's range, in signal units.
-    step_ : ndarray of shape (n_channels,), float64
-        Bin width per channel, in signal units (1.0 for lossless channels).
+    bin_edges_ : list of ndarray, one per channel, shape (k_c + 1,)
+        In signal units; values outside ``[edges[0], edges[-1]]`` are an
+        error in ``encode`` (never clipped silently).
+    codebook_ : list of ndarray, one per channel, shape (k_c,)
+        Reconstruction value of each code.
+    max_error_ : ndarray of shape (n_channels,)
+        Guaranteed bound on ``|decode(encode(x)) - x|`` for values in range.
     lossless_ : ndarray of shape (n_channels,), bool
-        True where integer input passes through exactly.
-    max_error_ : ndarray of shape (n_channels,), float64
-        Guaranteed bound on ``|decode(encode(x)) - x|`` per channel, in
-        signal units: ``step_ / 2``, or 0 for lossless channels.
-    bin_edges_ : list of ndarray, each of shape (n_levels + 1,)
-        Bin edges per channel, in signal units.
+        Channels reconstructed exactly (integer input, one code per value).
     """
 
-    kind = "uniform"
+    kind = "base"
 
     def __init__(self, n_levels: int = 1024):
         self.n_levels = n_levels
 
-    def fit(self, x) -> "UniformQuantizer":
-        """Learn the range of each channel.
-
-        Parameters
-        ----------
-        x : array-like, shape (n_samples,) or (n_channels, n_samples)
+    # -- fitting
+    def fit(self, x) -> "Quantizer":
+        """Design one quantizer per channel.
 
         Raises
         ------
         ValueError
-            On a non-finite value (names channel and sample), an empty
-            channel, or ``n_levels`` outside 2..2**30.
+            On a non-finite value (names channel and sample), an empty signal,
+            or ``n_levels`` outside 2..2**30.
         """
         if not isinstance(self.n_levels, (int, np.integer)) or not 2 <= self.n_levels <= 2**30:
             raise ValueError(f"n_levels must be an integer in 2..2**30, got {self.n_levels!r}")
@@ -78,79 +79,95 @@ class UniformQuantizer:
         if x2.shape[1] == 0:
             raise ValueError("cannot fit a quantizer on an empty signal")
         _check_finite(x2)
-        lo = x2.min(axis=1).astype(np.float64)
-        hi = x2.max(axis=1).astype(np.float64)
         integer = np.issubdtype(x2.dtype, np.integer)
-        self.lossless_ = np.full(len(lo), integer) & (hi - lo + 1 <= self.n_levels)
-        const = hi == lo  # one bin centred on the value: decoded exactly
-        self.step_ = np.where(self.lossless_ | const, 1.0, (hi - lo) / self.n_levels)
-        self.min_ = np.where(const & ~self.lossless_, lo - 0.5, lo)
-        self.max_error_ = np.where(self.lossless_ | const, 0.0, self.step_ / 2)
+        self.bin_edges_, self.codebook_, lossless = [], [], []
+        for ch in x2:
+            lo, hi = ch.min(), ch.max()
+            if integer and hi - lo + 1 <= self.n_levels:
+                edges = np.arange(lo, hi + 2, dtype=np.float64) - 0.5
+                codebook = np.arange(lo, hi + 1, dtype=np.float64)
+                lossless.append(True)
+            elif lo == hi:
+                edges, codebook = np.array([lo - 0.5, lo + 0.5], float), np.array([lo], float)
+                lossless.append(True)
+            else:
+                edges, codebook = self._design(ch.astype(np.float64))
+                lossless.append(False)
+            self.bin_edges_.append(edges)
+            self.codebook_.append(codebook)
+        self.lossless_ = np.array(lossless)
+        self._set_bounds()
         return self
 
-    @property
-    def bin_edges_(self):
-        self._check_fitted()
-        k = np.arange(self.n_levels + 1)
-        return [m + k * s for m, s in zip(self.min_, self.step_)]
+    def _set_bounds(self):
+        self.max_error_ = np.array([
+            0.0 if ll else float(np.max(np.maximum(c - e[:-1], e[1:] - c)))
+            for e, c, ll in zip(self.bin_edges_, self.codebook_, self.lossless_)])
+
+    def _design(self, x):
+        raise NotImplementedError
 
     def _check_fitted(self):
-        if not hasattr(self, "min_"):
-            raise RuntimeError("this quantizer is not fitted yet; call fit() first")
+        if not hasattr(self, "lossless_"):
+            raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit() first")
 
     def _check_channels(self, x2):
-        if x2.shape[0] != len(self.min_):
-            raise ValueError(f"expected {len(self.min_)} channel(s), got {x2.shape[0]}")
+        if x2.shape[0] != len(self.lossless_):
+            raise ValueError(f"expected {len(self.lossless_)} channel(s), got {x2.shape[0]}")
 
+    @property
+    def n_codes_(self) -> np.ndarray:
+        """Codes used per channel (the alphabet size a tokenizer needs), shape (n_channels,)."""
+        self._check_fitted()
+        return np.array([len(c) for c in self.codebook_])
+
+    # -- coding
     def encode(self, x) -> np.ndarray:
         """Map samples to integer codes.
 
-        Parameters
-        ----------
-        x : array-like, shape (n_samples,) or (n_channels, n_samples)
-
         Returns
         -------
-        ndarray of the same shape, dtype int32, values in ``[0, n_levels)``
+        ndarray of the same shape as ``x``, int32, values in ``[0, n_codes_)``
 
         Raises
         ------
         ValueError
             If a value is non-finite or outside the fitted range (names the
-            channel and sample; values are never clipped silently).
+            channel and sample).
         """
         self._check_fitted()
         x2, one_d = _as_channels(x)
         self._check_channels(x2)
         _check_finite(x2)
-        scaled = (x2 - self.min_[:, None]) / self.step_[:, None]
-        codes = np.floor(scaled)
-        lossy = ~self.lossless_
-        # the top edge of the range belongs to the last bin
-        top = lossy[:, None] & (codes == self.n_levels) & (scaled <= self.n_levels + 1e-9)
-        codes[top] = self.n_levels - 1
-        bad = (codes < 0) | (codes >= self.n_levels)
-        if bad.any():
-            ch, i = np.argwhere(bad)[0]
-            raise ValueError(f"channel {ch}, sample {i}: value {x2[ch, i]} is outside the "
-                             f"fitted range [{self.bin_edges_[ch][0]}, "
-                             f"{self.bin_edges_[ch][-1]}]")
-        codes = codes.astype(np.int32)
+        codes = np.empty(x2.shape, np.int32)
+        for c, (row, edges) in enumerate(zip(x2, self.bin_edges_)):
+            bad = (row < edges[0]) | (row > edges[-1])
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise ValueError(f"channel {c}, sample {i}: value {row[i]} is outside the "
+                                 f"fitted range [{edges[0]}, {edges[-1]}]")
+            codes[c] = np.searchsorted(edges[1:-1], row, side="right")
         return codes[0] if one_d else codes
 
     def decode(self, codes) -> np.ndarray:
-        """Map codes back to bin centres (exact values for lossless channels).
+        """Map codes back to codebook values, float64, same shape as ``codes``.
 
-        Returns
-        -------
-        ndarray of the same shape as ``codes``, float64, in signal units.
+        Raises
+        ------
+        ValueError
+            If a code is outside ``[0, n_codes_)`` (names channel and sample).
         """
         self._check_fitted()
         c2, one_d = _as_channels(codes, "codes")
         self._check_channels(c2)
-        centre = np.where(self.lossless_, 0.0, 0.5)
-        x = self.min_[:, None] + (c2 + centre[:, None]) * self.step_[:, None]
-        return x[0] if one_d else x
+        out = np.empty(c2.shape, np.float64)
+        for c, (row, book) in enumerate(zip(c2, self.codebook_)):
+            bad = (row < 0) | (row >= len(book))
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise ValueError(f"channel {c}, sample {i}: code {row[i]} is not in 0..{len(book) - 1}")
+            out[c] = book[row]
+        return out[0] if one_d else out
 
     def error(self, x) -> np.ndarray:
         """Measured maximum absolute reconstruction error per channel, shape (n_channels,)."""
@@ -158,18 +175,197 @@ class UniformQuantizer:
         back = self.decode(self.encode(x2))
         return np.abs(back - x2).max(axis=1) if x2.shape[1] else np.zeros(x2.shape[0])
 
+    def error_stats(self, x) -> dict:
+        """Max, RMS and mean absolute reconstruction error per channel, and SNR in dB."""
+        x2, _ = _as_channels(x)
+        d = self.decode(self.encode(x2)) - x2
+        rms = np.sqrt((d ** 2).mean(axis=1))
+        power = (x2.astype(float) - x2.mean(axis=1, keepdims=True)).var(axis=1)
+        with np.errstate(divide="ignore"):
+            snr = 10 * np.log10(power / rms ** 2)
+        return {"max": np.abs(d).max(axis=1), "rms": rms, "mean_abs": np.abs(d).mean(axis=1),
+                "snr_db": snr}
+
+    # -- serialization
+    def get_params(self) -> dict:
+        return {"n_levels": int(self.n_levels)}
+
     def to_dict(self) -> dict:
         """Plain, JSON-ready configuration and fitted state."""
         self._check_fitted()
-        return {"kind": self.kind, "n_levels": int(self.n_levels),
-                "min": self.min_.tolist(), "step": self.step_.tolist(),
-                "lossless": self.lossless_.tolist(), "max_error": self.max_error_.tolist()}
+        return {"kind": self.kind, **self.get_params(), "lossless": self.lossless_.tolist(),
+                "bin_edges": [e.tolist() for e in self.bin_edges_],
+                "codebook": [c.tolist() for c in self.codebook_]}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "UniformQuantizer":
-        q = cls(d["n_levels"])
-        q.min_ = np.asarray(d["min"], np.float64)
-        q.step_ = np.asarray(d["step"], np.float64)
-        q.lossless_ = np.asarray(d["lossless"], bool)
-        q.max_error_ = np.asarray(d["max_error"], np.float64)
-        return q
+    def from_dict(cls, d: dict) -> "Quantizer":
+        """Rebuild a fitted quantizer from :meth:`to_dict` (any kind)."""
+        return quantizer_from_dict(d)
+
+    def _load_state(self, d):
+        self.lossless_ = np.asarray(d["lossless"], bool)
+        self.bin_edges_ = [np.asarray(e, np.float64) for e in d["bin_edges"]]
+        self.codebook_ = [np.asarray(c, np.float64) for c in d["codebook"]]
+        self._set_bounds()
+
+
+class UniformQuantizer(Quantizer):
+    """``n_levels`` equal bins over each channel's range; decodes to bin centres.
+
+    The error is at most half a bin, ``(max - min) / (2 n_levels)``. Integer
+    channels whose range spans at most ``n_levels`` values pass through
+    losslessly. Saved as ``(min, max)`` per channel, not as a codebook.
+    """
+
+    kind = "uniform"
+
+    def _design(self, x):
+        edges = np.linspace(x.min(), x.max(), self.n_levels + 1)
+        return edges, (edges[:-1] + edges[1:]) / 2
+
+    @property
+    def step_(self) -> np.ndarray:
+        """Bin width per channel, in signal units, shape (n_channels,)."""
+        self._check_fitted()
+        return np.array([e[1] - e[0] for e in self.bin_edges_])
+
+    def to_dict(self) -> dict:
+        self._check_fitted()
+        return {"kind": self.kind, **self.get_params(), "lossless": self.lossless_.tolist(),
+                "range": [[e[0], e[-1], len(e) - 1] for e in self.bin_edges_]}
+
+    def _load_state(self, d):
+        self.lossless_ = np.asarray(d["lossless"], bool)
+        self.bin_edges_ = [np.linspace(lo, hi, int(k) + 1) for lo, hi, k in d["range"]]
+        self.codebook_ = [(e[:-1] + e[1:]) / 2 for e in self.bin_edges_]
+        self._set_bounds()
+
+
+class QuantileQuantizer(Quantizer):
+    """Equal-frequency bins (edges at the empirical quantiles); codebook = bin means.
+
+    Every code is about equally frequent, which maximises the entropy of the
+    codes for a given ``n_levels``. Repeated quantiles are merged, so a
+    channel with few distinct values gets fewer bins.
+    """
+
+    kind = "quantile"
+
+    def _design(self, x):
+        edges = np.unique(np.quantile(x, np.linspace(0, 1, self.n_levels + 1)))
+        return edges, _bin_means(x, edges)
+
+
+class GaussianQuantizer(Quantizer):
+    """SAX-style breakpoints: equiprobable bins under a normal fitted to each channel.
+
+    Breakpoints are ``mean + std * Phi^-1(k / n_levels)`` (``scipy.stats.norm``;
+    Lin et al., 2003, "A Symbolic Representation of Time Series"); the outer
+    edges are the channel's min and max. The codebook holds each bin's mean.
+    """
+
+    kind = "gaussian"
+
+    def _design(self, x):
+        inner = x.mean() + x.std() * stats.norm.ppf(np.arange(1, self.n_levels) / self.n_levels)
+        inner = inner[(inner > x.min()) & (inner < x.max())]
+        edges = np.unique(np.concatenate([[x.min()], inner, [x.max()]]))
+        return edges, _bin_means(x, edges)
+
+
+class MuLawQuantizer(Quantizer):
+    """mu-law companding (ITU-T G.711): uniform bins in ``sign(v) ln(1 + mu |v|) / ln(1 + mu)``.
+
+    ``v`` is the channel scaled to [-1, 1] around the centre of its range, so
+    small values get fine bins and large ones coarse bins.
+
+    Parameters
+    ----------
+    n_levels : int, default 1024
+    mu : float, default 255
+    """
+
+    kind = "mulaw"
+
+    def __init__(self, n_levels: int = 1024, mu: float = 255.0):
+        super().__init__(n_levels)
+        self.mu = mu
+
+    def get_params(self) -> dict:
+        return {"n_levels": int(self.n_levels), "mu": float(self.mu)}
+
+    def _design(self, x):
+        centre, half = (x.max() + x.min()) / 2, (x.max() - x.min()) / 2
+        y = np.linspace(-1.0, 1.0, self.n_levels + 1)
+        expand = lambda y: centre + half * np.sign(y) * np.expm1(np.abs(y) * np.log1p(self.mu)) / self.mu
+        edges = np.unique(expand(y))
+        edges[0], edges[-1] = x.min(), x.max()
+        return edges, expand((y[:-1] + y[1:]) / 2)[: len(edges) - 1]
+
+
+class LloydMaxQuantizer(Quantizer):
+    """Minimum mean-squared-error codebook: 1-D k-means (Lloyd, 1982; Max, 1960).
+
+    ``scipy.cluster.vq.kmeans2`` started from the uniform quantizer's bin
+    centres, so its mean squared error is never above the uniform one (each
+    Lloyd iteration can only lower it); edges are the midpoints between
+    neighbouring codewords.
+
+    Parameters
+    ----------
+    n_levels : int, default 1024
+    max_iter : int, default 30
+    """
+
+    kind = "lloydmax"
+
+    def __init__(self, n_levels: int = 1024, max_iter: int = 30):
+        super().__init__(n_levels)
+        self.max_iter = max_iter
+
+    def get_params(self) -> dict:
+        return {"n_levels": int(self.n_levels), "max_iter": int(self.max_iter)}
+
+    def _design(self, x):
+        edges = np.linspace(x.min(), x.max(), self.n_levels + 1)
+        init = (edges[:-1] + edges[1:]) / 2
+        book, _ = kmeans2(x[:, None], init[:, None], iter=self.max_iter, minit="matrix",
+                          missing="warn")
+        book = np.unique(book[:, 0])
+        book = book[(book >= x.min()) & (book <= x.max())]
+        edges = np.concatenate([[x.min()], (book[:-1] + book[1:]) / 2, [x.max()]])
+        keep = np.diff(edges) > 0
+        return edges[np.concatenate([[True], keep])], book[keep]
+
+
+def _bin_means(x, edges):
+    """Mean of the samples in each bin (the bin centre for an empty bin)."""
+    idx = np.searchsorted(edges[1:-1], x, side="right")
+    k = len(edges) - 1
+    sums = np.bincount(idx, weights=x, minlength=k)
+    counts = np.bincount(idx, minlength=k)
+    centres = (edges[:-1] + edges[1:]) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(counts > 0, sums / np.maximum(counts, 1), centres)
+    return np.clip(means, edges[:-1], edges[1:])
+
+
+QUANTIZERS = {cls.kind: cls for cls in (UniformQuantizer, QuantileQuantizer, GaussianQuantizer,
+                                        MuLawQuantizer, LloydMaxQuantizer)}
+
+
+def quantizer_from_dict(d: dict) -> Quantizer:
+    """Rebuild a fitted quantizer from its ``to_dict()``.
+
+    Raises
+    ------
+    ValueError
+        On an unknown ``kind``.
+    """
+    cls = QUANTIZERS.get(d.get("kind"))
+    if cls is None:
+        raise ValueError(f"unknown quantizer kind {d.get('kind')!r}; known: {', '.join(QUANTIZERS)}")
+    params = {k: d[k] for k in cls().get_params()}
+    q = cls(**params)
+    q._load_state(d)
+    return q

@@ -104,3 +104,53 @@ def test_signal_model_round_trip_and_save(tmp_path, ecg_csv):
     m2 = SignalModel.load(tmp_path / "m.json")
     assert m2.channel_names_ == ["ecg", "rev"]
     assert all(np.array_equal(a, b) for a, b in zip(m2.encode([x, x[::-1]]), tokens))
+
+
+from signals import QUANTIZERS, quantizer_from_dict  # noqa: E402
+
+
+@pytest.mark.parametrize("kind", sorted(QUANTIZERS))
+@settings(max_examples=40, deadline=None)
+@given(x=arrays(np.float64, st.tuples(st.integers(1, 3), st.integers(1, 120)),
+                elements=st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False)),
+       n_levels=st.integers(2, 300))
+def test_every_quantizer_respects_its_bound_and_serializes(kind, x, n_levels):
+    import json
+    q = QUANTIZERS[kind](n_levels).fit(x)
+    codes = q.encode(x)
+    assert codes.shape == x.shape and codes.min() >= 0
+    assert (codes.max(axis=1) < q.n_codes_).all() and (q.n_codes_ <= n_levels).all()
+    err = np.abs(q.decode(codes) - x).max(axis=1)
+    assert (err <= q.max_error_ * (1 + 1e-9) + 1e-9).all()
+    back = quantizer_from_dict(json.loads(json.dumps(q.to_dict())))
+    assert np.array_equal(back.encode(x), codes)
+    assert np.allclose(back.decode(codes), q.decode(codes))
+
+
+@pytest.mark.parametrize("kind", sorted(QUANTIZERS))
+def test_quantizers_on_real_ecg(kind, ecg_csv):
+    x = read_csv(ecg_csv).channels[0][:20000]
+    q = QUANTIZERS[kind](64).fit(x)
+    s = q.error_stats(x)
+    assert s["max"][0] <= q.max_error_[0] + 1e-12
+    assert s["snr_db"][0] > 10  # 64 levels keep an ECG recognisable
+    with pytest.raises(ValueError, match="outside the fitted range"):
+        q.encode(x + 100)
+
+
+def test_lloydmax_beats_uniform_mse_on_ecg(ecg_csv):
+    x = read_csv(ecg_csv).channels[0][:20000]
+    rms = {k: QUANTIZERS[k](32).fit(x).error_stats(x)["rms"][0] for k in ("uniform", "lloydmax")}
+    assert rms["lloydmax"] < rms["uniform"]
+
+
+def test_quantile_codes_are_about_equally_frequent(ecg_csv):
+    x = read_csv(ecg_csv).channels[0]
+    codes = QUANTIZERS["quantile"](16).fit(x).encode(x)
+    freq = np.bincount(codes) / codes.size
+    assert freq.max() < 2.5 / len(freq)
+
+
+def test_unknown_quantizer_kind():
+    with pytest.raises(ValueError, match="unknown quantizer kind 'zz'"):
+        quantizer_from_dict({"kind": "zz"})

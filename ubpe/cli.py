@@ -252,7 +252,7 @@ def inspect(model_path):
     echo(f"documents    {tok.n_documents_:,} in training"
          + (f", {model.doc_length:,} samples each" if model.doc_length else ", one per channel"))
     for name, q in zip(model.channel_names_, model.quantizers_):
-        echo(f"  {name:<28} step {q.step_[0]:.6g}, max error {q.max_error_[0]:.6g}"
+        echo(f"  {name:<28} {q.kind}, {q.n_codes_[0]:,} codes, max error {q.max_error_[0]:.6g}"
              + (" (lossless)" if q.lossless_[0] else ""))
 
 
