@@ -1,0 +1,62 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra.numpy import arrays
+
+from signals.transform import (Delta, FixedPredictor, differences, transform_from_dict,
+                               unzigzag, zigzag)
+
+ints = arrays(np.int64, st.integers(0, 300), elements=st.integers(-2**40, 2**40))
+
+
+@settings(max_examples=200, deadline=None)
+@given(x=ints, order=st.integers(0, 8))
+def test_delta_is_exactly_invertible(x, order):
+    t = Delta(order)
+    r, side = t.forward(x)
+    assert r.shape == x.shape and np.array_equal(t.inverse(r, side), x)
+
+
+@settings(max_examples=200, deadline=None)
+@given(x=ints, block=st.integers(1, 64), max_order=st.integers(0, 4))
+def test_fixed_predictor_is_exactly_invertible(x, block, max_order):
+    t = FixedPredictor(block, max_order)
+    r, orders = t.forward(x)
+    assert orders.size == -(-x.size // block) and (orders <= max_order).all()
+    assert np.array_equal(t.inverse(r, orders), x)
+
+
+@settings(max_examples=200, deadline=None)
+@given(r=arrays(np.int64, st.integers(0, 100), elements=st.integers(-2**61, 2**61)))
+def test_zigzag_round_trip(r):
+    z = zigzag(r)
+    assert (z >= 0).all() and np.array_equal(unzigzag(z), r)
+
+
+def test_golden_cases():
+    assert zigzag(np.array([0, -1, 1, -2, 2])).tolist() == [0, 1, 2, 3, 4]
+    x = np.array([1, 4, 9, 16, 25, 36])
+    assert differences(x, 1).tolist() == [1, 3, 5, 7, 9, 11]
+    assert differences(x, 2).tolist() == [1, 3, 2, 2, 2, 2]
+    assert differences(x, 3).tolist() == [1, 3, 2, 0, 0, 0]
+    # a quadratic is predicted exactly from order 3 on; order 2 leaves constant 2s
+    r, orders = FixedPredictor(block_size=6).forward(x)
+    assert orders.tolist() == [3] and r.tolist() == [1, 3, 2, 0, 0, 0]
+
+
+def test_predictor_orders_on_real_ecg(ecg_csv):
+    from signals import read_csv
+    x = np.round(read_csv(ecg_csv).channels[0] / 0.005).astype(np.int64)  # ADC units
+    r, orders = FixedPredictor(4096).forward(x)
+    assert np.array_equal(FixedPredictor(4096).inverse(r, orders), x)
+    assert np.abs(r).mean() < np.abs(x - x.mean()).mean() / 5  # prediction pays
+    assert set(orders.tolist()) <= {1, 2, 3}
+
+
+def test_transform_config_and_errors():
+    assert transform_from_dict(FixedPredictor(128, 3).to_dict()).block_size == 128
+    assert transform_from_dict({"kind": "delta", "order": 2}).order == 2
+    with pytest.raises(ValueError, match="unknown transform kind 'fft'"):
+        transform_from_dict({"kind": "fft"})
+    with pytest.raises(ValueError, match="expected 2 block orders"):
+        FixedPredictor(4).inverse(np.zeros(8, np.int64), np.zeros(3, np.uint8))
