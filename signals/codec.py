@@ -83,8 +83,9 @@ def _ans_decode(table, counts, words, n) -> np.ndarray:
 class _Plan:
     """What compress decided for each channel, before the entropy coding."""
 
-    def __init__(self, symbols, sides, quantizers, dtypes):
-        self.symbols, self.sides, self.quantizers, self.dtypes = symbols, sides, quantizers, dtypes
+    def __init__(self, symbols, sides, quantizers, dtypes, offsets):
+        self.symbols, self.sides, self.quantizers = symbols, sides, quantizers
+        self.dtypes, self.offsets = dtypes, offsets
 
 
 def _documents(symbols, doc_length):
@@ -165,12 +166,14 @@ def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1
             else:
                 proto = UniformQuantizer(n_levels) if quantizer == "auto" else quantizer
                 quantizers.append(type(proto)(**proto.get_params()).fit(c))
-    symbols, sides, dtypes = [], [], []
+    symbols, sides, dtypes, offsets = [], [], [], []
     for name, c, q in zip(names, chans, quantizers):
+        offsets.append(0)
         if q is None:
             if c.dtype.kind not in "iu":
                 raise ValueError(f"channel {name!r}: lossless coding needs integers, got {c.dtype}")
-            codes = c.astype(np.int64)
+            offsets[-1] = int(c.min()) if c.size else 0  # codes from 0, whatever the transform
+            codes = c.astype(np.int64) - offsets[-1]
         else:
             try:
                 codes = q.encode(c).astype(np.int64)
@@ -180,7 +183,7 @@ def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1
         symbols.append(r if isinstance(tf, Identity) else zigzag(r))
         sides.append(side)
         dtypes.append("int64" if q is None else "float64")
-    plan = _Plan(symbols, sides, quantizers, dtypes)
+    plan = _Plan(symbols, sides, quantizers, dtypes, offsets)
     if model is not None:
         return _write(plan, names, tf, model.tokenizer_, doc_length, one_d)
     alphabet = max(2, int(max((s.max() for s in symbols if s.size), default=0)) + 1)
@@ -208,13 +211,14 @@ def _write(plan, names, tf, tok, doc_length, one_d) -> bytes:
     tokens, pairs = _tokenize(tok, plan.symbols, doc_length)
     sections = [_pack(pairs)]
     channels = []
-    for name, toks, side, q, dtype, sym in zip(names, tokens, plan.sides, plan.quantizers,
-                                               plan.dtypes, plan.symbols):
+    for name, toks, side, q, dtype, sym, offset in zip(names, tokens, plan.sides, plan.quantizers,
+                                                       plan.dtypes, plan.symbols, plan.offsets):
         table, counts, words = _ans_encode(toks)
         gaps = np.diff(table, prepend=0).astype(np.uint32)
         parts = [_pack(side), _pack(gaps), _pack(counts.astype(np.uint32)), words.tobytes()]
         sections += parts
         channels.append({"name": name, "n_samples": int(sym.size), "dtype": dtype,
+                         "offset": offset,
                          "quantizer": None if q is None else q.to_dict(),
                          "n_tokens": int(toks.size), "n_blocks": int(side.size),
                          "table_size": int(table.size), "n_words": int(words.size),
@@ -296,7 +300,7 @@ def decompress(data: bytes):
             r = sym.astype(np.int64) if isinstance(tf, Identity) else unzigzag(sym)
             codes = tf.inverse(r, side)
             q = ch["quantizer"]
-            out.append(codes if q is None else quantizer_from_dict(q).decode(codes))
+            out.append(codes + ch["offset"] if q is None else quantizer_from_dict(q).decode(codes))
     except (KeyError, TypeError, IndexError, zstandard.ZstdError) as e:
         raise SignalFormatError(f"malformed file ({type(e).__name__}: {e})") from None
     if pos != len(data) - 4:

@@ -1,0 +1,120 @@
+"""The .ubpe signal container: round trips, error bounds, damaged and foreign files."""
+
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra.numpy import arrays
+
+from signals import QUANTIZERS, SignalModel, read_csv
+from signals.codec import SignalFormatError, compress, decompress, inspect
+from signals.transform import Delta
+from ubpe.cli import main
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=arrays(np.int64, st.tuples(st.integers(1, 3), st.integers(0, 400)),
+                elements=st.integers(-2**20, 2**20)))
+def test_integers_round_trip_exactly(x):
+    data = compress(x)
+    back = decompress(data)
+    assert back.dtype == np.int64 and np.array_equal(back, x)
+    assert np.array_equal(decompress(compress(x[0])), x[0])  # 1-D stays 1-D
+
+
+@pytest.mark.parametrize("kind", sorted(QUANTIZERS))
+def test_floats_decode_within_the_quantizer_bound(kind, ecg_csv):
+    x = read_csv(ecg_csv).channels[0][:30000]
+    q = QUANTIZERS[kind](256)
+    data = compress(x, quantizer=q)
+    back = decompress(data)
+    info = inspect(data)
+    assert back.dtype == np.float64 and back.shape == x.shape
+    assert np.abs(back - x).max() <= info["channels"][0]["max_error"] + 1e-12
+    assert info["channels"][0]["quantizer"] == kind
+
+
+def test_real_signals_beat_general_compressors(daphnet_csv, ecg_csv):
+    import bz2
+    import lzma
+    t = read_csv(daphnet_csv, exclude=["is_anomaly"])
+    acc = np.stack(t.channels)
+    ecg = np.round(read_csv(ecg_csv).channels[0] / 0.005).astype(np.int64)  # ADC units
+    for x in (acc, ecg):
+        data = compress(x)
+        assert np.array_equal(decompress(data), x)
+        raw = x.astype(np.int16).tobytes()
+        assert len(data) < len(lzma.compress(raw, preset=9 | lzma.PRESET_EXTREME))
+        assert len(data) < len(bz2.compress(raw, 9))
+
+
+def test_explicit_vocabulary_and_transforms():
+    rng = np.random.default_rng(0)
+    x = np.cumsum(rng.integers(-3, 4, size=(2, 5000)), axis=1)
+    for tf in ("none", Delta(2)):
+        data = compress(x, transform=tf, vocab_size=1200)
+        assert np.array_equal(decompress(data), x) and inspect(data)["n_merges"] > 0
+    with pytest.raises(ValueError, match="smaller than the residual alphabet"):
+        compress(x, vocab_size=3)
+
+
+def test_reusing_a_built_model(ecg_csv):
+    x = read_csv(ecg_csv).channels[0]
+    model = SignalModel(512, 2048, doc_length=3600).fit([x])
+    data = compress([x], model=model)
+    info = inspect(data)
+    assert info["n_merges"] == 2048 - 512 and info["transform"] == {"kind": "none"}
+    back = decompress(data)
+    assert np.abs(back[0] - x).max() <= model.quantizers_[0].max_error_[0] + 1e-12
+    with pytest.raises(ValueError, match="outside the fitted range"):
+        compress([x * 10], model=model)
+
+
+def test_damaged_and_foreign_files():
+    data = compress(np.arange(1000) % 17)
+    for cut in (1, 10, len(data) // 2, len(data) - 1):
+        with pytest.raises(SignalFormatError, match="truncated|checksum|magic"):
+            decompress(data[:cut])
+    for pos in (20, len(data) // 2, len(data) - 6):
+        bad = bytearray(data)
+        bad[pos] ^= 0x40
+        with pytest.raises(SignalFormatError, match="checksum mismatch"):
+            decompress(bytes(bad))
+    with pytest.raises(SignalFormatError, match="bad magic"):
+        decompress(b"PK\x03\x04 a zip file, not ours")
+    newer = bytearray(data[:-4])
+    newer[8:10] = struct.pack("<H", 99)
+    newer += struct.pack("<I", zlib.crc32(bytes(newer)))
+    with pytest.raises(SignalFormatError, match="version 99 is newer"):
+        decompress(bytes(newer))
+
+
+def test_frozen_golden_file_still_decodes():
+    # written by format version 1; every later version must keep reading it
+    from pathlib import Path
+    golden = Path(__file__).parent / "data" / "golden_v1.ubpe"
+    x = np.array([[0, 1, 4, 9, 16, 25, 36, 49, 64, 81] * 30, [5, -5] * 150])
+    assert np.array_equal(decompress(golden.read_bytes()), x)
+
+
+def test_cli_compress_decompress_inspect(tmp_path, daphnet_csv):
+    r = CliRunner()
+    out, back = tmp_path / "a.ubpe", tmp_path / "a.csv"
+    res = r.invoke(main, ["compress", str(daphnet_csv), "--exclude", "is_anomaly", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "(lossless)" in res.output and "bits per sample" in res.output
+    res = r.invoke(main, ["decompress", str(out), "-o", str(back)])
+    assert res.exit_code == 0, res.output
+    orig, got = read_csv(daphnet_csv, exclude=["is_anomaly"]), read_csv(back)
+    assert got.names == orig.names
+    assert all(np.array_equal(a, b) for a, b in zip(orig.channels, got.channels))
+    res = r.invoke(main, ["inspect", str(out)])
+    assert res.exit_code == 0 and "ubpe.signal, version 1" in res.output
+    bad = tmp_path / "bad.ubpe"
+    bad.write_bytes(out.read_bytes()[:-10])
+    res = r.invoke(main, ["decompress", str(bad), "-o", str(tmp_path / "x.csv")])
+    assert res.exit_code == 1 and "checksum mismatch" in res.output
+    assert not (tmp_path / "x.csv").exists()
