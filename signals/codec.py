@@ -1,7 +1,7 @@
 """The ``.ubpe`` signal container: compress and decompress sampled signals.
 
 Pipeline, per channel: quantize (or keep integers exactly) -> reversible
-integer transform (prediction residuals) -> zigzag -> UBPE tokens (shortest
+integer transform (prediction residuals, FLAC-style fixed or LPC) -> zigzag -> UBPE tokens (shortest
 segmentation) -> range coding with the channel's token frequencies
 (``constriction``'s ANS coder, Duda 2013). One UBPE vocabulary serves all
 channels.
@@ -10,12 +10,16 @@ File layout (little-endian)::
 
     magic      8 bytes  b"UBPE-SIG"
     version    u16
-    header_len u32
-    header     zstd-compressed JSON: channels, quantizers, transform,
-               vocabulary size, and the byte length of every section
-    sections   merges (zstd, int32 pairs in rank order), then per channel:
-               block orders, token table (ids, counts; zstd), ANS words
+    meta_len   u32
+    meta       one zstd frame: a JSON line (channels, quantizers, transform,
+               vocabulary size, byte lengths), the merges (int32 pairs in
+               rank order), then per channel its block orders (bytes) and its
+               token table (id gaps and counts, LEB128 varints)
+    payload    per channel, its ANS words (u32)
     crc32      u32 over every byte before it
+
+Everything but the range-coded tokens shares one zstd frame, so a short
+recording pays a few dozen bytes of overhead, not a few hundred.
 
 A file whose checksum, magic, version or section lengths do not check out
 raises :class:`SignalFormatError`; it never decodes to wrong samples.
@@ -36,7 +40,7 @@ from ubpe import Tokenizer, _engine
 from ubpe._io import FormatError
 
 from .quantize import Quantizer, UniformQuantizer, quantizer_from_dict
-from .transform import FixedPredictor, Identity, transform_from_dict, unzigzag, zigzag
+from .transform import Identity, LinearPredictor, transform_from_dict, unzigzag, zigzag
 
 MAGIC = b"UBPE-SIG"
 VERSION = 1
@@ -47,15 +51,28 @@ class SignalFormatError(FormatError):
     """A ``.ubpe`` file is foreign, truncated, corrupted, or of a newer version."""
 
 
-def _pack(arr) -> bytes:
-    return zstandard.ZstdCompressor(level=19).compress(np.ascontiguousarray(arr).tobytes())
+def _varints(values) -> bytes:
+    """Non-negative integers as LEB128 varints."""
+    out = bytearray()
+    for v in np.asarray(values, np.int64).tolist():
+        while v >= 0x80:
+            out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        out.append(v)
+    return bytes(out)
 
 
-def _unpack(blob: bytes, dtype, n: int) -> np.ndarray:
-    out = np.frombuffer(zstandard.ZstdDecompressor().decompress(blob), dtype=dtype)
-    if out.size != n:
-        raise SignalFormatError(f"a section holds {out.size} values, expected {n}")
-    return out
+def _read_varints(buf: bytes, n: int) -> np.ndarray:
+    out, v, shift = [], 0, 0
+    for byte in buf:
+        v |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            out.append(v)
+            v, shift = 0, 0
+    if len(out) != n or shift:
+        raise SignalFormatError(f"a table holds {len(out)} values, expected {n}")
+    return np.array(out, np.int64)
 
 
 def _ans_encode(ids: np.ndarray):
@@ -121,7 +138,8 @@ def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1
     n_levels : int, default 1024
         Levels of the default quantizer.
     transform : "auto", "none", or a transform from :mod:`signals.transform`
-        "auto" is ``FixedPredictor()`` (FLAC's fixed predictors per block).
+        "auto" is ``LinearPredictor()``: per 4096-sample block, FLAC's fixed
+        predictors or a quantized LPC, whichever codes cheaper.
     vocab_size : "auto" or int
         UBPE vocabulary size, the residual alphabet included; "auto" tries
         0, 64, 256 and 1024 merges and keeps the smallest file.
@@ -157,7 +175,7 @@ def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1
             raise ValueError(f"the model has {len(quantizers)} channels, the input {len(chans)}")
         tf = Identity()
     else:
-        tf = FixedPredictor() if transform == "auto" else (
+        tf = LinearPredictor() if transform == "auto" else (
             Identity() if transform == "none" else transform)
         quantizers = []
         for c in chans:
@@ -209,30 +227,31 @@ def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1
 
 def _write(plan, names, tf, tok, doc_length, one_d) -> bytes:
     tokens, pairs = _tokenize(tok, plan.symbols, doc_length)
-    sections = [_pack(pairs)]
-    channels = []
-    for name, toks, side, q, dtype, sym, offset in zip(names, tokens, plan.sides, plan.quantizers,
-                                                       plan.dtypes, plan.symbols, plan.offsets):
+    blobs, payload, channels = [pairs.tobytes()], [], []
+    for name, toks, side, q, sym, offset in zip(names, tokens, plan.sides, plan.quantizers,
+                                                plan.symbols, plan.offsets):
         table, counts, words = _ans_encode(toks)
-        gaps = np.diff(table, prepend=0).astype(np.uint32)
-        parts = [_pack(side), _pack(gaps), _pack(counts.astype(np.uint32)), words.tobytes()]
-        sections += parts
-        channels.append({"name": name, "n_samples": int(sym.size), "dtype": dtype,
-                         "offset": offset,
-                         "quantizer": None if q is None else q.to_dict(),
-                         "n_tokens": int(toks.size), "n_blocks": int(side.size),
-                         "table_size": int(table.size), "n_words": int(words.size),
-                         "sections": [len(p) for p in parts]})
-    header = {"format": "ubpe.signal", "version": VERSION, "one_d": bool(one_d),
-              "transform": tf.to_dict(), "alphabet_size": tok.alphabet_size,
-              "n_merges": int(len(pairs)), "merges_bytes": len(sections[0]),
-              "doc_length": doc_length, "channels": channels}
-    head = zstandard.ZstdCompressor(level=19).compress(json.dumps(header).encode())
-    body = MAGIC + struct.pack("<HI", VERSION, len(head)) + head + b"".join(sections)
+        parts = [side.astype(np.uint8).tobytes(), _varints(np.diff(table, prepend=0)),
+                 _varints(counts)]
+        blobs += parts
+        payload.append(words.tobytes())
+        ch = {"name": name, "n": int(sym.size), "tokens": int(toks.size),
+              "table": int(table.size), "bytes": [len(p) for p in parts] + [len(payload[-1])]}
+        if q is None:
+            ch["offset"] = offset
+        else:
+            ch["quantizer"] = q.to_dict()
+        channels.append(ch)
+    header = {"one_d": bool(one_d), "transform": tf.to_dict(), "alphabet": tok.alphabet_size,
+              "merges": int(len(pairs)), "doc_length": doc_length, "channels": channels}
+    meta = zstandard.ZstdCompressor(level=19).compress(
+        json.dumps(header, separators=(",", ":")).encode() + b"\n" + b"".join(blobs))
+    body = MAGIC + struct.pack("<HI", VERSION, len(meta)) + meta + b"".join(payload)
     return body + struct.pack("<I", zlib.crc32(body))
 
 
 def _read_header(data: bytes):
+    """Check a container; returns (data, header, binary part of meta, payload start)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"expected bytes, got {type(data).__name__}")
     data = bytes(data)
@@ -243,15 +262,17 @@ def _read_header(data: bytes):
     (crc,) = struct.unpack("<I", data[-4:])
     if zlib.crc32(data[:-4]) != crc:
         raise SignalFormatError("checksum mismatch: the file is truncated or corrupted")
-    version, head_len = struct.unpack("<HI", data[8:14])
+    version, meta_len = struct.unpack("<HI", data[8:14])
     if version > VERSION:
         raise SignalFormatError(f"ubpe signal format version {version} is newer than this "
                                 f"ubpe reads (up to {VERSION}); upgrade ubpe")
     try:
-        header = json.loads(zstandard.ZstdDecompressor().decompress(data[14:14 + head_len]))
+        meta = zstandard.ZstdDecompressor().decompress(data[14:14 + meta_len])
+        line, _, binary = meta.partition(b"\n")
+        header = json.loads(line)
     except (zstandard.ZstdError, ValueError) as e:
         raise SignalFormatError(f"unreadable header ({e})") from None
-    return data, header, 14 + head_len
+    return data, header, binary, 14 + meta_len
 
 
 def decompress(data: bytes):
@@ -269,41 +290,45 @@ def decompress(data: bytes):
     SignalFormatError
         On a foreign, truncated, corrupted or newer file.
     """
-    data, header, pos = _read_header(data)
+    data, header, binary, pos = _read_header(data)
     try:
         tf = transform_from_dict(header["transform"])
-        a, m = header["alphabet_size"], header["n_merges"]
-        pairs = _unpack(data[pos:pos + header["merges_bytes"]], np.int32, 2 * m).reshape(m, 2)
-        pos += header["merges_bytes"]
+        a, m = header["alphabet"], header["merges"]
+        pairs = np.frombuffer(binary[:8 * m], np.int32).reshape(-1, 2)
+        if pairs.shape[0] != m:
+            raise SignalFormatError("truncated merges")
         start, flat = _engine.expansions(a, pairs[:, 0].copy(), pairs[:, 1].copy(),
                                          np.arange(a, a + m, dtype=np.int32))
+        bpos = 8 * m
         out = []
         for ch in header["channels"]:
-            lens = ch["sections"]
-            blobs = []
-            for n_bytes in lens:
-                blobs.append(data[pos:pos + n_bytes])
-                pos += n_bytes
-            side = _unpack(blobs[0], np.uint8, ch["n_blocks"])
-            table = np.cumsum(_unpack(blobs[1], np.uint32, ch["table_size"]).astype(np.int64))
-            counts = _unpack(blobs[2], np.uint32, ch["table_size"]).astype(np.int64)
-            words = np.frombuffer(blobs[3], np.uint32)
-            if words.size != ch["n_words"] or (table.size and table[-1] >= a + m):
-                raise SignalFormatError(f"channel {ch['name']!r}: inconsistent sections")
-            ids = _ans_decode(table, counts, words, ch["n_tokens"])
+            n_orders, n_gaps, n_counts, n_words = ch["bytes"]
+            side = np.frombuffer(binary[bpos:bpos + n_orders], np.uint8)
+            bpos += n_orders
+            table = np.cumsum(_read_varints(binary[bpos:bpos + n_gaps], ch["table"]))
+            bpos += n_gaps
+            counts = _read_varints(binary[bpos:bpos + n_counts], ch["table"])
+            bpos += n_counts
+            words = np.frombuffer(data[pos:pos + n_words], np.uint32)
+            pos += n_words
+            if table.size and (table[-1] >= a + m or counts.min() < 1):
+                raise SignalFormatError(f"channel {ch['name']!r}: inconsistent token table")
+            ids = _ans_decode(table, counts, words, ch["tokens"])
             lengths = start[ids + 1] - start[ids]
             offs = np.cumsum(lengths) - lengths
             sym = flat[np.arange(lengths.sum()) - np.repeat(offs - start[ids], lengths)]
-            if sym.size != ch["n_samples"]:
+            if sym.size != ch["n"]:
                 raise SignalFormatError(f"channel {ch['name']!r}: {sym.size} samples decoded, "
-                                        f"{ch['n_samples']} expected")
+                                        f"{ch['n']} expected")
             r = sym.astype(np.int64) if isinstance(tf, Identity) else unzigzag(sym)
             codes = tf.inverse(r, side)
-            q = ch["quantizer"]
+            q = ch.get("quantizer")
             out.append(codes + ch["offset"] if q is None else quantizer_from_dict(q).decode(codes))
-    except (KeyError, TypeError, IndexError, zstandard.ZstdError) as e:
+    except (KeyError, TypeError, IndexError, ValueError) as e:
+        if isinstance(e, SignalFormatError):
+            raise
         raise SignalFormatError(f"malformed file ({type(e).__name__}: {e})") from None
-    if pos != len(data) - 4:
+    if pos != len(data) - 4 or bpos != len(binary):
         raise SignalFormatError("section lengths do not add up to the file size")
     if header["one_d"]:
         return out[0]
@@ -320,14 +345,14 @@ def inspect(data: bytes) -> dict:
     quantizer kind, max error, tokens), alphabet size, merges, transform,
     bits per sample.
     """
-    data, header, _ = _read_header(data)
-    n = sum(c["n_samples"] for c in header["channels"])
-    return {"format": header["format"], "version": header["version"], "bytes": len(data),
-            "transform": header["transform"], "alphabet_size": header["alphabet_size"],
-            "n_merges": header["n_merges"],
-            "channels": [{"name": c["name"], "n_samples": c["n_samples"],
-                          "quantizer": None if c["quantizer"] is None else c["quantizer"]["kind"],
-                          "max_error": 0.0 if c["quantizer"] is None else
-                          float(quantizer_from_dict(c["quantizer"]).max_error_[0]),
-                          "n_tokens": c["n_tokens"]} for c in header["channels"]],
+    data, header, _, _ = _read_header(data)
+    n = sum(c["n"] for c in header["channels"])
+    return {"format": "ubpe.signal", "version": struct.unpack("<H", data[8:10])[0],
+            "bytes": len(data), "transform": header["transform"],
+            "alphabet_size": header["alphabet"], "n_merges": header["merges"],
+            "channels": [{"name": c["name"], "n_samples": c["n"],
+                          "quantizer": c["quantizer"]["kind"] if "quantizer" in c else None,
+                          "max_error": float(quantizer_from_dict(c["quantizer"]).max_error_[0])
+                          if "quantizer" in c else 0.0,
+                          "n_tokens": c["tokens"]} for c in header["channels"]],
             "bits_per_sample": 8 * len(data) / max(n, 1)}

@@ -358,11 +358,11 @@ def decompress(source, output):
     from signals import codec
     data = source.read_bytes()
     values = codec.decompress(data)
-    _, header, _ = codec._read_header(data)
-    channels = header["channels"]
-    values = [values] if header["one_d"] else list(values)
+    info = codec.inspect(data)
+    channels = info["channels"]
+    values = [values] if np.ndim(values) == 1 and len(channels) == 1 else list(values)
     _write_csv(output, [c["name"] for c in channels], values,
-               [c["dtype"] == "int64" for c in channels])
+               [c["quantizer"] is None for c in channels])
 
 
 @main.group()
