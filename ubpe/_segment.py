@@ -143,7 +143,12 @@ def _pt_add(lc, rc, cnt, n_nodes, root, t, bits):
 
 @njit(cache=True, inline="always")
 def _better(s1, l1, s2, l2):
-    return s1 > s2 or (s1 == s2 and l1 < l2)
+    # scores equal up to rounding (the same sum added in another order) are
+    # ties, and ties go to the shorter encoding
+    tol = 1e-9 * max(1.0, abs(s1), abs(s2))
+    if abs(s1 - s2) <= tol:
+        return l1 < l2
+    return s1 > s2
 
 
 @njit(cache=True)
