@@ -1,10 +1,13 @@
 """signals: quantize sensor signals into integer alphabets, read numeric CSV files."""
 
-from .csvio import CsvChannels, CsvError, read_csv
+from .codec import (SignalFormatError, compress, compress_stream, decompress,
+                    decompress_stream)
+from .csvio import CsvChannels, CsvError, read_csv, read_signal
 from .model import SignalModel, split_documents
 from .quantize import (QUANTIZERS, GaussianQuantizer, LloydMaxQuantizer, MuLawQuantizer,
                        QuantileQuantizer, Quantizer, UniformQuantizer, quantizer_from_dict)
 
-__all__ = ["CsvChannels", "CsvError", "read_csv", "SignalModel", "split_documents",
+__all__ = ["compress", "decompress", "compress_stream", "decompress_stream",
+           "SignalFormatError", "CsvChannels", "CsvError", "read_csv", "read_signal", "SignalModel", "split_documents",
            "Quantizer", "UniformQuantizer", "QuantileQuantizer", "GaussianQuantizer",
            "MuLawQuantizer", "LloydMaxQuantizer", "QUANTIZERS", "quantizer_from_dict"]

@@ -356,3 +356,64 @@ def inspect(data: bytes) -> dict:
                           if "quantizer" in c else 0.0,
                           "n_tokens": c["tokens"]} for c in header["channels"]],
             "bits_per_sample": 8 * len(data) / max(n, 1)}
+
+
+STREAM_MAGIC = b"UBPE-STR"
+
+
+def compress_stream(chunks, fileobj, **options) -> int:
+    """Compress a signal larger than memory, one chunk at a time.
+
+    Parameters
+    ----------
+    chunks : iterable of array-like
+        Consecutive pieces of the signal, each shaped as :func:`compress`
+        takes (the same channels in each).
+    fileobj : binary file object
+        Receives ``b"UBPE-STR"``, a u16 version, then one frame per chunk:
+        a u64 length and a complete ``.ubpe`` container (own checksum).
+    **options
+        Passed to :func:`compress` for every chunk.
+
+    Returns
+    -------
+    int
+        The number of frames written.
+    """
+    fileobj.write(STREAM_MAGIC + struct.pack("<H", VERSION))
+    n = 0
+    for chunk in chunks:
+        frame = compress(chunk, **options)
+        fileobj.write(struct.pack("<Q", len(frame)))
+        fileobj.write(frame)
+        n += 1
+    return n
+
+
+def decompress_stream(fileobj):
+    """Yield the chunks written by :func:`compress_stream`, one at a time.
+
+    Raises
+    ------
+    SignalFormatError
+        On a foreign or newer stream, or a truncated or corrupted frame.
+    """
+    head = fileobj.read(len(STREAM_MAGIC) + 2)
+    if head[:len(STREAM_MAGIC)] != STREAM_MAGIC or len(head) < len(STREAM_MAGIC) + 2:
+        raise SignalFormatError("not a ubpe signal stream (bad magic bytes)")
+    (version,) = struct.unpack("<H", head[len(STREAM_MAGIC):])
+    if version > VERSION:
+        raise SignalFormatError(f"ubpe stream version {version} is newer than this ubpe reads")
+    k = 0
+    while True:
+        size = fileobj.read(8)
+        if not size:
+            return
+        if len(size) < 8:
+            raise SignalFormatError(f"truncated stream: frame {k} has no complete length")
+        (n,) = struct.unpack("<Q", size)
+        frame = fileobj.read(n)
+        if len(frame) < n:
+            raise SignalFormatError(f"truncated stream: frame {k} has {len(frame)} of {n} bytes")
+        yield decompress(frame)
+        k += 1

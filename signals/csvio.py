@@ -150,6 +150,59 @@ def _parse_column(values, data, path, name) -> np.ndarray:
     return arr.astype(np.float64)
 
 
-def load_channels(paths, columns=None, exclude=None) -> list[CsvChannels]:
-    """Read several CSV files with :func:`read_csv`; one entry per file."""
-    return [read_csv(Path(p), columns=columns, exclude=exclude) for p in paths]
+def read_signal(path, columns=None, exclude=None) -> CsvChannels:
+    """Read channels from a CSV, NumPy ``.npz``/``.npy`` or PCM ``.wav`` file.
+
+    ``.npz``: every 1-D array is a channel named by its key, every 2-D array
+    (channels, samples) gives channels ``key:0``, ``key:1``, ...; ``.npy``
+    likewise. ``.wav``: integer PCM (``wave`` module), channels
+    ``ch0, ch1, ...``, in the file's sample width. ``columns``/``exclude``
+    select by name or index, as for CSV.
+
+    Raises
+    ------
+    CsvError
+        On an unknown column, a non-numeric array, or an unsupported WAV.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".txt", ".tsv") or suffix not in (".npz", ".npy", ".wav"):
+        return read_csv(path, columns=columns, exclude=exclude)
+    names, chans = [], []
+    if suffix in (".npz", ".npy"):
+        arrays = dict(np.load(path)) if suffix == ".npz" else {path.stem: np.load(path)}
+        for key, arr in arrays.items():
+            if arr.dtype.kind not in "iuf":
+                raise CsvError(f"{path}: array {key!r} is not numeric ({arr.dtype})")
+            if arr.ndim == 1:
+                names.append(key)
+                chans.append(arr)
+            elif arr.ndim == 2:
+                names += [f"{key}:{i}" for i in range(arr.shape[0])]
+                chans += list(arr)
+            else:
+                raise CsvError(f"{path}: array {key!r} has shape {arr.shape}; expected 1-D or 2-D")
+    else:
+        import wave
+        try:
+            with wave.open(str(path)) as w:
+                width, n_ch = w.getsampwidth(), w.getnchannels()
+                frames = w.readframes(w.getnframes())
+        except (wave.Error, EOFError) as e:
+            raise CsvError(f"{path}: not a PCM WAV file ({e})") from None
+        if width not in (1, 2, 4):
+            raise CsvError(f"{path}: {8 * width}-bit WAV is not supported (8, 16, 32 are)")
+        pcm = np.frombuffer(frames, {1: "u1", 2: "<i2", 4: "<i4"}[width]).astype(np.int64)
+        pcm = pcm.reshape(-1, n_ch).T
+        names, chans = [f"ch{i}" for i in range(n_ch)], list(pcm)
+    for c, x in zip(names, chans):
+        if x.dtype.kind == "f" and not np.isfinite(x).all():
+            i = int(np.argmax(~np.isfinite(x)))
+            raise CsvError(f"{path}, channel {c!r}, sample {i}: non-finite value {x[i]}")
+    if columns:
+        idx = _resolve(columns, names, str(path), "channel")
+    else:
+        dropped = set(_resolve(exclude or [], names, str(path), "excluded channel"))
+        idx = [i for i in range(len(names)) if i not in dropped]
+    return CsvChannels(str(path), [names[i] for i in idx], [np.asarray(chans[i]) for i in idx],
+                       [], header=False)

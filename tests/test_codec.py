@@ -118,3 +118,35 @@ def test_cli_compress_decompress_inspect(tmp_path, daphnet_csv):
     res = r.invoke(main, ["decompress", str(bad), "-o", str(tmp_path / "x.csv")])
     assert res.exit_code == 1 and "checksum mismatch" in res.output
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_stream_round_trip_and_truncation(tmp_path):
+    import io
+    from signals import compress_stream, decompress_stream
+    rng = np.random.default_rng(1)
+    chunks = [np.cumsum(rng.integers(-5, 6, size=(2, 3000)), axis=1) for _ in range(4)]
+    buf = io.BytesIO()
+    assert compress_stream(iter(chunks), buf) == 4
+    got = list(decompress_stream(io.BytesIO(buf.getvalue())))
+    assert len(got) == 4 and all(np.array_equal(a, b) for a, b in zip(got, chunks))
+    with pytest.raises(SignalFormatError, match="truncated stream: frame 3"):
+        list(decompress_stream(io.BytesIO(buf.getvalue()[:-5])))
+    with pytest.raises(SignalFormatError, match="not a ubpe signal stream"):
+        list(decompress_stream(io.BytesIO(b"RIFF....WAVE")))
+
+
+@pytest.mark.parametrize("name", ["pywt_ecg_small.npz", "speech_0880.wav"])
+def test_cli_on_npz_and_wav(tmp_path, name):
+    from pathlib import Path
+    from signals import read_signal
+    src = Path(__file__).parent / "data" / name
+    out, back = tmp_path / "x.ubpe", tmp_path / "x.csv"
+    r = CliRunner()
+    res = r.invoke(main, ["compress", str(src), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "(lossless)" in res.output
+    res = r.invoke(main, ["decompress", str(out), "-o", str(back)])
+    assert res.exit_code == 0, res.output
+    orig = read_signal(src)
+    assert np.array_equal(read_csv(back).channels[0], orig.channels[0])
+    assert len(out.read_bytes()) * 8 / orig.channels[0].size < 12  # bits per sample

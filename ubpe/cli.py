@@ -282,7 +282,7 @@ def inspect(model_path):
 
 
 @main.command()
-@click.argument("source", metavar="IN.csv",
+@click.argument("source", metavar="IN",
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Compressed file to write (.ubpe).")
@@ -308,19 +308,19 @@ def inspect(model_path):
               help="Merges considered per training round.")
 def compress(source, output, model_path, columns, exclude, quantizer, levels, transform,
              vocab_size, n_candidates):
-    """Compress the numeric columns of a CSV file into one .ubpe file.
+    """Compress a signal file (CSV columns, .npz/.npy arrays, PCM .wav) into one .ubpe file.
 
-    Integer columns are kept exactly (decompress gives them back bit for
-    bit); float columns are quantized, with the error bound reported.
+    Integer channels are kept exactly (decompress gives them back bit for
+    bit); float channels are quantized, with the error bound reported.
     """
-    from signals import QUANTIZERS, SignalModel, codec, read_csv
+    from signals import QUANTIZERS, SignalModel, codec, read_signal
     from signals.transform import Delta
     t0 = time.perf_counter()
     model = SignalModel.load(model_path) if model_path else None
     if model is not None:
-        table = read_csv(source, columns=model.channel_names_)
+        table = read_signal(source, columns=model.channel_names_)
     else:
-        table = read_csv(source, columns=_split_list(columns), exclude=_split_list(exclude))
+        table = read_signal(source, columns=_split_list(columns), exclude=_split_list(exclude))
     if vocab_size != "auto":
         try:
             vocab_size = int(vocab_size)
