@@ -11,7 +11,8 @@ File layout (little-endian)::
     magic      8 bytes  b"UBPE-SIG"
     version    u16
     meta_len   u32
-    meta       one zstd frame: a JSON line (channels, quantizers, transform,
+    meta       one zstd frame (with a fixed dictionary, ``_META_DICT``):
+               a JSON line (channels, quantizers, transform,
                vocabulary size, byte lengths), the merges (int32 pairs in
                rank order), then per channel its block orders (bytes) and its
                token table (id gaps and counts, LEB128 varints)
@@ -44,6 +45,19 @@ from .transform import Identity, LinearPredictor, transform_from_dict, unzigzag,
 
 MAGIC = b"UBPE-SIG"
 VERSION = 1
+# zstd raw-content dictionary for the metadata frame: a typical header, so
+# that its JSON keys cost a few bytes, not a few hundred (short recordings).
+# Part of format version 1: never change it; a new one needs a new version.
+_META_DICT = zstandard.ZstdCompressionDict(
+    b'{"one_d":true,"transform":{"kind":"linear_predictor","block_size":4096,'
+    b'"lpc_orders":[8,16,24,32],"precision":14},"alphabet":1024,"merges":0,'
+    b'"doc_length":4096,"channels":[{"name":"ch0","n":1024,"tokens":1024,"table":58,'
+    b'"bytes":[2,58,61,492],"offset":-112,"quantizer":{"kind":"uniform","n_levels":1024,'
+    b'"lossless":[false],"range":[[0.0,1.0,1024]]}}]}'
+    b'{"kind":"fixed_predictor","block_size":256,"max_order":4}{"kind":"delta","order":1}'
+    b'{"kind":"none"}"bin_edges":[["codebook":[["mu":255.0"max_iter":30'
+    b'quantilegaussianmulawlloydmax',
+    dict_type=zstandard.DICT_TYPE_RAWCONTENT)
 AUTO_MERGES = (0, 64, 256, 1024)
 
 
@@ -244,7 +258,7 @@ def _write(plan, names, tf, tok, doc_length, one_d) -> bytes:
         channels.append(ch)
     header = {"one_d": bool(one_d), "transform": tf.to_dict(), "alphabet": tok.alphabet_size,
               "merges": int(len(pairs)), "doc_length": doc_length, "channels": channels}
-    meta = zstandard.ZstdCompressor(level=19).compress(
+    meta = zstandard.ZstdCompressor(level=19, dict_data=_META_DICT, write_dict_id=False).compress(
         json.dumps(header, separators=(",", ":")).encode() + b"\n" + b"".join(blobs))
     body = MAGIC + struct.pack("<HI", VERSION, len(meta)) + meta + b"".join(payload)
     return body + struct.pack("<I", zlib.crc32(body))
@@ -267,7 +281,7 @@ def _read_header(data: bytes):
         raise SignalFormatError(f"ubpe signal format version {version} is newer than this "
                                 f"ubpe reads (up to {VERSION}); upgrade ubpe")
     try:
-        meta = zstandard.ZstdDecompressor().decompress(data[14:14 + meta_len])
+        meta = zstandard.ZstdDecompressor(dict_data=_META_DICT).decompress(data[14:14 + meta_len])
         line, _, binary = meta.partition(b"\n")
         header = json.loads(line)
     except (zstandard.ZstdError, ValueError) as e:

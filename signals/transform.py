@@ -197,12 +197,15 @@ class LinearPredictor:
     block_size : int, default 4096
     lpc_orders : tuple of int, default (8, 16, 24, 32)
     precision : int, default 14
-        Bits of the largest quantized coefficient.
+        Bits of the largest quantized coefficient (2..15; stored as int16).
     """
 
     kind = "linear_predictor"
 
     def __init__(self, block_size: int = 4096, lpc_orders=(8, 16, 24, 32), precision: int = 14):
+        if not 2 <= precision <= 15:
+            raise ValueError(f"precision must be in 2..15 bits (coefficients are int16), "
+                             f"got {precision}")
         if block_size < 1:
             raise ValueError(f"block_size must be positive, got {block_size}")
         if any(not 1 <= o <= 32 for o in lpc_orders):
@@ -230,6 +233,8 @@ class LinearPredictor:
             return None
         shift = int(np.clip(self.precision - 1 - np.ceil(np.log2(top)), 0, 30))
         coefs = np.round(a * (1 << shift)).astype(np.int64)
+        if np.abs(coefs).max() > 32767:  # ill-conditioned fit: does not fit int16
+            return None
         out = np.empty(e - s, np.int64)
         _lpc_residual(x, s, e, coefs, shift, out)
         return coefs, shift, out
@@ -247,7 +252,7 @@ class LinearPredictor:
             for order in self.lpc_orders:
                 fit = self._lpc(x, s, e, order)
                 if fit is not None:
-                    bits = _bits(fit[2]) + 32 * order + 16
+                    bits = _bits(fit[2]) + 16 * order + 24
                     if bits < best[0]:
                         best = (bits, order)
                         choice = ("lpc", order, fit[0], fit[1], fit[2])
@@ -256,7 +261,7 @@ class LinearPredictor:
             if kind == "fixed":
                 side += bytes([0, order])
             else:
-                side += bytes([1, order, shift]) + coefs.astype("<i4").tobytes()
+                side += bytes([1, order, shift]) + coefs.astype("<i2").tobytes()
         return residual, np.frombuffer(bytes(side), np.uint8)
 
     def inverse(self, residual, side) -> np.ndarray:
@@ -282,8 +287,8 @@ class LinearPredictor:
                 if kinds[b] == 1:
                     shifts[b] = side[pos]
                     k = orders[b]
-                    coefs[b, :k] = np.frombuffer(side[pos + 1:pos + 1 + 4 * k], "<i4")
-                    pos += 1 + 4 * k
+                    coefs[b, :k] = np.frombuffer(side[pos + 1:pos + 1 + 2 * k], "<i2")
+                    pos += 1 + 2 * k
                 elif kinds[b] != 0 or orders[b] > MAX_ORDER:
                     raise ValueError
         except (IndexError, ValueError):
