@@ -13,6 +13,8 @@ Compression" (1992), ch. 5-6.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy import stats
 from scipy.cluster.vq import kmeans2
@@ -329,8 +331,10 @@ class LloydMaxQuantizer(Quantizer):
     def _design(self, x):
         edges = np.linspace(x.min(), x.max(), self.n_levels + 1)
         init = (edges[:-1] + edges[1:]) / 2
-        book, _ = kmeans2(x[:, None], init[:, None], iter=self.max_iter, minit="matrix",
-                          missing="warn")
+        with warnings.catch_warnings():  # an empty cluster keeps its codeword: harmless
+            warnings.simplefilter("ignore", UserWarning)
+            book, _ = kmeans2(x[:, None], init[:, None], iter=self.max_iter, minit="matrix",
+                              missing="warn")
         book = np.unique(book[:, 0])
         book = book[(book >= x.min()) & (book <= x.max())]
         edges = np.concatenate([[x.min()], (book[:-1] + book[1:]) / 2, [x.max()]])
