@@ -10,6 +10,7 @@ with a baseline timed in the same run:
 
 - ``ubpe-cython`` / ``ubpe-native`` 0.3.0, the reference UBPE (Python >= 3.12:
   the suite makes its own venv for them in ``bench/.baseline-venv``);
+  each suite runs in a fresh process;
 - Hugging Face ``tokenizers`` with one thread (``RAYON_NUM_THREADS=1``), and
   ``sentencepiece`` with one thread, for text.
 
@@ -623,14 +624,28 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per figure (median)")
     ap.add_argument("--only", nargs="*", choices=sorted(BENCHES), help="run only these")
     ap.add_argument("--output", type=Path, default=HERE / "RESULTS.md")
+    ap.add_argument("--rows-json", type=Path, help=argparse.SUPPRESS)  # internal: child process
     args = ap.parse_args()
     if not (args.data / "signals").is_dir():
         raise SystemExit(f"{args.data}: shared data folder not found; pass --data")
     warnings.simplefilter("ignore", UserWarning)  # small corpora: the notes give the sizes
     table = Table()
     t0 = time.perf_counter()
+    if args.rows_json:  # a child process: one suite, rows to a file
+        for name in args.only:
+            BENCHES[name](table, args.data, args.repeat)
+        args.rows_json.write_text(json.dumps(table.rows))
+        return
     for name in args.only or BENCHES:
-        BENCHES[name](table, args.data, args.repeat)
+        # each suite in a fresh process, so that no suite's memory or warm
+        # caches colour another's figures
+        with tempfile.TemporaryDirectory() as d:
+            rows = Path(d) / "rows.json"
+            subprocess.run([sys.executable, __file__, "--data", str(args.data), "--repeat",
+                            str(args.repeat), "--only", name, "--rows-json", str(rows)],
+                           check=True)
+            for row in json.loads(rows.read_text()):
+                table.rows.append(tuple(row))
     header = (f"# Benchmark results\n\n`python bench/run.py --repeat {args.repeat}`"
               f"{' --only ' + ' '.join(args.only) if args.only else ''}, "
               f"{time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, "
