@@ -407,9 +407,9 @@ def bench_trim(t, data, repeat):
     """The vocabulary trim: ours vs the reference's (lowest IDF first, cascading) vs none."""
     x = np.load(data / "signals" / "mitbih208_ecg.npz")["ecg"]
     ecg = UniformQuantizer(256).fit(x).encode(x)
-    docs = [ecg[i:i + 10_000] for i in range(0, ecg.size, 10_000)]
+    ecg_docs = [ecg[i:i + 10_000] for i in range(0, ecg.size, 10_000)]
     shakespeare, a_chars = char_corpus(load_text(data, "shakespeare_complete.txt", 1_000_000))
-    for name, (docs, alphabet) in {"ECG 208 (256 levels)": (docs, 256),
+    for name, (docs, alphabet) in {"ECG 208 (256 levels)": (ecg_docs, 256),
                                    "Shakespeare 1 MB (chars)": (shakespeare, a_chars)}.items():
         n = sum(d.size for d in docs)
         vocab = alphabet + 1024
@@ -454,7 +454,6 @@ def trim_variants(ours, docs):
     # reference: drop the lowest-IDF token and everything built from it, until <= vocab
     keep = np.ones(len(raw), bool)
     parts = {int(tk): (int(l), int(r)) for l, r, tk in raw[:, :3]}
-    row_of = {int(tk): i for i, tk in enumerate(raw[:, 2])}
     for i in np.argsort(idf, kind="stable"):
         if a + keep.sum() <= vocab:
             break

@@ -154,6 +154,18 @@ def test_encode_iterable_matches_encode(shakespeare_tok, cuts):
     assert list(shakespeare_tok.encode_iterable(chunks, **kw)) == shakespeare_tok.encode(text, **kw)
 
 
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k"])
+def test_file_chunks_never_cut_a_pretoken(tmp_path, pattern):
+    from ubpe.text import _chunks
+    text = read("kjv_150k.txt")[:20_000] + "  \n\n  x" + f" {EOT}  y\n" + read("mixed_scripts.txt")
+    path = tmp_path / "t.txt"
+    path.write_text(text, encoding="utf-8")
+    tok = ByteTokenizer(300, pattern=pattern, special_tokens=[EOT])
+    chunks = list(_chunks(path, [EOT], size=997))
+    assert len(chunks) > 10 and "".join(chunks) == text
+    assert tok.count_pretokens(chunks) == tok.count_pretokens([text])
+
+
 def test_save_load_and_parallel_files(tmp_path):
     files = [DATA / "shakespeare_150k.txt", DATA / "kjv_150k.txt"]
     one = ByteTokenizer(800, n_candidates=8, special_tokens=[EOT]).fit(files)

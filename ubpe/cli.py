@@ -267,7 +267,7 @@ def inspect(model_path):
     tok = model.tokenizer_
     lengths = np.diff(tok._exp_start)[tok.alphabet_size:]
     echo = click.echo
-    echo(f"format       ubpe.signal-model, version 1")
+    echo("format       ubpe.signal-model, version 1")
     echo(f"channels     {len(model.channel_names_)}: {', '.join(model.channel_names_)}")
     echo(f"quantizer    uniform, {model.n_levels:,} levels per channel")
     echo(f"vocabulary   {tok.n_tokens_:,} tokens ({tok.alphabet_size:,} alphabet + "
@@ -457,7 +457,8 @@ def text_decode(model_path, source):
         try:
             ids = [int(v) for v in line.split()]
         except ValueError:
-            raise ValueError(f"{source}, line {n}: expected token ids separated by spaces")
+            raise ValueError(f"{source}, line {n}: expected token ids separated by spaces") \
+                from None
         try:
             click.echo(tok.decode(ids), nl=False)
         except ValueError as e:

@@ -548,7 +548,13 @@ def _read_ranks(path) -> dict[bytes, int]:
 
 
 def _chunks(path, special_tokens, size=1 << 22) -> Iterator[str]:
-    """Read a UTF-8 file in pieces that end at a special token or a newline."""
+    """Read a UTF-8 file in pieces cut where no pre-token can span the cut.
+
+    A cut goes right before a special token, or right after a newline that
+    is followed by a non-space character (the named patterns never join a
+    newline with what follows it then).
+    """
+    boundary = regex.compile("|".join([r"\n(?=\S)"] + [regex.escape(s) for s in special_tokens]))
     with open(path, encoding="utf-8", newline="") as f:
         rest = ""
         while True:
@@ -558,7 +564,9 @@ def _chunks(path, special_tokens, size=1 << 22) -> Iterator[str]:
                     yield rest
                 return
             text = rest + block
-            cut = max([text.rfind(s) for s in special_tokens] + [text.rfind("\n")])
+            cut = 0
+            for m in boundary.finditer(text, max(0, len(text) - size)):
+                cut = m.start() + 1 if m.group() == "\n" else m.start()
             if cut <= 0:
                 rest = text
                 continue
