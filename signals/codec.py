@@ -40,6 +40,7 @@ import zstandard
 from ubpe import Tokenizer, _engine
 from ubpe._io import FormatError
 
+from .model import split_documents
 from .quantize import Quantizer, UniformQuantizer, quantizer_from_dict
 from .transform import Identity, LinearPredictor, transform_from_dict, unzigzag, zigzag
 
@@ -114,13 +115,9 @@ def _ans_decode(table, counts, words, n) -> np.ndarray:
 class _Plan:
     """What compress decided for each channel, before the entropy coding."""
 
-    def __init__(self, symbols, sides, quantizers, dtypes, offsets):
-        self.symbols, self.sides, self.quantizers = symbols, sides, quantizers
-        self.dtypes, self.offsets = dtypes, offsets
-
-
-def _documents(symbols, doc_length):
-    return [s[i:i + doc_length] for s in symbols for i in range(0, max(s.size, 1), doc_length)]
+    def __init__(self, symbols, sides, quantizers, offsets):
+        self.symbols, self.sides = symbols, sides
+        self.quantizers, self.offsets = quantizers, offsets
 
 
 def _tokenize(tok: Tokenizer, symbols, doc_length):
@@ -129,11 +126,8 @@ def _tokenize(tok: Tokenizer, symbols, doc_length):
     to_rank = np.arange(a + len(m))
     to_rank[m[:, 2]] = a + np.arange(len(m))
     pairs = to_rank[m[:, :2]].astype(np.int32)
-    out = []
-    for s in symbols:
-        docs = [s[i:i + doc_length] for i in range(0, s.size, doc_length)]
-        enc = tok.encode_batch(docs, method="shortest") if docs else []
-        out.append(to_rank[np.concatenate(enc)] if enc else np.zeros(0, np.int64))
+    out = [to_rank[np.concatenate(tok.encode_batch(split_documents(s, doc_length),
+                                                   method="shortest"))] for s in symbols]
     return out, pairs
 
 
@@ -198,7 +192,7 @@ def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1
             else:
                 proto = UniformQuantizer(n_levels) if quantizer == "auto" else quantizer
                 quantizers.append(type(proto)(**proto.get_params()).fit(c))
-    symbols, sides, dtypes, offsets = [], [], [], []
+    symbols, sides, offsets = [], [], []
     for name, c, q in zip(names, chans, quantizers):
         offsets.append(0)
         if q is None:
@@ -214,8 +208,7 @@ def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1
         r, side = tf.forward(codes)
         symbols.append(r if isinstance(tf, Identity) else zigzag(r))
         sides.append(side)
-        dtypes.append("int64" if q is None else "float64")
-    plan = _Plan(symbols, sides, quantizers, dtypes, offsets)
+    plan = _Plan(symbols, sides, quantizers, offsets)
     if model is not None:
         return _write(plan, names, tf, model.tokenizer_, doc_length, one_d)
     alphabet = max(2, int(max((s.max() for s in symbols if s.size), default=0)) + 1)
@@ -224,7 +217,7 @@ def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1
         raise ValueError(f"vocab_size {vocab_size} is smaller than the residual alphabet "
                          f"({alphabet} symbols)")
     best = None
-    docs = _documents(symbols, doc_length)
+    docs = [d for s in symbols for d in split_documents(s, doc_length)]
     for m in sizes:
         tok = Tokenizer(alphabet, alphabet + m, n_candidates=n_candidates, token_order="rank",
                         progress=False)

@@ -98,7 +98,7 @@ class SignalModel:
 
         ``method`` and ``beam`` are passed to :meth:`ubpe.Tokenizer.encode`.
         """
-        return [np.concatenate([r if isinstance(r, np.ndarray) else r[0][0] for r in docs])
+        return [np.concatenate(docs)
                 for docs in self.encode_documents(channels, method=method, beam=beam)]
 
     def encode_documents(self, channels, *, method: str = "merges", top_n: int = 1,
