@@ -3,11 +3,11 @@
 from .codec import (SignalFormatError, compress, compress_stream, decompress,
                     decompress_stream)
 from .csvio import CsvChannels, CsvError, read_csv, read_signal
-from .model import SignalModel, split_documents
+from .model import SignalModel
 from .quantize import (QUANTIZERS, GaussianQuantizer, LloydMaxQuantizer, MuLawQuantizer,
                        QuantileQuantizer, Quantizer, UniformQuantizer, quantizer_from_dict)
 
 __all__ = ["compress", "decompress", "compress_stream", "decompress_stream",
-           "SignalFormatError", "CsvChannels", "CsvError", "read_csv", "read_signal", "SignalModel", "split_documents",
+           "SignalFormatError", "CsvChannels", "CsvError", "read_csv", "read_signal", "SignalModel",
            "Quantizer", "UniformQuantizer", "QuantileQuantizer", "GaussianQuantizer",
            "MuLawQuantizer", "LloydMaxQuantizer", "QUANTIZERS", "quantizer_from_dict"]

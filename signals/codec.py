@@ -37,10 +37,9 @@ import constriction
 import numpy as np
 import zstandard
 
-from ubpe import Tokenizer, _engine
-from ubpe._io import FormatError
+from ubpe import Tokenizer, split_documents
+from ubpe.serialization import FormatError
 
-from .model import split_documents
 from .quantize import Quantizer, UniformQuantizer, quantizer_from_dict
 from .transform import Identity, LinearPredictor, transform_from_dict, unzigzag, zigzag
 
@@ -304,8 +303,10 @@ def decompress(data: bytes):
         pairs = np.frombuffer(binary[:8 * m], np.int32).reshape(-1, 2)
         if pairs.shape[0] != m:
             raise SignalFormatError("truncated merges")
-        start, flat = _engine.expansions(a, pairs[:, 0].copy(), pairs[:, 1].copy(),
-                                         np.arange(a, a + m, dtype=np.int32))
+        try:
+            tok = Tokenizer.from_merges(a, pairs)
+        except FormatError as e:
+            raise SignalFormatError(f"inconsistent merges ({e})") from None
         bpos = 8 * m
         out = []
         for ch in header["channels"]:
@@ -321,9 +322,7 @@ def decompress(data: bytes):
             if table.size and (table[-1] >= a + m or counts.min() < 1):
                 raise SignalFormatError(f"channel {ch['name']!r}: inconsistent token table")
             ids = _ans_decode(table, counts, words, ch["tokens"])
-            lengths = start[ids + 1] - start[ids]
-            offs = np.cumsum(lengths) - lengths
-            sym = flat[np.arange(lengths.sum()) - np.repeat(offs - start[ids], lengths)]
+            sym = tok.decode(ids)
             if sym.size != ch["n"]:
                 raise SignalFormatError(f"channel {ch['name']!r}: {sym.size} samples decoded, "
                                         f"{ch['n']} expected")

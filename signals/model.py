@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ubpe import Tokenizer
-from ubpe._io import FormatError, read_document, write_document
+from ubpe import Tokenizer, split_documents
+from ubpe.serialization import FormatError, read_document, write_document
 
 from .quantize import UniformQuantizer, quantizer_from_dict
 
 FORMAT = "ubpe.signal-model"
 VERSION = 1
-
-
-def split_documents(codes: np.ndarray, doc_length: int | None) -> list[np.ndarray]:
-    """Cut one channel's codes into documents of ``doc_length`` samples (last one shorter)."""
-    if doc_length is None or codes.size <= doc_length:
-        return [codes]
-    return [codes[i: i + doc_length] for i in range(0, codes.size, doc_length)]
 
 
 class SignalModel:
@@ -112,7 +105,10 @@ class SignalModel:
         out = []
         for q, c in zip(self.quantizers_, channels):
             docs = split_documents(q.encode(np.asarray(c)), self.doc_length)
-            out.append(self.tokenizer_.encode_batch(docs, method=method, top_n=top_n, beam=beam))
+            if top_n > 1:
+                out.append(self.tokenizer_.encode_top_n_batch(docs, top_n, beam=beam))
+            else:
+                out.append(self.tokenizer_.encode_batch(docs, method=method, beam=beam))
         return out
 
     def decode(self, token_channels) -> list[np.ndarray]:

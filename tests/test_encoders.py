@@ -84,7 +84,7 @@ def test_shortest_and_weighted_match_brute_force(docs, extra, probe):
 def test_weighted_top_n_is_the_best_n_by_brute_force(docs, extra, probe, top_n):
     tok = fit(3, extra, docs)
     every = segmentations(tok, probe)
-    got = tok.encode(probe, method="weighted", top_n=top_n, beam=512)
+    got = tok.encode_top_n(probe, top_n, beam=512)
     assert len(got) == min(top_n, len(every))
     assert len({tuple(ids.tolist()) for ids, _ in got}) == len(got)  # distinct
     keys = sorted(((-round(tfidf(tok, s), 9), len(s)) for s in every))[:len(got)]
@@ -118,5 +118,5 @@ def test_method_errors():
     tok = Tokenizer(4, 7).fit([[0, 0, 0, 1, 3, 0, 0, 0, 1, 0, 2]])
     with pytest.raises(ValueError, match="unknown method 'longest'"):
         tok.encode([0], method="longest")
-    with pytest.raises(ValueError, match="top_n=2: more than one encoding needs method='weighted'"):
-        tok.encode([0], method="shortest", top_n=2)
+    with pytest.raises(ValueError, match="top_n must be at least 1"):
+        tok.encode_top_n([0], 0)

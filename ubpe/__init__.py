@@ -1,7 +1,25 @@
-"""ubpe: universal byte-pair encoding over integer alphabets."""
+"""ubpe: universal byte-pair encoding over integer alphabets.
 
-from ._io import FormatError
-from .tokenizer import Tokenizer
+The public names load on first use, so that ``import ubpe`` (and the command
+line's help) does not compile the numba engine.
+"""
 
-__all__ = ["Tokenizer", "FormatError"]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .serialization import FormatError
+    from .tokenizer import Tokenizer, split_documents
+
+__all__ = ["Tokenizer", "FormatError", "split_documents"]
 __version__ = "0.1.0"
+
+_WHERE = {"Tokenizer": ".tokenizer", "split_documents": ".tokenizer", "FormatError": ".serialization"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name], __name__), name)
+    raise AttributeError(f"module 'ubpe' has no attribute {name!r}")

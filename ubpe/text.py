@@ -19,7 +19,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import regex
 
-from ._io import FormatError, read_document, write_document
+from .serialization import FormatError, read_document, write_document
 from .tokenizer import Tokenizer
 
 FORMAT = "ubpe.text-tokenizer"
@@ -431,7 +431,7 @@ class ByteTokenizer:
 
     def save_tiktoken(self, path) -> None:
         """Write a tiktoken ranks file: ``base64(token bytes) rank`` per line."""
-        from ._io import atomic_write_bytes
+        from .serialization import atomic_write_bytes
         lines = [f"{base64.b64encode(b).decode()} {r}" for b, r in self.mergeable_ranks().items()]
         atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
 
@@ -514,7 +514,7 @@ class ByteTokenizer:
         hf.pre_tokenizer = pre_tokenizers.Sequence(steps)
         hf.decoder = decoders.ByteLevel()
         hf.add_special_tokens([AddedToken(s, special=True) for s in self.special_tokens])
-        from ._io import atomic_write_bytes
+        from .serialization import atomic_write_bytes
         atomic_write_bytes(path, hf.to_str().encode())
 
 

@@ -10,10 +10,29 @@ from typing import Sequence
 import numpy as np
 
 from . import _engine, _segment
-from ._io import FormatError, check_document, read_document, write_document
+from .serialization import FormatError, check_document, read_document, write_document
 
 FORMAT = "ubpe.tokenizer"
 VERSION = 1
+
+
+def split_documents(symbols: np.ndarray, doc_length: int | None) -> list[np.ndarray]:
+    """Cut one sequence into documents of ``doc_length`` symbols (the last one shorter).
+
+    Parameters
+    ----------
+    symbols : ndarray, shape (n,)
+    doc_length : int or None
+        None (or ``n <= doc_length``) keeps the sequence as one document.
+
+    Returns
+    -------
+    list of ndarray
+        Views into ``symbols``, in order; their concatenation is ``symbols``.
+    """
+    if doc_length is None or symbols.size <= doc_length:
+        return [symbols]
+    return [symbols[i: i + doc_length] for i in range(0, symbols.size, doc_length)]
 
 
 def _flatten_documents(corpus, alphabet_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -283,7 +302,7 @@ class Tokenizer:
     # ------------------------------------------------------------ encoding
     METHODS = ("merges", "shortest", "weighted")
 
-    def encode(self, doc, *, method: str = "merges", top_n: int = 1, beam: int = 8):
+    def encode(self, doc, *, method: str = "merges", beam: int = 8) -> np.ndarray:
         """Encode one document.
 
         Parameters
@@ -299,37 +318,30 @@ class Tokenizer:
             ``"weighted"``: UBPE's tf-idf objective, ``sum over distinct
             tokens of (1 + ln tf) * idf`` (alphabet symbols weigh 0), ties to
             the shorter encoding; a beam search, exact for short documents
-            (see :mod:`ubpe._segment`).
-        top_n : int, default 1
-            With ``method="weighted"``, how many encodings to return.
+            (see :mod:`ubpe._segment`). :meth:`encode_top_n` gives the
+            runners-up too.
         beam : int, default 8
-            With ``method="weighted"``, suffixes kept per position (at least
-            ``top_n``). Larger is slower and scores at least as high in
-            practice.
+            With ``method="weighted"``, suffixes kept per position. Larger is
+            slower and scores at least as high in practice.
 
         Returns
         -------
         ndarray of shape (m,), dtype int32
-            Token ids, when ``top_n == 1``.
-        list of (ndarray, float)
-            The ``top_n`` best encodings with their scores, best first, when
-            ``top_n > 1`` (``method="weighted"`` only).
+            Token ids.
 
         Raises
         ------
         ValueError
-            If a symbol is outside the alphabet (names its position), the
-            method is unknown, or ``top_n > 1`` without ``method="weighted"``.
+            If a symbol is outside the alphabet (names its position) or the
+            method is unknown.
         """
-        return self.encode_batch([doc], method=method, top_n=top_n, beam=beam)[0]
+        return self.encode_batch([doc], method=method, beam=beam)[0]
 
-    def encode_batch(self, docs, *, method: str = "merges", top_n: int = 1, beam: int = 8):
-        """Encode several documents; one result per document, as in :meth:`encode`."""
+    def encode_batch(self, docs, *, method: str = "merges", beam: int = 8) -> list[np.ndarray]:
+        """Encode several documents; one int32 array per document, as :meth:`encode` gives."""
         self._check_fitted()
         if method not in self.METHODS:
             raise ValueError(f"unknown method {method!r}; choose one of {', '.join(self.METHODS)}")
-        if top_n < 1 or (top_n > 1 and method != "weighted"):
-            raise ValueError(f"top_n={top_n}: more than one encoding needs method='weighted'")
         flat, offsets = _flatten_documents(docs, self.alphabet_size)
         if method == "merges":
             out, out_off = _engine.encode_docs(flat, offsets, self._keys, self._vals, self._bits,
@@ -338,13 +350,63 @@ class Tokenizer:
             out, out_off = _segment.shortest_docs(flat, offsets, *self._trie(),
                                                   self._token_rank)
         else:
-            out, out_off, scores, doc_first = _segment.weighted_docs(
-                flat, offsets, *self._trie(), self._token_weight, max(beam, top_n), top_n)
-            results = [[(out[out_off[k]: out_off[k + 1]], float(scores[k]))
-                        for k in range(doc_first[d], doc_first[d + 1])]
-                       for d in range(len(offsets) - 1)]
-            return [r[0][0] for r in results] if top_n == 1 else results
+            return [r[0][0] for r in self._weighted(flat, offsets, 1, beam)]
         return [out[out_off[i]: out_off[i + 1]] for i in range(len(offsets) - 1)]
+
+    def encode_top_n(self, doc, top_n: int, *, beam: int = 8) -> list[tuple[np.ndarray, float]]:
+        """The ``top_n`` best encodings of one document under UBPE's tf-idf objective.
+
+        Parameters
+        ----------
+        doc : array-like of int, shape (n,)
+        top_n : int
+            Encodings to return (fewer when the document has fewer).
+        beam : int, default 8
+            Suffixes kept per position (raised to at least ``top_n``).
+
+        Returns
+        -------
+        list of (ndarray of int32, float)
+            ``(token ids, score)``, best first; the first equals
+            ``encode(doc, method="weighted", beam=beam)``.
+
+        Raises
+        ------
+        ValueError
+            If ``top_n < 1`` or a symbol is outside the alphabet.
+        """
+        return self.encode_top_n_batch([doc], top_n, beam=beam)[0]
+
+    def encode_top_n_batch(self, docs, top_n: int, *,
+                           beam: int = 8) -> list[list[tuple[np.ndarray, float]]]:
+        """:meth:`encode_top_n` for several documents."""
+        self._check_fitted()
+        if top_n < 1:
+            raise ValueError(f"top_n must be at least 1, got {top_n}")
+        flat, offsets = _flatten_documents(docs, self.alphabet_size)
+        return self._weighted(flat, offsets, top_n, beam)
+
+    def _weighted(self, flat, offsets, top_n, beam):
+        out, out_off, scores, doc_first = _segment.weighted_docs(
+            flat, offsets, *self._trie(), self._token_weight, max(beam, top_n), top_n)
+        return [[(out[out_off[k]: out_off[k + 1]], float(scores[k]))
+                 for k in range(doc_first[d], doc_first[d + 1])]
+                for d in range(len(offsets) - 1)]
+
+    def expansion(self, token_id: int) -> np.ndarray:
+        """The alphabet symbols that token ``token_id`` stands for, shape (length,), int32.
+
+        Raises
+        ------
+        ValueError
+            If the id is not in the vocabulary.
+        """
+        return self.decode(np.array([token_id], np.int64))
+
+    def token_lengths(self) -> np.ndarray:
+        """Length in alphabet symbols of every token id, shape (n_tokens_,), int64."""
+        self._check_fitted()
+        return np.diff(self._exp_start).astype(np.int64)
 
     def _trie(self):
         if self._trie_cache is None:
@@ -451,6 +513,34 @@ class Tokenizer:
         tok.n_documents_ = n_documents
         tok._build_tables()
         return tok
+
+    @classmethod
+    def from_merges(cls, alphabet_size: int, pairs, *, token_order: str = "rank") -> "Tokenizer":
+        """A fitted tokenizer from merge pairs alone (no training).
+
+        Parameters
+        ----------
+        alphabet_size : int
+        pairs : array-like of int, shape (m, 2)
+            ``(left, right)`` of each merge in rank order; merge ``r`` creates
+            token id ``alphabet_size + r`` and may only use ids below it.
+        token_order : {"rank"}
+            Ids follow the rank order (weights are unknown, so all are 0).
+
+        Raises
+        ------
+        FormatError
+            If a merge uses a token that is not defined before it.
+        """
+        pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+        m = len(pairs)
+        doc = {"format": FORMAT, "version": VERSION,
+               "params": {"alphabet_size": int(alphabet_size),
+                          "vocab_size": int(alphabet_size) + m, "token_order": token_order},
+               "n_documents": 0,
+               "merges": np.column_stack([pairs, alphabet_size + np.arange(m)]).tolist(),
+               "weights": [0.0] * m, "counts": [0] * m}
+        return cls.from_dict(doc, source="merges")
 
     def save(self, path) -> None:
         """Write the model as one JSON file, atomically.

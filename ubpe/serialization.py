@@ -1,4 +1,7 @@
-"""Versioned JSON documents and atomic file writes, shared by every saved format."""
+"""Saved files: versioned JSON documents, the format error, and atomic writes.
+
+Every file ubpe writes goes through :func:`atomic_write_bytes` (a temporary
+file, then a rename), so a failure never leaves a partial output."""
 
 from __future__ import annotations
 

@@ -1,0 +1,5 @@
+"""``python -m ubpe``: the command line."""
+
+from ubpe.cli import main
+
+main()

@@ -1,0 +1,65 @@
+"""The ``ubpe`` command line: one module per command group, loaded on first use.
+
+``ubpe --help`` imports none of them: each command's one-line help is listed
+here, so that the help screen costs no numba, scipy or codec import.
+
+| command                         | module            |
+|---------------------------------|-------------------|
+| build, encode, decode           | ``tokens.py``     |
+| compress, decompress, inspect   | ``signal.py``     |
+| text train/encode/decode/stats  | ``text.py``       |
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# name -> (module, attribute, one-line help shown by ``ubpe --help``)
+COMMANDS = {
+    "build": ("tokens", "build", "Train a UBPE vocabulary on the numeric columns of CSV files."),
+    "encode": ("tokens", "encode", "Tokenize CSV channels with a model from 'ubpe build'."),
+    "decode": ("tokens", "decode", "Turn a token file back into a CSV of samples."),
+    "compress": ("signal", "compress", "Compress a signal file (CSV, .npz/.npy, .wav) to .ubpe."),
+    "decompress": ("signal", "decompress", "Decode a .ubpe file back to CSV."),
+    "inspect": ("signal", "inspect", "Describe a model or a .ubpe file."),
+    "text": ("text", "text", "Byte-level BPE for text (train, encode, decode, stats)."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported only when they run.
+
+    Expected errors (bad input, bad files: ``ValueError``, ``TypeError``,
+    ``OSError``) become one line on stderr and exit status 1; usage errors
+    exit with 2 (click's convention, as xz and zstd do).
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attr, _ = COMMANDS[cmd_name]
+        command = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (ValueError, TypeError, OSError) as e:
+            raise click.ClickException(str(e)) from None
+
+
+@click.group(cls=LazyGroup)
+@click.version_option(package_name="ubpe")
+def main() -> None:
+    """Universal byte-pair encoding for integer sequences and sensor signals."""

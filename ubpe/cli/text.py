@@ -1,0 +1,134 @@
+"""ubpe text: byte-level BPE for text."""
+
+from __future__ import annotations
+
+import io
+import time
+import warnings
+from pathlib import Path
+
+import click
+import numpy as np
+
+from ubpe.serialization import atomic_write_bytes
+from ubpe.text import ByteTokenizer
+
+
+@click.group()
+def text():
+    """Byte-level BPE for text (UTF-8 bytes as the alphabet)."""
+
+
+@text.command("train")
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Model file to write (JSON).")
+@click.option("--vocab-size", default=8192, show_default=True, type=click.IntRange(256),
+              help="Ordinary tokens: 256 bytes plus merges (special tokens come after).")
+@click.option("--n-candidates", default=1, show_default=True, type=click.IntRange(1),
+              help="Pairs considered per training round (1 = classic BPE).")
+@click.option("--pattern", default="gpt2", show_default=True,
+              help="Pre-tokenization: gpt2, cl100k, o200k, llama3, a regular expression, "
+                   "or 'none' for no splitting.")
+@click.option("--special", multiple=True, metavar="TOKEN",
+              help="A special token such as '<|endoftext|>' (repeatable).")
+@click.option("--min-frequency", default=2, show_default=True, type=click.IntRange(1),
+              help="Minimum number of occurrences for a pair to be merged.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1),
+              help="Processes for pre-tokenizing the files.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+def text_train(files, output, vocab_size, n_candidates, pattern, special, min_frequency,
+               workers, quiet):
+    """Train a byte-level tokenizer on UTF-8 text FILES."""
+    t0 = time.perf_counter()
+    tok = ByteTokenizer(vocab_size, n_candidates=n_candidates,
+                        pattern=None if pattern == "none" else pattern,
+                        special_tokens=special, min_frequency=min_frequency,
+                        progress=False if quiet else None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tok.fit([Path(f) for f in files], workers=workers)
+    tok.save(output)
+    for w in caught:
+        click.echo(f"warning: {w.message}", err=True)
+    click.echo(f"trained {tok.n_vocab:,} tokens ({tok.tokenizer_.n_tokens_:,} ordinary + "
+               f"{len(tok.special_tokens_)} special) on {len(files)} file(s) in "
+               f"{time.perf_counter() - t0:.2f} s; wrote {output}")
+
+
+def _read_text(source):
+    if str(source) == "-":
+        return click.get_text_stream("stdin").read()
+    with open(source, encoding="utf-8") as f:
+        return f.read()
+
+
+@text.command("encode")
+@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False,
+                                                                  path_type=Path))
+@click.argument("source", metavar="[FILE|-]", default="-")
+@click.option("--npy", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write all ids as one int32 .npy array instead of text lines.")
+@click.option("--allow-special", is_flag=True,
+              help="Encode special tokens in the text as special ids (else they are an error).")
+def text_encode(model_path, source, npy, allow_special):
+    """Encode a text file (or stdin): token ids, one line of ids per input line."""
+    tok = ByteTokenizer.load(model_path)
+    content = _read_text(source)
+    kwargs = {"allowed_special": "all"} if allow_special else {}
+    if npy:
+        ids = np.asarray(tok.encode(content, **kwargs), np.int32)
+        buf = io.BytesIO()
+        np.save(buf, ids)
+        atomic_write_bytes(npy, buf.getvalue())
+        click.echo(f"{len(content.encode()):,} bytes -> {ids.size:,} tokens; wrote {npy}",
+                   err=True)
+        return
+    for line in content.splitlines(keepends=True):
+        click.echo(" ".join(map(str, tok.encode(line, **kwargs))))
+
+
+@text.command("decode")
+@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False,
+                                                                  path_type=Path))
+@click.argument("source", metavar="[FILE|-]", default="-")
+def text_decode(model_path, source):
+    """Decode ids (lines from 'ubpe text encode', or a .npy file) back to text."""
+    tok = ByteTokenizer.load(model_path)
+    if str(source).endswith(".npy"):
+        click.echo(tok.decode(np.load(source)), nl=False)
+        return
+    for n, line in enumerate(_read_text(source).splitlines(), 1):
+        try:
+            ids = [int(v) for v in line.split()]
+        except ValueError:
+            raise ValueError(f"{source}, line {n}: expected token ids separated by spaces") \
+                from None
+        try:
+            click.echo(tok.decode(ids), nl=False)
+        except ValueError as e:
+            raise ValueError(f"{source}, line {n}: {e}") from None
+
+
+@text.command("stats")
+@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False,
+                                                                  path_type=Path))
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def text_stats(model_path, files):
+    """Bytes per token and vocabulary usage of a model on text FILES."""
+    tok = ByteTokenizer.load(model_path)
+    used = np.zeros(tok.n_vocab, bool)
+    total_bytes = total_tokens = 0
+    for f in files:
+        content = _read_text(f)
+        ids = np.asarray(tok.encode(content, disallowed_special=()), np.int64)
+        used[ids] = True
+        n_bytes = len(content.encode())
+        total_bytes += n_bytes
+        total_tokens += ids.size
+        click.echo(f"{f}: {n_bytes:,} bytes, {ids.size:,} tokens, "
+                   f"{n_bytes / max(ids.size, 1):.3f} bytes per token")
+    click.echo(f"total: {total_bytes / max(total_tokens, 1):.3f} bytes per token; "
+               f"{used.sum():,} of {tok.n_vocab:,} tokens used ({used.mean():.1%})")
