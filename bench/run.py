@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import warnings
 import os
 import platform
 import shutil
@@ -30,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -178,7 +178,8 @@ def gpt2_byte_chars():
 
 
 def hf_train_words(lines, vocab_size):
-    from tokenizers import Tokenizer as HFTokenizer, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import models, pre_tokenizers, trainers
     tok = HFTokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.WhitespaceSplit(),
@@ -471,9 +472,9 @@ def trim_variants(ours, docs):
 
 def bench_text(t, data, repeat):
     """Text adapter: compression and speed beside HF tokenizers and tiktoken, equivalence."""
-    from tokenizers import Regex
+    from tokenizers import Regex, models, pre_tokenizers, trainers
     from tokenizers import Tokenizer as HFTokenizer
-    from tokenizers import models, pre_tokenizers, trainers
+
     from ubpe.text import PATTERNS, ByteTokenizer
     for name in ("shakespeare_complete.txt", "kjv_bible.txt"):
         path = data / "text" / name
@@ -511,7 +512,7 @@ def bench_text(t, data, repeat):
             hf_ours = HFTokenizer.from_file(f"{d}/tokenizer.json")
         same_tt = enc.encode(text) == ids
         same_hf = hf_ours.encode(text).ids == ids
-        t.add(f"text {name}: nc=1 model exported, whole file", "identical ids", 
+        t.add(f"text {name}: nc=1 model exported, whole file", "identical ids",
               f"tiktoken {same_tt}, HF {same_hf}", "", "", "both True", f"{len(ids):,} tokens")
         ours_s, _ = median_time(lambda: ours.encode(text), repeat)
         tt_s, _ = median_time(lambda: enc.encode(text), repeat)
@@ -559,6 +560,7 @@ def baseline_bits(x, rate):
     import bz2
     import io
     import lzma
+
     import soundfile as sf
     import zstandard
     n = x.size

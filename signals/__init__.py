@@ -1,11 +1,18 @@
 """signals: quantize sensor signals into integer alphabets, read numeric CSV files."""
 
-from .codec import (SignalFormatError, compress, compress_stream, decompress,
-                    decompress_stream)
+from .codec import SignalFormatError, compress, compress_stream, decompress, decompress_stream
 from .csvio import CsvChannels, CsvError, read_csv, read_signal
 from .model import SignalModel
-from .quantize import (QUANTIZERS, GaussianQuantizer, LloydMaxQuantizer, MuLawQuantizer,
-                       QuantileQuantizer, Quantizer, UniformQuantizer, quantizer_from_dict)
+from .quantize import (
+                    QUANTIZERS,
+                    GaussianQuantizer,
+                    LloydMaxQuantizer,
+                    MuLawQuantizer,
+                    QuantileQuantizer,
+                    Quantizer,
+                    UniformQuantizer,
+                    quantizer_from_dict,
+)
 
 __all__ = ["compress", "decompress", "compress_stream", "decompress_stream",
            "SignalFormatError", "CsvChannels", "CsvError", "read_csv", "read_signal", "SignalModel",

@@ -180,7 +180,7 @@ def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1
         quantizers = model.quantizers_
         if len(quantizers) != len(chans):
             raise ValueError(f"the model has {len(quantizers)} channels, the input {len(chans)}")
-        tf = Identity()
+        tf: Identity | LinearPredictor = Identity()
     else:
         tf = LinearPredictor() if transform == "auto" else (
             Identity() if transform == "none" else transform)
@@ -189,7 +189,7 @@ def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1
             if quantizer is None or (quantizer == "auto" and c.dtype.kind in "iu"):
                 quantizers.append(None)
             else:
-                proto = UniformQuantizer(n_levels) if quantizer == "auto" else quantizer
+                proto = UniformQuantizer(n_levels) if isinstance(quantizer, str) else quantizer
                 quantizers.append(type(proto)(**proto.get_params()).fit(c))
     symbols, sides, offsets = [], [], []
     for name, c, q in zip(names, chans, quantizers):
@@ -228,6 +228,7 @@ def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1
             best = data
         if len(tok.merges_) < m:
             break  # a larger vocabulary would learn nothing more
+    assert best is not None
     return best
 
 

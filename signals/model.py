@@ -47,7 +47,7 @@ class SignalModel:
         self.doc_length = doc_length
         self.progress = progress
 
-    def fit(self, channels, names=None) -> "SignalModel":
+    def fit(self, channels, names=None) -> SignalModel:
         """Fit one quantizer per channel and the tokenizer on all of them.
 
         Parameters
@@ -102,7 +102,7 @@ class SignalModel:
         document: an array, or with ``top_n > 1`` a list of (array, score).
         """
         self._check_channels(channels)
-        out = []
+        out: list[list] = []
         for q, c in zip(self.quantizers_, channels):
             docs = split_documents(q.encode(np.asarray(c)), self.doc_length)
             if top_n > 1:
@@ -137,7 +137,7 @@ class SignalModel:
             "tokenizer": self.tokenizer_.to_dict()})
 
     @classmethod
-    def load(cls, path) -> "SignalModel":
+    def load(cls, path) -> SignalModel:
         """Read a model written by :meth:`save`.
 
         Raises

@@ -66,7 +66,7 @@ class Quantizer:
         self.n_levels = n_levels
 
     # -- fitting
-    def fit(self, x) -> "Quantizer":
+    def fit(self, x) -> Quantizer:
         """Design one quantizer per channel.
 
         Raises
@@ -200,7 +200,7 @@ class Quantizer:
                 "codebook": [c.tolist() for c in self.codebook_]}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Quantizer":
+    def from_dict(cls, d: dict) -> Quantizer:
         """Rebuild a fitted quantizer from :meth:`to_dict` (any kind)."""
         return quantizer_from_dict(d)
 
@@ -366,7 +366,7 @@ def quantizer_from_dict(d: dict) -> Quantizer:
     ValueError
         On an unknown ``kind``.
     """
-    cls = QUANTIZERS.get(d.get("kind"))
+    cls = QUANTIZERS.get(str(d.get("kind")))
     if cls is None:
         raise ValueError(f"unknown quantizer kind {d.get('kind')!r}; known: {', '.join(QUANTIZERS)}")
     params = {k: d[k] for k in cls().get_params()}

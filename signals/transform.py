@@ -247,7 +247,7 @@ class LinearPredictor:
         side = bytearray()
         for s in range(0, x.size, self.block_size):
             e = min(s + self.block_size, x.size)
-            best = min(((_bits(fixed[k][s:e]), k) for k in range(MAX_ORDER + 1)))
+            best = min((_bits(fixed[k][s:e]), k) for k in range(MAX_ORDER + 1))
             choice = ("fixed", best[1], None, None, fixed[best[1]][s:e])
             for order in self.lpc_orders:
                 fit = self._lpc(x, s, e, order)
@@ -258,7 +258,7 @@ class LinearPredictor:
                         choice = ("lpc", order, fit[0], fit[1], fit[2])
             kind, order, coefs, shift, res = choice
             residual[s:e] = res
-            if kind == "fixed":
+            if coefs is None:
                 side += bytes([0, order])
             else:
                 side += bytes([1, order, shift]) + coefs.astype("<i2").tobytes()
@@ -321,7 +321,7 @@ def transform_from_dict(d: dict):
     """Rebuild a transform from its ``to_dict()``; ValueError on an unknown kind."""
     kinds = {"delta": Delta, "fixed_predictor": FixedPredictor,
              "linear_predictor": LinearPredictor, "none": Identity}
-    cls = kinds.get(d.get("kind"))
+    cls = kinds.get(str(d.get("kind")))
     if cls is None:
         raise ValueError(f"unknown transform kind {d.get('kind')!r}; known: {', '.join(kinds)}")
     return cls(**{k: v for k, v in d.items() if k != "kind"})

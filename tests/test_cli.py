@@ -75,6 +75,7 @@ def daphnet_model(tmp_path_factory, daphnet_csv):
 @pytest.mark.parametrize("method", ["merges", "shortest", "weighted"])
 def test_encode_decode_round_trip_on_real_csv(tmp_path, daphnet_csv, daphnet_model, method):
     import numpy as np
+
     from signals import read_csv
     tokens, back = tmp_path / "t.npz", tmp_path / "back.csv"
     r = run("encode", daphnet_model, daphnet_csv, "--method", method, "-o", tokens)

@@ -6,7 +6,8 @@ import zlib
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from signals import QUANTIZERS, SignalModel, read_csv
@@ -122,6 +123,7 @@ def test_cli_compress_decompress_inspect(tmp_path, daphnet_csv):
 
 def test_stream_round_trip_and_truncation(tmp_path):
     import io
+
     from signals import compress_stream, decompress_stream
     rng = np.random.default_rng(1)
     chunks = [np.cumsum(rng.integers(-5, 6, size=(2, 3000)), axis=1) for _ in range(4)]
@@ -138,6 +140,7 @@ def test_stream_round_trip_and_truncation(tmp_path):
 @pytest.mark.parametrize("name", ["pywt_ecg_small.npz", "speech_0880.wav"])
 def test_cli_on_npz_and_wav(tmp_path, name):
     from pathlib import Path
+
     from signals import read_signal
     src = Path(__file__).parent / "data" / name
     out, back = tmp_path / "x.ubpe", tmp_path / "x.csv"

@@ -5,7 +5,8 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ubpe import Tokenizer
 
@@ -87,7 +88,7 @@ def test_weighted_top_n_is_the_best_n_by_brute_force(docs, extra, probe, top_n):
     got = tok.encode_top_n(probe, top_n, beam=512)
     assert len(got) == min(top_n, len(every))
     assert len({tuple(ids.tolist()) for ids, _ in got}) == len(got)  # distinct
-    keys = sorted(((-round(tfidf(tok, s), 9), len(s)) for s in every))[:len(got)]
+    keys = sorted((-round(tfidf(tok, s), 9), len(s)) for s in every)[:len(got)]
     assert [(-round(score, 9), len(ids)) for ids, score in got] == keys
     for ids, score in got:
         assert tok.score(ids) == pytest.approx(score)

@@ -3,12 +3,12 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ubpe import FormatError, Tokenizer
-from ubpe import _engine
-from ubpe.tokenizer import _flatten_documents
+from ubpe import FormatError, Tokenizer, _engine
 from ubpe._reference import encode_reference, fit_reference, select_candidates
+from ubpe.tokenizer import _flatten_documents
 
 
 def _flat(docs):

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from signals.transform import (Delta, FixedPredictor, differences, transform_from_dict,
-                               unzigzag, zigzag)
+from signals.transform import Delta, FixedPredictor, differences, transform_from_dict, unzigzag, zigzag
 
 ints = arrays(np.int64, st.integers(0, 300), elements=st.integers(-2**40, 2**40))
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 
 class Merge(NamedTuple):
@@ -30,7 +31,7 @@ class Merge(NamedTuple):
     left: int
     right: int
     token: int
-    count: int
+    count: int  # type: ignore[assignment]  # shadows tuple.count, on purpose
     df: int
 
 

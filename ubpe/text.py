@@ -13,8 +13,8 @@ from __future__ import annotations
 import base64
 import os
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 import regex
@@ -29,7 +29,7 @@ VERSION = 1
 #: llama.cpp's ``LLAMA_VOCAB_PRE_TYPE_LLAMA3``).
 PATTERNS = {
     "gpt2": r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s""",
-    "cl100k": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+    "cl100k": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",  # noqa: E501
     "o200k": "|".join([
         r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
         r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
@@ -39,7 +39,7 @@ PATTERNS = {
         r"""\s+(?!\S)""",
         r"""\s+""",
     ]),
-    "llama3": r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
+    "llama3": r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",  # noqa: E501
 }
 
 _CACHE_LIMIT = 200_000
@@ -164,7 +164,7 @@ class ByteTokenizer:
                     counts.update(self.pretokenize(segment))
         return counts
 
-    def fit(self, corpus: Iterable, *, workers: int = 1) -> "ByteTokenizer":
+    def fit(self, corpus: Iterable, *, workers: int = 1) -> ByteTokenizer:
         """Train on texts and/or files.
 
         Parameters
@@ -192,7 +192,8 @@ class ByteTokenizer:
             raise ValueError("special tokens must be non-empty strings")
         self._compile()
         counts: Counter = Counter()
-        texts, files = [], []
+        texts: list[str] = []
+        files: list[os.PathLike] = []
         for item in corpus:
             (files if isinstance(item, os.PathLike) else texts).append(item)
         counts.update(self.count_pretokens(texts))
@@ -378,7 +379,7 @@ class ByteTokenizer:
             "tokenizer": self.tokenizer_.to_dict()})
 
     @classmethod
-    def load(cls, path) -> "ByteTokenizer":
+    def load(cls, path) -> ByteTokenizer:
         """Read a model written by :meth:`save`.
 
         Raises
@@ -406,7 +407,7 @@ class ByteTokenizer:
             If two tokens have the same bytes (tiktoken cannot express that).
         """
         self._check_fitted()
-        ranks = {}
+        ranks: dict[bytes, int] = {}
         for i in range(self.tokenizer_.n_tokens_):
             b = self.token_bytes(i)
             if b in ranks:
@@ -436,7 +437,7 @@ class ByteTokenizer:
         atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
 
     @classmethod
-    def from_tiktoken(cls, ranks, *, pattern="cl100k", special_tokens=None) -> "ByteTokenizer":
+    def from_tiktoken(cls, ranks, *, pattern="cl100k", special_tokens=None) -> ByteTokenizer:
         """Build a tokenizer from tiktoken ranks, recovering the merges.
 
         Parameters
@@ -481,7 +482,7 @@ class ByteTokenizer:
             raise FormatError(f"special token ids must follow the ordinary tokens "
                               f"({len(ranks)}..)")
         m = len(merges)
-        tok = cls(256 + m, pattern=pattern, special_tokens=sorted(specials, key=specials.get))
+        tok = cls(256 + m, pattern=pattern, special_tokens=sorted(specials, key=lambda s: specials[s]))
         tok.tokenizer_ = Tokenizer.from_dict({
             "format": "ubpe.tokenizer", "version": 1,
             "params": {"alphabet_size": 256, "vocab_size": 256 + m, "n_candidates": 1,
@@ -496,9 +497,8 @@ class ByteTokenizer:
         ``tokenizers.Tokenizer.from_file(path)`` encodes text to the same ids.
         Needs the ``tokenizers`` package.
         """
-        from tokenizers import AddedToken, Regex
+        from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
         from tokenizers import Tokenizer as HFTokenizer
-        from tokenizers import decoders, models, pre_tokenizers
         self._check_fitted()
         chars = _byte_chars()
         as_chars = lambda b: "".join(chars[x] for x in b)
@@ -508,7 +508,7 @@ class ByteTokenizer:
         merges = [(as_chars(to_bytes(left)), as_chars(to_bytes(right)))
                   for left, right, _ in m.tolist()]
         hf = HFTokenizer(models.BPE(vocab=vocab, merges=merges))
-        steps = [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+        steps: list = [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
         if self.pattern_str is not None:
             steps.insert(0, pre_tokenizers.Split(Regex(self.pattern_str), behavior="isolated"))
         hf.pre_tokenizer = pre_tokenizers.Sequence(steps)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -172,7 +172,7 @@ class Tokenizer:
             raise ValueError(f"token_order must be 'weight' or 'rank', got {self.token_order!r}")
 
     # ------------------------------------------------------------------ fit
-    def fit(self, corpus: Sequence, counts: Sequence[int] | None = None) -> "Tokenizer":
+    def fit(self, corpus: Sequence, counts: Sequence[int] | np.ndarray | None = None) -> Tokenizer:
         """Learn the merges from a corpus.
 
         Parameters
@@ -347,8 +347,8 @@ class Tokenizer:
             out, out_off = _engine.encode_docs(flat, offsets, self._keys, self._vals, self._bits,
                                                self._left, self._right, self._token)
         elif method == "shortest":
-            out, out_off = _segment.shortest_docs(flat, offsets, *self._trie(),
-                                                  self._token_rank)
+            out, out_off = _segment.shortest_docs(  # type: ignore[call-arg]
+                flat, offsets, *self._trie(), self._token_rank)
         else:
             return [r[0][0] for r in self._weighted(flat, offsets, 1, beam)]
         return [out[out_off[i]: out_off[i + 1]] for i in range(len(offsets) - 1)]
@@ -387,7 +387,7 @@ class Tokenizer:
         return self._weighted(flat, offsets, top_n, beam)
 
     def _weighted(self, flat, offsets, top_n, beam):
-        out, out_off, scores, doc_first = _segment.weighted_docs(
+        out, out_off, scores, doc_first = _segment.weighted_docs(  # type: ignore[call-arg]
             flat, offsets, *self._trie(), self._token_weight, max(beam, top_n), top_n)
         return [[(out[out_off[k]: out_off[k + 1]], float(scores[k]))
                  for k in range(doc_first[d], doc_first[d + 1])]
@@ -480,7 +480,7 @@ class Tokenizer:
                 "counts": self.counts_.tolist()}
 
     @classmethod
-    def from_dict(cls, doc: dict, source="tokenizer") -> "Tokenizer":
+    def from_dict(cls, doc: dict, source="tokenizer") -> Tokenizer:
         """Rebuild a fitted tokenizer from :meth:`to_dict` output.
 
         Raises
@@ -515,7 +515,7 @@ class Tokenizer:
         return tok
 
     @classmethod
-    def from_merges(cls, alphabet_size: int, pairs, *, token_order: str = "rank") -> "Tokenizer":
+    def from_merges(cls, alphabet_size: int, pairs, *, token_order: str = "rank") -> Tokenizer:
         """A fitted tokenizer from merge pairs alone (no training).
 
         Parameters
@@ -553,7 +553,7 @@ class Tokenizer:
         write_document(path, d.pop("format"), d.pop("version"), d)
 
     @classmethod
-    def load(cls, path) -> "Tokenizer":
+    def load(cls, path) -> Tokenizer:
         """Read a model written by :meth:`save`.
 
         Raises

@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ubpe.serialization import atomic_write_bytes
 from signals import QUANTIZERS, SignalModel, codec, read_signal
 from signals.transform import Delta
+from ubpe.serialization import atomic_write_bytes
 
 from ._common import split_list, write_csv
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -57,11 +58,10 @@ def text_train(files, output, vocab_size, n_candidates, pattern, special, min_fr
                f"{time.perf_counter() - t0:.2f} s; wrote {output}")
 
 
-def _read_text(source):
-    if str(source) == "-":
-        return click.get_text_stream("stdin").read()
-    with open(source, encoding="utf-8") as f:
-        return f.read()
+def _read_text(source) -> str:
+    """A file or stdin as text, line endings as they are (CRLF stays CRLF)."""
+    data = sys.stdin.buffer.read() if str(source) == "-" else Path(source).read_bytes()
+    return data.decode("utf-8")
 
 
 @text.command("encode")

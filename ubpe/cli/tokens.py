@@ -10,8 +10,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ubpe.serialization import atomic_write_bytes
 from signals import SignalModel, read_csv
+from ubpe.serialization import atomic_write_bytes
 
 from ._common import METHODS, method_options, split_list, write_csv
 
@@ -145,7 +145,7 @@ def encode(model_path, files, output, method, top_n, beam):
         n_samples += c.size
         n_tokens += arrays[f"tokens/{name}"].size
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
+    np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]
     atomic_write_bytes(output, buf.getvalue())
     click.echo(f"{len(channels)} channels, {n_samples:,} samples -> {n_tokens:,} tokens "
                f"({n_samples / max(n_tokens, 1):.3f} samples per token, method {method}); "
