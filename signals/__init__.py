@@ -1,7 +1,6 @@
 """signals: quantize sensor signals into integer alphabets, read numeric CSV files."""
 
 from .codec import SignalFormatError, compress, compress_stream, decompress, decompress_stream
-from .csvio import CsvChannels, CsvError, read_csv, read_signal
 from .model import SignalModel
 from .quantize import (
                     QUANTIZERS,
@@ -13,6 +12,7 @@ from .quantize import (
                     UniformQuantizer,
                     quantizer_from_dict,
 )
+from .readers import CsvChannels, CsvError, read_csv, read_signal
 
 __all__ = ["compress", "decompress", "compress_stream", "decompress_stream",
            "SignalFormatError", "CsvChannels", "CsvError", "read_csv", "read_signal", "SignalModel",

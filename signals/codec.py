@@ -33,15 +33,17 @@ import struct
 import warnings
 import zlib
 
-import constriction
 import numpy as np
 import zstandard
 
 from ubpe import Tokenizer, split_documents
 from ubpe.serialization import FormatError
 
+from .container import SignalFormatError, read_varints, write_varints
+from .entropy import ans_decode, ans_encode
+from .predict import Identity, LinearPredictor, transform_from_dict, unzigzag, zigzag
 from .quantize import Quantizer, UniformQuantizer, quantizer_from_dict
-from .transform import Identity, LinearPredictor, transform_from_dict, unzigzag, zigzag
+from .tokens import tokenize_channels
 
 MAGIC = b"UBPE-SIG"
 VERSION = 1
@@ -61,73 +63,12 @@ _META_DICT = zstandard.ZstdCompressionDict(
 AUTO_MERGES = (0, 64, 256, 1024)
 
 
-class SignalFormatError(FormatError):
-    """A ``.ubpe`` file is foreign, truncated, corrupted, or of a newer version."""
-
-
-def _varints(values) -> bytes:
-    """Non-negative integers as LEB128 varints."""
-    out = bytearray()
-    for v in np.asarray(values, np.int64).tolist():
-        while v >= 0x80:
-            out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        out.append(v)
-    return bytes(out)
-
-
-def _read_varints(buf: bytes, n: int) -> np.ndarray:
-    out, v, shift = [], 0, 0
-    for byte in buf:
-        v |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            out.append(v)
-            v, shift = 0, 0
-    if len(out) != n or shift:
-        raise SignalFormatError(f"a table holds {len(out)} values, expected {n}")
-    return np.array(out, np.int64)
-
-
-def _ans_encode(ids: np.ndarray):
-    """Range-code token ids with their own frequencies; returns (table ids, counts, words)."""
-    if ids.size == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint32)
-    table, symbols, counts = np.unique(ids, return_inverse=True, return_counts=True)
-    coder = constriction.stream.stack.AnsCoder()
-    if table.size > 1:
-        model = constriction.stream.model.Categorical(counts / counts.sum(), perfect=False)
-        coder.encode_reverse(symbols.astype(np.int32), model)
-    return table, counts, coder.get_compressed()
-
-
-def _ans_decode(table, counts, words, n) -> np.ndarray:
-    if n == 0:
-        return np.zeros(0, np.int64)
-    if table.size == 1:
-        return np.full(n, table[0], np.int64)
-    model = constriction.stream.model.Categorical(counts / counts.sum(), perfect=False)
-    symbols = constriction.stream.stack.AnsCoder(words).decode(model, n)
-    return table[symbols]
-
-
 class _Plan:
     """What compress decided for each channel, before the entropy coding."""
 
     def __init__(self, symbols, sides, quantizers, offsets):
         self.symbols, self.sides = symbols, sides
         self.quantizers, self.offsets = quantizers, offsets
-
-
-def _tokenize(tok: Tokenizer, symbols, doc_length):
-    """Shortest encodings of each channel, in rank-order numbering; and the merge pairs."""
-    a, m = tok.alphabet_size, tok.merges_
-    to_rank = np.arange(a + len(m))
-    to_rank[m[:, 2]] = a + np.arange(len(m))
-    pairs = to_rank[m[:, :2]].astype(np.int32)
-    out = [to_rank[np.concatenate(tok.encode_batch(split_documents(s, doc_length),
-                                                   method="shortest"))] for s in symbols]
-    return out, pairs
 
 
 def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1024,
@@ -144,7 +85,7 @@ def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1
         (fitted per channel). A Quantizer instance is fitted per channel.
     n_levels : int, default 1024
         Levels of the default quantizer.
-    transform : "auto", "none", or a transform from :mod:`signals.transform`
+    transform : "auto", "none", or a transform from :mod:`signals.predict`
         "auto" is ``LinearPredictor()``: per 4096-sample block, FLAC's fixed
         predictors or a quantized LPC, whichever codes cheaper.
     vocab_size : "auto" or int
@@ -233,13 +174,13 @@ def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1
 
 
 def _write(plan, names, tf, tok, doc_length, one_d) -> bytes:
-    tokens, pairs = _tokenize(tok, plan.symbols, doc_length)
+    tokens, pairs = tokenize_channels(tok, plan.symbols, doc_length)
     blobs, payload, channels = [pairs.tobytes()], [], []
     for name, toks, side, q, sym, offset in zip(names, tokens, plan.sides, plan.quantizers,
                                                 plan.symbols, plan.offsets):
-        table, counts, words = _ans_encode(toks)
-        parts = [side.astype(np.uint8).tobytes(), _varints(np.diff(table, prepend=0)),
-                 _varints(counts)]
+        table, counts, words = ans_encode(toks)
+        parts = [side.astype(np.uint8).tobytes(), write_varints(np.diff(table, prepend=0)),
+                 write_varints(counts)]
         blobs += parts
         payload.append(words.tobytes())
         ch = {"name": name, "n": int(sym.size), "tokens": int(toks.size),
@@ -314,15 +255,15 @@ def decompress(data: bytes):
             n_orders, n_gaps, n_counts, n_words = ch["bytes"]
             side = np.frombuffer(binary[bpos:bpos + n_orders], np.uint8)
             bpos += n_orders
-            table = np.cumsum(_read_varints(binary[bpos:bpos + n_gaps], ch["table"]))
+            table = np.cumsum(read_varints(binary[bpos:bpos + n_gaps], ch["table"]))
             bpos += n_gaps
-            counts = _read_varints(binary[bpos:bpos + n_counts], ch["table"])
+            counts = read_varints(binary[bpos:bpos + n_counts], ch["table"])
             bpos += n_counts
             words = np.frombuffer(data[pos:pos + n_words], np.uint32)
             pos += n_words
             if table.size and (table[-1] >= a + m or counts.min() < 1):
                 raise SignalFormatError(f"channel {ch['name']!r}: inconsistent token table")
-            ids = _ans_decode(table, counts, words, ch["tokens"])
+            ids = ans_decode(table, counts, words, ch["tokens"])
             sym = tok.decode(ids)
             if sym.size != ch["n"]:
                 raise SignalFormatError(f"channel {ch['name']!r}: {sym.size} samples decoded, "

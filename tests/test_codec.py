@@ -12,7 +12,7 @@ from hypothesis.extra.numpy import arrays
 
 from signals import QUANTIZERS, SignalModel, read_csv
 from signals.codec import SignalFormatError, compress, decompress, inspect
-from signals.transform import Delta
+from signals.predict import Delta
 from ubpe.cli import main
 
 

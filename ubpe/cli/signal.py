@@ -9,7 +9,7 @@ import click
 import numpy as np
 
 from signals import QUANTIZERS, SignalModel, codec, read_signal
-from signals.transform import Delta
+from signals.predict import Delta
 from ubpe.serialization import atomic_write_bytes
 
 from ._common import split_list, write_csv

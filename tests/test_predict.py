@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from signals.transform import Delta, FixedPredictor, differences, transform_from_dict, unzigzag, zigzag
+from signals.predict import Delta, FixedPredictor, differences, transform_from_dict, unzigzag, zigzag
 
 ints = arrays(np.int64, st.integers(0, 300), elements=st.integers(-2**40, 2**40))
 
@@ -62,7 +62,7 @@ def test_transform_config_and_errors():
         FixedPredictor(4).inverse(np.zeros(8, np.int64), np.zeros(3, np.uint8))
 
 
-from signals.transform import LinearPredictor  # noqa: E402
+from signals.predict import LinearPredictor  # noqa: E402
 
 
 @settings(max_examples=100, deadline=None)
