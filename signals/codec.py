@@ -41,7 +41,7 @@ from ubpe.serialization import FormatError
 
 from .container import SignalFormatError, read_varints, write_varints
 from .entropy import ans_decode, ans_encode
-from .predict import Identity, LinearPredictor, transform_from_dict, unzigzag, zigzag
+from .predict import Identity, LinearPredictor, predictor_from_config, unzigzag, zigzag
 from .quantize import Quantizer, UniformQuantizer, quantizer_from_dict
 from .tokens import tokenize_channels
 
@@ -145,7 +145,7 @@ def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1
                 codes = q.encode(c).astype(np.int64)
             except ValueError as e:
                 raise ValueError(f"channel {name!r}: {e}") from None
-        r, side = tf.forward(codes)
+        r, side = tf.encode(codes)
         symbols.append(r if isinstance(tf, Identity) else zigzag(r))
         sides.append(side)
     plan = _Plan(symbols, sides, quantizers, offsets)
@@ -190,7 +190,7 @@ def _write(plan, names, tf, tok, doc_length, one_d) -> bytes:
         else:
             ch["quantizer"] = q.to_dict()
         channels.append(ch)
-    header = {"one_d": bool(one_d), "transform": tf.to_dict(), "alphabet": tok.alphabet_size,
+    header = {"one_d": bool(one_d), "transform": tf.get_config(), "alphabet": tok.alphabet_size,
               "merges": int(len(pairs)), "doc_length": doc_length, "channels": channels}
     meta = zstandard.ZstdCompressor(level=19, dict_data=_META_DICT, write_dict_id=False).compress(
         json.dumps(header, separators=(",", ":")).encode() + b"\n" + b"".join(blobs))
@@ -240,7 +240,7 @@ def decompress(data: bytes):
     """
     data, header, binary, pos = _read_header(data)
     try:
-        tf = transform_from_dict(header["transform"])
+        tf = predictor_from_config(header["transform"])
         a, m = header["alphabet"], header["merges"]
         pairs = np.frombuffer(binary[:8 * m], np.int32).reshape(-1, 2)
         if pairs.shape[0] != m:
@@ -269,7 +269,7 @@ def decompress(data: bytes):
                 raise SignalFormatError(f"channel {ch['name']!r}: {sym.size} samples decoded, "
                                         f"{ch['n']} expected")
             r = sym.astype(np.int64) if isinstance(tf, Identity) else unzigzag(sym)
-            codes = tf.inverse(r, side)
+            codes = tf.decode(r, side)
             q = ch.get("quantizer")
             out.append(codes + ch["offset"] if q is None else quantizer_from_dict(q).decode(codes))
     except (KeyError, TypeError, IndexError, ValueError) as e:

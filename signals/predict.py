@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .stage import Stage, register, stage_from_config
+
 MAX_ORDER = 4
 # predictor weights for x[i-1], x[i-2], ... (binomial, alternating signs)
 _WEIGHTS = np.array([[0, 0, 0, 0], [1, 0, 0, 0], [2, -1, 0, 0], [3, -3, 1, 0], [4, -6, 4, -1]],
@@ -62,7 +64,20 @@ def _predict_inverse(residual, orders, block_size):
 
 
 
-class Delta:
+class Predictor(Stage):
+    """A reversible integer predictor: samples to residuals plus side information."""
+
+    def encode(self, x) -> tuple[np.ndarray, np.ndarray]:
+        """Residuals (int64, same length as ``x``) and side information (uint8)."""
+        raise NotImplementedError
+
+    def decode(self, residual, side) -> np.ndarray:
+        """Exact inverse of :meth:`encode`: the samples, int64."""
+        raise NotImplementedError
+
+
+@register
+class Delta(Predictor):
     """k-th order delta coding.
 
     Parameters
@@ -78,22 +93,23 @@ class Delta:
             raise ValueError(f"delta order must be in 0..8, got {order}")
         self.order = order
 
-    def forward(self, x) -> tuple[np.ndarray, np.ndarray]:
+    def encode(self, x) -> tuple[np.ndarray, np.ndarray]:
         """Residuals (int64, same length) and side information (empty)."""
         return differences(x, self.order), np.zeros(0, np.uint8)
 
-    def inverse(self, residual, side=None) -> np.ndarray:
-        """Exact inverse of :meth:`forward`, int64."""
+    def decode(self, residual, side=None) -> np.ndarray:
+        """Exact inverse of :meth:`encode`, int64."""
         y = np.array(residual, np.int64)
         for j in range(self.order, 0, -1):
             y[j - 1:] = np.cumsum(y[j - 1:])
         return y
 
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "order": self.order}
+    def get_params(self) -> dict:
+        return {"order": self.order}
 
 
-class FixedPredictor:
+@register
+class FixedPredictor(Predictor):
     """FLAC's fixed predictors, order 0..``max_order`` chosen per block.
 
     Parameters
@@ -113,7 +129,7 @@ class FixedPredictor:
         self.block_size = block_size
         self.max_order = max_order
 
-    def forward(self, x) -> tuple[np.ndarray, np.ndarray]:
+    def encode(self, x) -> tuple[np.ndarray, np.ndarray]:
         """Residuals (int64, same length) and the order of each block (uint8)."""
         x = np.asarray(x, np.int64)
         if x.size == 0:
@@ -125,8 +141,8 @@ class FixedPredictor:
         block = np.arange(x.size) // self.block_size
         return cands[orders[block], np.arange(x.size)], orders
 
-    def inverse(self, residual, orders) -> np.ndarray:
-        """Exact inverse of :meth:`forward`, int64.
+    def decode(self, residual, orders) -> np.ndarray:
+        """Exact inverse of :meth:`encode`, int64.
 
         Raises
         ------
@@ -140,8 +156,8 @@ class FixedPredictor:
             raise ValueError(f"expected {n_blocks} block orders in 0..{MAX_ORDER}")
         return _predict_inverse(residual, orders, self.block_size)
 
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "block_size": self.block_size, "max_order": self.max_order}
+    def get_params(self) -> dict:
+        return {"block_size": self.block_size, "max_order": self.max_order}
 
 
 @njit(cache=True)
@@ -181,7 +197,8 @@ def _bits(e) -> float:
     return float(np.log2(1.0 + np.abs(e)).sum() + e.size)
 
 
-class LinearPredictor:
+@register
+class LinearPredictor(Predictor):
     """Per block, FLAC's fixed predictors or a quantized LPC, whichever codes cheaper.
 
     For each block the candidates are the fixed orders 0-4 and linear
@@ -239,7 +256,7 @@ class LinearPredictor:
         _lpc_residual(x, s, e, coefs, shift, out)
         return coefs, shift, out
 
-    def forward(self, x) -> tuple[np.ndarray, np.ndarray]:
+    def encode(self, x) -> tuple[np.ndarray, np.ndarray]:
         """Residuals (int64, same length) and per-block parameters as bytes (uint8)."""
         x = np.asarray(x, np.int64)
         fixed = [differences(x, k) for k in range(MAX_ORDER + 1)]
@@ -264,8 +281,8 @@ class LinearPredictor:
                 side += bytes([1, order, shift]) + coefs.astype("<i2").tobytes()
         return residual, np.frombuffer(bytes(side), np.uint8)
 
-    def inverse(self, residual, side) -> np.ndarray:
-        """Exact inverse of :meth:`forward`, int64.
+    def decode(self, residual, side) -> np.ndarray:
+        """Exact inverse of :meth:`encode`, int64.
 
         Raises
         ------
@@ -297,31 +314,27 @@ class LinearPredictor:
             raise ValueError(f"predictor parameters do not describe {n_blocks} blocks")
         return _linear_inverse(residual, kinds, orders, shifts, coefs, self.block_size)
 
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "block_size": self.block_size,
+    def get_params(self) -> dict:
+        return {"block_size": self.block_size,
                 "lpc_orders": list(self.lpc_orders), "precision": self.precision}
 
 
-class Identity:
+@register
+class Identity(Predictor):
     """No transform (codes go to the tokenizer as they are)."""
 
     kind = "none"
 
-    def forward(self, x):
+    def encode(self, x):
         return np.asarray(x, np.int64), np.zeros(0, np.uint8)
 
-    def inverse(self, residual, side=None):
+    def decode(self, residual, side=None):
         return np.asarray(residual, np.int64)
 
-    def to_dict(self) -> dict:
-        return {"kind": self.kind}
+    def get_params(self) -> dict:
+        return {}
 
 
-def transform_from_dict(d: dict):
-    """Rebuild a transform from its ``to_dict()``; ValueError on an unknown kind."""
-    kinds = {"delta": Delta, "fixed_predictor": FixedPredictor,
-             "linear_predictor": LinearPredictor, "none": Identity}
-    cls = kinds.get(str(d.get("kind")))
-    if cls is None:
-        raise ValueError(f"unknown transform kind {d.get('kind')!r}; known: {', '.join(kinds)}")
-    return cls(**{k: v for k, v in d.items() if k != "kind"})
+def predictor_from_config(config: dict) -> Predictor:
+    """Rebuild a predictor from its ``get_config()``; ValueError on an unknown kind."""
+    return stage_from_config(config, "predictor")

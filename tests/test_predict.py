@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from signals.predict import Delta, FixedPredictor, differences, transform_from_dict, unzigzag, zigzag
+from signals.predict import Delta, FixedPredictor, differences, predictor_from_config, unzigzag, zigzag
 
 ints = arrays(np.int64, st.integers(0, 300), elements=st.integers(-2**40, 2**40))
 
@@ -13,17 +13,17 @@ ints = arrays(np.int64, st.integers(0, 300), elements=st.integers(-2**40, 2**40)
 @given(x=ints, order=st.integers(0, 8))
 def test_delta_is_exactly_invertible(x, order):
     t = Delta(order)
-    r, side = t.forward(x)
-    assert r.shape == x.shape and np.array_equal(t.inverse(r, side), x)
+    r, side = t.encode(x)
+    assert r.shape == x.shape and np.array_equal(t.decode(r, side), x)
 
 
 @settings(max_examples=200, deadline=None)
 @given(x=ints, block=st.integers(1, 64), max_order=st.integers(0, 4))
 def test_fixed_predictor_is_exactly_invertible(x, block, max_order):
     t = FixedPredictor(block, max_order)
-    r, orders = t.forward(x)
+    r, orders = t.encode(x)
     assert orders.size == -(-x.size // block) and (orders <= max_order).all()
-    assert np.array_equal(t.inverse(r, orders), x)
+    assert np.array_equal(t.decode(r, orders), x)
 
 
 @settings(max_examples=200, deadline=None)
@@ -40,26 +40,26 @@ def test_golden_cases():
     assert differences(x, 2).tolist() == [1, 3, 2, 2, 2, 2]
     assert differences(x, 3).tolist() == [1, 3, 2, 0, 0, 0]
     # a quadratic is predicted exactly from order 3 on; order 2 leaves constant 2s
-    r, orders = FixedPredictor(block_size=6).forward(x)
+    r, orders = FixedPredictor(block_size=6).encode(x)
     assert orders.tolist() == [3] and r.tolist() == [1, 3, 2, 0, 0, 0]
 
 
 def test_predictor_orders_on_real_ecg(ecg_csv):
     from signals import read_csv
     x = np.round(read_csv(ecg_csv).channels[0] / 0.005).astype(np.int64)  # ADC units
-    r, orders = FixedPredictor(4096).forward(x)
-    assert np.array_equal(FixedPredictor(4096).inverse(r, orders), x)
+    r, orders = FixedPredictor(4096).encode(x)
+    assert np.array_equal(FixedPredictor(4096).decode(r, orders), x)
     assert np.abs(r).mean() < np.abs(x - x.mean()).mean() / 5  # prediction pays
     assert set(orders.tolist()) <= {1, 2, 3}
 
 
 def test_transform_config_and_errors():
-    assert transform_from_dict(FixedPredictor(128, 3).to_dict()).block_size == 128
-    assert transform_from_dict({"kind": "delta", "order": 2}).order == 2
-    with pytest.raises(ValueError, match="unknown transform kind 'fft'"):
-        transform_from_dict({"kind": "fft"})
+    assert predictor_from_config(FixedPredictor(128, 3).get_config()).block_size == 128
+    assert predictor_from_config({"kind": "delta", "order": 2}).order == 2
+    with pytest.raises(ValueError, match="unknown predictor kind 'fft'"):
+        predictor_from_config({"kind": "fft"})
     with pytest.raises(ValueError, match="expected 2 block orders"):
-        FixedPredictor(4).inverse(np.zeros(8, np.int64), np.zeros(3, np.uint8))
+        FixedPredictor(4).decode(np.zeros(8, np.int64), np.zeros(3, np.uint8))
 
 
 from signals.predict import LinearPredictor  # noqa: E402
@@ -70,9 +70,9 @@ from signals.predict import LinearPredictor  # noqa: E402
        block=st.integers(1, 128), orders=st.lists(st.integers(1, 12), min_size=1, max_size=3))
 def test_linear_predictor_is_exactly_invertible(x, block, orders):
     t = LinearPredictor(block, tuple(orders))
-    r, side = t.forward(x)
-    assert np.array_equal(t.inverse(r, side), x)
-    assert np.array_equal(transform_from_dict(t.to_dict()).inverse(r, side), x)
+    r, side = t.encode(x)
+    assert np.array_equal(t.decode(r, side), x)
+    assert np.array_equal(predictor_from_config(t.get_config()).decode(r, side), x)
 
 
 def test_linear_predictor_beats_fixed_on_oscillations():
@@ -80,13 +80,13 @@ def test_linear_predictor_beats_fixed_on_oscillations():
     # polynomial predictors cannot follow it, a fitted LPC can (up to rounding)
     t = np.arange(24 * 200)
     x = np.round(100 * np.sin(2 * np.pi * t / 24) + 30 * np.sin(2 * np.pi * t / 97)).astype(np.int64)
-    lin, _ = LinearPredictor(4096).forward(x)
-    fixed, _ = FixedPredictor().forward(x)
+    lin, _ = LinearPredictor(4096).encode(x)
+    fixed, _ = FixedPredictor().encode(x)
     assert np.abs(lin[32:]).mean() < np.abs(fixed[32:]).mean() / 2
 
 
 def test_linear_predictor_rejects_bad_side_information():
     t = LinearPredictor(4)
-    r, side = t.forward(np.arange(10))
+    r, side = t.encode(np.arange(10))
     with pytest.raises(ValueError, match="do not describe 3 blocks"):
-        t.inverse(r, side[:-1])
+        t.decode(r, side[:-1])
