@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import constriction
 import numpy as np
+from numba import njit
 
 
 def ans_encode(ids: np.ndarray):
@@ -32,3 +33,423 @@ def ans_decode(table, counts, words, n) -> np.ndarray:
     model = constriction.stream.model.Categorical(counts / counts.sum(), perfect=False)
     symbols = constriction.stream.stack.AnsCoder(words).decode(model, n)
     return table[symbols]
+
+
+# ---------------------------------------------------------------------------
+# Bounded-alphabet coding of any uint64 value, with context-adaptive rANS.
+#
+# A value ``z`` (a zigzagged residual, any of the 2**64) becomes a token from a
+# bounded alphabet and a few raw bits, the "hybrid integer" split of JPEG XL
+# (ISO/IEC 18181-1, "HybridUint"; the same idea as pcodec's bins and FLAC's
+# Rice escape): values below ``2**k`` are their own token; a larger value is
+# coded as its bit length and its ``msb`` leading bits after the top one (the
+# token), then its remaining low bits verbatim. The alphabet has at most
+# ``2**k + (64 - k) * 2**msb`` tokens, whatever the value range.
+#
+# Tokens are range coded with a static frequency table per context (rANS,
+# J. Duda, arXiv:1311.2540; the 32-bit state / 16-bit word layout of
+# F. Giesen's public-domain ``rans_word``). The context of a token is the
+# recent residual magnitude, as in LOCO-I (Weinberger et al., IEEE TIP 2000)
+# and MPEG-4 ALS: ``2*b[i-1] + b[i-2] + b[i-3]`` over the bit lengths ``b`` of
+# the previous values, cut into ``C`` bins at thresholds chosen by the encoder.
+# ---------------------------------------------------------------------------
+
+SCALE_BITS = 12
+SCALE = 1 << SCALE_BITS
+RANS_L = 1 << 16
+MAX_K = 12
+MAX_MSB = 4
+MAX_CONTEXTS = 32
+CTX_RANGE = 4 * 64 + 1  # values of the context statistic 2*b1 + b2 + b3
+# smallest cost of one token in bits (the largest frequency is SCALE - 1)
+MIN_TOKEN_BITS = -np.log2((SCALE - 1) / SCALE)
+
+
+def alphabet_size(k: int, msb: int) -> int:
+    """Number of hybrid-integer tokens for parameters ``k``, ``msb`` (all of uint64)."""
+    return (1 << k) + (64 - k) * (1 << msb)
+
+
+@njit(cache=True)
+def _bitlen(v):
+    n = 0
+    if v >= np.uint64(1) << np.uint64(32):
+        v >>= np.uint64(32)
+        n += 32
+    if v >= np.uint64(1) << np.uint64(16):
+        v >>= np.uint64(16)
+        n += 16
+    if v >= np.uint64(1) << np.uint64(8):
+        v >>= np.uint64(8)
+        n += 8
+    while v:
+        v >>= np.uint64(1)
+        n += 1
+    return n
+
+
+@njit(cache=True)
+def hybrid_split(z, k, msb):
+    """Tokens (int32), raw bit counts (uint8) for uint64 values ``z``."""
+    n = z.shape[0]
+    tokens = np.empty(n, np.int32)
+    nbits = np.empty(n, np.uint8)
+    direct = np.uint64(1) << np.uint64(k)
+    for i in range(n):
+        v = z[i]
+        if v < direct:
+            tokens[i] = np.int32(v)
+            nbits[i] = 0
+        else:
+            e = _bitlen(v) - 1  # position of the top bit, >= k
+            nb = e - msb
+            m = (v >> np.uint64(nb)) & np.uint64((1 << msb) - 1)
+            tokens[i] = np.int32((1 << k) + ((e - k) << msb) + np.int64(m))
+            nbits[i] = nb
+    return tokens, nbits
+
+
+@njit(cache=True)
+def pack_raw_bits(z, nbits):
+    """The low ``nbits[i]`` bits of each ``z[i]``, LSB first, packed into uint64 words."""
+    total = 0
+    for i in range(z.shape[0]):
+        total += nbits[i]
+    buf = np.zeros((total + 63) // 64 + 1, np.uint64)
+    pos = 0
+    for i in range(z.shape[0]):
+        nb = int(nbits[i])
+        if nb == 0:
+            continue
+        v = z[i]
+        if nb < 64:
+            v &= (np.uint64(1) << np.uint64(nb)) - np.uint64(1)
+        w = pos >> 6
+        o = pos & 63
+        buf[w] |= v << np.uint64(o)
+        if o + nb > 64:
+            buf[w + 1] |= v >> np.uint64(64 - o)
+        pos += nb
+    return buf[:(total + 63) // 64], total
+
+
+@njit(cache=True)
+def token_raw_bits(k, msb, n_tokens):
+    """Raw bits that follow each token (int64 array of length ``n_tokens``)."""
+    out = np.zeros(n_tokens, np.int64)
+    for t in range(1 << k, n_tokens):
+        e = k + ((t - (1 << k)) >> msb)
+        out[t] = e - msb
+    return out
+
+
+@njit(cache=True)
+def token_bitlen(k, msb, n_tokens):
+    """Bit length of the values that each token stands for."""
+    out = np.zeros(n_tokens, np.int64)
+    for t in range(n_tokens):
+        if t < (1 << k):
+            out[t] = _bitlen(np.uint64(t))
+        else:
+            out[t] = k + ((t - (1 << k)) >> msb) + 1
+    return out
+
+
+@njit(cache=True)
+def hybrid_merge(tokens, k, msb, raw, total_bits):
+    """Inverse of :func:`hybrid_split` and :func:`pack_raw_bits`; returns (z, ok)."""
+    n = tokens.shape[0]
+    z = np.empty(n, np.uint64)
+    pos = 0
+    direct = 1 << k
+    for i in range(n):
+        t = np.int64(tokens[i])
+        if t < direct:
+            z[i] = np.uint64(t)
+            continue
+        e = k + ((t - direct) >> msb)
+        nb = e - msb
+        if e > 63 or pos + nb > total_bits:
+            return z, False
+        m = np.uint64((t - direct) & ((1 << msb) - 1))
+        w = pos >> 6
+        o = pos & 63
+        v = raw[w] >> np.uint64(o)
+        if o + nb > 64:
+            v |= raw[w + 1] << np.uint64(64 - o)
+        if nb < 64:
+            v &= (np.uint64(1) << np.uint64(nb)) - np.uint64(1)
+        top = (np.uint64(1) << np.uint64(msb)) | m
+        z[i] = (top << np.uint64(nb)) | v
+        pos += nb
+    return z, pos == total_bits
+
+
+@njit(cache=True)
+def context_stat(tokens, bitlen):
+    """Per token, ``2*b[i-1] + b[i-2] + b[i-3]`` over the bit lengths of earlier tokens."""
+    n = tokens.shape[0]
+    out = np.empty(n, np.int64)
+    b1 = 0
+    b2 = 0
+    b3 = 0
+    for i in range(n):
+        out[i] = 2 * b1 + b2 + b3
+        b3 = b2
+        b2 = b1
+        b1 = bitlen[tokens[i]]
+    return out
+
+
+def context_map(thresholds: np.ndarray) -> np.ndarray:
+    """Context id of each context statistic value (0..CTX_RANGE-1) for bin thresholds."""
+    return np.searchsorted(np.asarray(thresholds, np.int64), np.arange(CTX_RANGE),
+                           side="right").astype(np.int64)
+
+
+# 2**(j/4) * 2**12, rounded: table of the log-scale frequency code
+_POW4 = np.array([4096, 4871, 5793, 6889], np.int64)
+MAX_QCODE = 4 * 40 + 1
+
+
+def quantize_counts(counts: np.ndarray) -> np.ndarray:
+    """Counts to log-scale codes: 0 for 0, else ``1 + round(4 log2 count)`` (at most MAX_QCODE)."""
+    c = np.asarray(counts, np.float64)
+    q = np.zeros(c.shape, np.int64)
+    nz = c > 0
+    q[nz] = 1 + np.rint(4 * np.log2(c[nz])).astype(np.int64)
+    return np.minimum(q, MAX_QCODE)
+
+
+@njit(cache=True)
+def freqs_from_codes(q):
+    """Deterministic integer frequencies summing to SCALE from log-scale codes (one context).
+
+    Every nonzero code gets a frequency of at least 1; all zero codes give all-zero output.
+    """
+    n = q.shape[0]
+    cnt = np.zeros(n, np.int64)
+    total = 0
+    for s in range(n):
+        if q[s] > 0:
+            j = q[s] - 1
+            cnt[s] = (_POW4[j & 3] << (j >> 2)) >> 12
+            if cnt[s] < 1:
+                cnt[s] = 1
+            total += cnt[s]
+    f = np.zeros(n, np.int64)
+    if total == 0:
+        return f
+    # scale to SCALE in float64 (IEEE, deterministic), at least 1 each
+    tot = 0
+    for s in range(n):
+        if cnt[s] > 0:
+            v = np.int64(np.floor(cnt[s] * (SCALE / total)))
+            f[s] = max(v, 1)
+            tot += f[s]
+    # fix the sum: adjust the largest frequencies
+    while tot != SCALE:
+        best = 0
+        for s in range(n):
+            if f[s] > f[best]:
+                best = s
+        if tot < SCALE:
+            f[best] += SCALE - tot
+            tot = SCALE
+        else:
+            take = min(tot - SCALE, f[best] - 1)
+            if take <= 0:
+                break
+            f[best] -= take
+            tot -= take
+    # a single symbol holding all of SCALE would cost 0 bits: keep SCALE-1 at most,
+    # so that every token costs something (bounds the samples a payload can claim)
+    for s in range(n):
+        if f[s] >= SCALE:
+            f[s] = SCALE - 1
+            # give the spare slot to a neighbour (it may have had a zero code)
+            f[(s + 1) % n if n > 1 else s] += 1 if n > 1 else 0
+    return f
+
+
+def build_tables(freqs: np.ndarray):
+    """Cumulative starts and slot -> symbol lookup for per-context frequency tables.
+
+    Parameters
+    ----------
+    freqs : ndarray of int64, shape (n_contexts, n_tokens)
+        Each row sums to SCALE (or to SCALE - 1 for a single-symbol row) or is all zero.
+
+    Returns
+    -------
+    cum : ndarray of int64, shape (n_contexts, n_tokens)
+    lookup : ndarray of int32, shape (n_contexts, SCALE); -1 marks unused slots.
+    """
+    cum = np.zeros_like(freqs)
+    cum[:, 1:] = np.cumsum(freqs, axis=1)[:, :-1]
+    lookup = np.full((freqs.shape[0], SCALE), -1, np.int32)
+    for c in range(freqs.shape[0]):
+        nz = np.flatnonzero(freqs[c])
+        if nz.size:
+            lookup[c, :int(freqs[c].sum())] = np.repeat(nz.astype(np.int32), freqs[c, nz])
+    return cum, lookup
+
+
+@njit(cache=True)
+def rans_encode_ctx(tokens, ctx, cmap, freqs, cum):
+    """rANS-code tokens under per-context static tables; returns uint16 words (decode order).
+
+    ``ctx`` holds the context statistic per token, ``cmap`` maps it to a table row.
+    """
+    n = tokens.shape[0]
+    out = np.empty(n + 2, np.uint16)
+    pos = 0
+    x = np.uint64(RANS_L)
+    for i in range(n - 1, -1, -1):
+        c = cmap[ctx[i]]
+        s = tokens[i]
+        f = np.uint64(freqs[c, s])
+        x_max = np.uint64((RANS_L >> SCALE_BITS) << 16) * f
+        if x >= x_max:
+            out[pos] = np.uint16(x & np.uint64(0xFFFF))
+            pos += 1
+            x >>= np.uint64(16)
+        x = ((x // f) << np.uint64(SCALE_BITS)) + (x % f) + np.uint64(cum[c, s])
+    out[pos] = np.uint16(x & np.uint64(0xFFFF))
+    out[pos + 1] = np.uint16(x >> np.uint64(16))
+    pos += 2
+    return out[:pos][::-1].copy()
+
+
+@njit(cache=True)
+def rans_decode_ctx(words, n, bitlen, cmap, freqs, cum, lookup):
+    """Inverse of :func:`rans_encode_ctx`, computing the contexts as it goes.
+
+    Returns (tokens int32, ok); ``ok`` is False when the words are inconsistent.
+    """
+    tokens = np.empty(n, np.int32)
+    nw = words.shape[0]
+    if nw < 2:
+        return tokens, False
+    x = (np.uint64(words[0]) << np.uint64(16)) | np.uint64(words[1])
+    pos = 2
+    mask = np.uint64(SCALE - 1)
+    b1 = 0
+    b2 = 0
+    b3 = 0
+    for i in range(n):
+        c = cmap[2 * b1 + b2 + b3]
+        slot = x & mask
+        s = lookup[c, slot]
+        if s < 0:
+            return tokens, False
+        tokens[i] = s
+        x = np.uint64(freqs[c, s]) * (x >> np.uint64(SCALE_BITS)) + slot - np.uint64(cum[c, s])
+        if x < np.uint64(RANS_L):
+            if pos >= nw:
+                return tokens, False
+            x = (x << np.uint64(16)) | np.uint64(words[pos])
+            pos += 1
+        b3 = b2
+        b2 = b1
+        b1 = bitlen[s]
+    return tokens, pos == nw and x == np.uint64(RANS_L)
+
+
+@njit(cache=True)
+def _put_bits(buf, pos, v, nb):
+    for j in range(nb):
+        if (v >> j) & 1:
+            buf[pos >> 3] |= np.uint8(1 << (pos & 7))
+        pos += 1
+    return pos
+
+
+@njit(cache=True)
+def _get_bits(buf, pos, nb, limit):
+    v = 0
+    for j in range(nb):
+        if pos >= limit:
+            return -1, pos
+        v |= ((buf[pos >> 3] >> (pos & 7)) & 1) << j
+        pos += 1
+    return v, pos
+
+
+@njit(cache=True)
+def write_codes(q):
+    """Log-scale table codes (n_contexts, n_tokens), as signed exp-Golomb deltas along each row."""
+    buf = np.zeros(q.size * 4 + 8, np.uint8)
+    pos = 0
+    for c in range(q.shape[0]):
+        prev = 0
+        for s in range(q.shape[1]):
+            d = q[c, s] - prev
+            prev = q[c, s]
+            u = 2 * d if d >= 0 else -2 * d - 1  # zigzag
+            u += 1
+            nb = 0
+            t = u
+            while t > 1:
+                t >>= 1
+                nb += 1
+            pos = _put_bits(buf, pos, 0, nb)  # nb zeros, then u in nb+1 bits (top bit first)
+            for j in range(nb, -1, -1):
+                pos = _put_bits(buf, pos, (u >> j) & 1, 1)
+    return buf[:(pos + 7) >> 3].copy()
+
+
+@njit(cache=True)
+def read_codes(buf, n_contexts, n_tokens):
+    """Inverse of :func:`write_codes`; returns (codes, bytes used, ok)."""
+    q = np.zeros((n_contexts, n_tokens), np.int64)
+    limit = buf.shape[0] * 8
+    pos = 0
+    for c in range(n_contexts):
+        prev = 0
+        for s in range(n_tokens):
+            nb = 0
+            while True:
+                if pos >= limit or nb > 20:
+                    return q, 0, False
+                bit = (buf[pos >> 3] >> (pos & 7)) & 1
+                if bit:
+                    break
+                nb += 1
+                pos += 1
+            u = 0
+            for _ in range(nb + 1):
+                if pos >= limit:
+                    return q, 0, False
+                u = (u << 1) | ((buf[pos >> 3] >> (pos & 7)) & 1)
+                pos += 1
+            u -= 1
+            d = u >> 1 if (u & 1) == 0 else -((u + 1) >> 1)
+            v = prev + d
+            if v < 0 or v > MAX_QCODE:
+                return q, 0, False
+            q[c, s] = v
+            prev = v
+    return q, (pos + 7) >> 3, True
+
+
+@njit(cache=True)
+def freqs_from_code_rows(q):
+    """:func:`freqs_from_codes` for every row of ``q``."""
+    f = np.zeros(q.shape, np.int64)
+    for c in range(q.shape[0]):
+        f[c] = freqs_from_codes(q[c])
+    return f
+
+
+@njit(cache=True)
+def coded_bits(counts, freqs):
+    """Bits that static tables ``freqs`` spend on ``counts`` (same shape); inf if a count has no slot."""
+    total = 0.0
+    for c in range(counts.shape[0]):
+        for s in range(counts.shape[1]):
+            if counts[c, s]:
+                if freqs[c, s] == 0:
+                    return np.inf
+                total += counts[c, s] * (SCALE_BITS - np.log2(freqs[c, s]))
+    return total

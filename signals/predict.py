@@ -38,7 +38,7 @@ def zigzag(r: np.ndarray) -> np.ndarray:
 def unzigzag(z: np.ndarray) -> np.ndarray:
     """Inverse of :func:`zigzag`."""
     z = np.asarray(z, np.int64)
-    return (z >> 1) ^ -(z & 1)
+    return (z.view(np.uint64) >> np.uint64(1)).view(np.int64) ^ -(z & 1)  # logical shift
 
 
 def differences(x: np.ndarray, order: int) -> np.ndarray:
@@ -136,7 +136,7 @@ class FixedPredictor(Predictor):
             return x.copy(), np.zeros(0, np.uint8)
         cands = np.stack([differences(x, k) for k in range(self.max_order + 1)])
         starts = np.arange(0, x.size, self.block_size)
-        cost = np.add.reduceat(np.abs(cands), starts, axis=1)
+        cost = np.add.reduceat(np.abs(cands.astype(np.float64)), starts, axis=1)
         orders = np.argmin(cost, axis=0).astype(np.uint8)  # ties: the lower order
         block = np.arange(x.size) // self.block_size
         return cands[orders[block], np.arange(x.size)], orders
@@ -194,7 +194,7 @@ def _linear_inverse(residual, kinds, orders, shifts, coefs, block_size):
 
 def _bits(e) -> float:
     """Estimated bits to code residuals (about their Laplacian entropy)."""
-    return float(np.log2(1.0 + np.abs(e)).sum() + e.size)
+    return float(np.log2(1.0 + np.abs(e.astype(np.float64))).sum() + e.size)
 
 
 @register
@@ -338,3 +338,93 @@ class Identity(Predictor):
 def predictor_from_config(config: dict) -> Predictor:
     """Rebuild a predictor from its ``get_config()``; ValueError on an unknown kind."""
     return stage_from_config(config, "predictor")
+
+
+# ----------------------------------------------------- a corpus-wide predictor
+WARMUP_ORDER = 2
+
+
+@njit(cache=True)
+def model_lpc_residual(x, coefs, shift, out):
+    """Residual of one fixed LPC (``(coefs . x[i-1..i-p]) >> shift``); int64, wrap-around.
+
+    Sample ``i < p`` uses FLAC's fixed predictor of order ``min(i, 2)``.
+    """
+    p = coefs.shape[0]
+    for i in range(x.shape[0]):
+        if i < p or p == 0:
+            k = min(i, WARMUP_ORDER)
+            acc = 0
+            for j in range(k):
+                acc += _WEIGHTS[k, j] * x[i - 1 - j]
+            out[i] = x[i] - acc
+        else:
+            acc = 0
+            for j in range(p):
+                acc += coefs[j] * x[i - 1 - j]
+            out[i] = x[i] - (acc >> shift)
+
+
+@njit(cache=True)
+def model_lpc_inverse(r, coefs, shift, out):
+    """Exact inverse of :func:`model_lpc_residual` (writes the samples into ``out``)."""
+    p = coefs.shape[0]
+    for i in range(r.shape[0]):
+        if i < p or p == 0:
+            k = min(i, WARMUP_ORDER)
+            acc = 0
+            for j in range(k):
+                acc += _WEIGHTS[k, j] * out[i - 1 - j]
+            out[i] = r[i] + acc
+        else:
+            acc = 0
+            for j in range(p):
+                acc += coefs[j] * out[i - 1 - j]
+            out[i] = r[i] + (acc >> shift)
+
+
+def fit_lpc_corpus(xs: list[np.ndarray], order: int, precision: int = 14) -> tuple[np.ndarray, int]:
+    """Least-squares LPC over several recordings, quantized to integers.
+
+    Parameters
+    ----------
+    xs : list of 1-D int64 arrays
+    order : int
+        0..32; 0 gives an empty predictor (fixed order-2 prediction everywhere).
+    precision : int
+        Bits of the largest quantized coefficient.
+
+    Returns
+    -------
+    coefs : ndarray of int64, shape (order,) or (0,) when the fit fails
+    shift : int
+
+    Notes
+    -----
+    Normal equations of the lagged samples (covariance method), solved with
+    ``numpy.linalg.lstsq``; quantization as FLAC's LPC (shift so that the
+    largest coefficient has ``precision`` bits).
+    """
+    if order < 1:
+        return np.zeros(0, np.int64), 0
+    R = np.zeros((order, order))
+    b = np.zeros(order)
+    for x in xs:
+        if x.size <= order + 1:
+            continue
+        xf = x.astype(np.float64)
+        xf = xf - xf.mean()
+        lag = np.lib.stride_tricks.sliding_window_view(xf, order + 1)[:, ::-1]
+        R += lag[:, 1:].T @ lag[:, 1:]
+        b += lag[:, 1:].T @ lag[:, 0]
+    if not np.isfinite(R).all() or R.trace() <= 0:
+        return np.zeros(0, np.int64), 0
+    a = np.linalg.lstsq(R + 1e-9 * R.trace() * np.eye(order), b, rcond=None)[0]
+    top = np.abs(a).max()
+    if not np.isfinite(top) or top == 0:
+        return np.zeros(0, np.int64), 0
+    shift = int(np.clip(precision - 1 - np.ceil(np.log2(top)), 0, 30))
+    coefs = np.round(a * (1 << shift)).astype(np.int64)
+    if np.abs(coefs).max() >= 1 << 20:
+        return np.zeros(0, np.int64), 0
+    return coefs, shift

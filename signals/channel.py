@@ -1,0 +1,486 @@
+"""One channel of integers in, one self-contained payload out (and back).
+
+The payload codes any 1-D int64 array exactly, whatever its values (the full
+int64 range included), with memory bounded by the sample count times a small
+constant. Pipeline:
+
+1. a reversible integer predictor (:mod:`signals.predict`; wrap-around int64
+   arithmetic, inverted exactly);
+2. zigzag, then the bounded "hybrid integer" split of each residual into a
+   token and raw bits (:func:`signals.entropy.hybrid_split`);
+3. rANS over the tokens with one static table per context, the context being
+   the recent residual magnitude (:func:`signals.entropy.rans_encode_ctx`).
+
+The payload describes its own stage choices. ``n`` (the sample count) is kept
+by the container, not in the payload.
+
+Payload layout (byte 0 is the mode)::
+
+    0 RAW      n little-endian int64
+    1 CONST    the value, zigzag LEB128
+    2 CODED    predictor section (LEB128 length, bytes), hybrid byte (k << 4 | msb),
+               n_contexts (byte), thresholds (n_contexts - 1 bytes), table width (LEB128),
+               table codes (LEB128 length, bytes), rANS words (LEB128 count, u16 each),
+               raw bits (the rest, exactly as many bytes as the tokens need)
+    3 MODEL    rANS words (LEB128 count, u16 each), raw bits; predictor and tables
+               come from the :class:`ChannelModel`
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import entropy as E
+from . import predict as P
+
+RAW, CONST, CODED, MODEL = 0, 1, 2, 3
+DEFAULT_LEVEL = 5
+MAX_LEVEL = 9
+
+
+@dataclass(frozen=True)
+class _Preset:
+    predictor: str  # "fixed" or "linear"
+    block_size: int
+    lpc_orders: tuple[int, ...]
+    contexts: tuple[int, ...]  # context counts tried
+    hybrid: tuple[tuple[int, int], ...]  # (k, msb) tried
+
+
+PRESETS = {
+    0: _Preset("fixed", 1024, (), (1,), ((4, 2),)),
+    1: _Preset("fixed", 1024, (), (1, 4, 8), ((4, 2),)),
+    2: _Preset("linear", 4096, (8,), (1, 4, 8), ((4, 2),)),
+    3: _Preset("linear", 4096, (16,), (1, 4, 8, 12), ((4, 2),)),
+    4: _Preset("linear", 4096, (8, 16), (1, 4, 8, 12), ((4, 2),)),
+    5: _Preset("linear", 4096, (8, 16, 32), (1, 4, 8, 12, 16), ((4, 2),)),
+    6: _Preset("linear", 4096, (8, 16, 24, 32), (1, 4, 8, 12, 16), ((4, 2), (3, 2))),
+    7: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 24),
+               ((4, 2), (3, 2), (5, 2))),
+    8: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
+               ((4, 2), (3, 2), (5, 2), (4, 3))),
+    9: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
+               ((2, 2), (3, 2), (4, 2), (5, 2), (6, 2), (4, 3), (3, 1))),
+}
+
+
+# ------------------------------------------------------------------ bytes
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+class _Reader:
+    """Bounds-checked reader over a payload: every failure is a ValueError."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.pos = 0
+
+    def remaining(self) -> int:
+        return len(self.data) - self.pos
+
+    def byte(self) -> int:
+        if self.pos >= len(self.data):
+            raise ValueError(f"payload truncated at byte {self.pos}")
+        v = self.data[self.pos]
+        self.pos += 1
+        return v
+
+    def varint(self, limit: int = 1 << 63) -> int:
+        v, shift = 0, 0
+        while True:
+            b = self.byte()
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                break
+            if shift > 63:
+                raise ValueError(f"overlong varint at byte {self.pos}")
+        if v > limit:
+            raise ValueError(f"declared size {v} at byte {self.pos} exceeds its bound {limit}")
+        return v
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or n > self.remaining():
+            raise ValueError(f"payload declares {n} bytes at byte {self.pos}, "
+                             f"{self.remaining()} remain")
+        out = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+
+# ------------------------------------------------------------- predictors
+_PRED_FIXED, _PRED_LINEAR = 1, 2
+
+
+def _predict(x: np.ndarray, preset: _Preset) -> tuple[np.ndarray, bytes]:
+    """Residuals and the predictor section."""
+    if preset.predictor == "fixed":
+        pf = P.FixedPredictor(preset.block_size)
+        r, side = pf.encode(x)
+        head = bytes([_PRED_FIXED]) + _varint(preset.block_size)
+    else:
+        pl = P.LinearPredictor(preset.block_size, preset.lpc_orders)
+        r, side = pl.encode(x)
+        head = bytes([_PRED_LINEAR]) + _varint(preset.block_size)
+    return r, head + np.asarray(side, np.uint8).tobytes()
+
+
+def _unpredict(r: np.ndarray, section: bytes) -> np.ndarray:
+    rd = _Reader(section)
+    kind = rd.byte()
+    block = rd.varint(1 << 24)
+    if block < 1:
+        raise ValueError("predictor block size 0")
+    side = np.frombuffer(section[rd.pos:], np.uint8)
+    if kind == _PRED_FIXED:
+        return P.FixedPredictor(block).decode(r, side)
+    if kind == _PRED_LINEAR:
+        return P.LinearPredictor(block).decode(r, side)
+    raise ValueError(f"unknown predictor kind {kind}")
+
+
+# ------------------------------------------------------------ entropy part
+def _thresholds(stat: np.ndarray, n_contexts: int) -> np.ndarray:
+    """Bin edges (strictly increasing, 1..255) cutting ``stat`` into about equal bins."""
+    if n_contexts <= 1 or stat.size == 0:
+        return np.zeros(0, np.int64)
+    qs = np.quantile(stat, np.arange(1, n_contexts) / n_contexts, method="higher")
+    return np.unique(np.clip(qs.astype(np.int64), 1, 255))
+
+
+def _fit_tables(tokens: np.ndarray, stat: np.ndarray, width: int, contexts) -> tuple:
+    """Best (bits, thresholds, codes, freqs) over the context counts tried."""
+    best: Any = None
+    for c in contexts:
+        th = _thresholds(stat, c)
+        cmap = E.context_map(th)
+        nc = th.size + 1
+        counts = np.bincount(cmap[stat] * width + tokens, minlength=nc * width).reshape(nc, width)
+        q = E.quantize_counts(counts)
+        f = E.freqs_from_code_rows(q)
+        table = E.write_codes(q)
+        bits = E.coded_bits(counts, f) + 8 * (len(table) + nc)
+        if best is None or bits < best[0]:
+            best = (bits, th, q, f, table)
+    return best
+
+
+def _entropy_part(z: np.ndarray, preset: _Preset) -> bytes:
+    """The hybrid/context/rANS sections for zigzagged residuals ``z`` (uint64)."""
+    best: Any = None
+    for k, msb in preset.hybrid:
+        tokens, nbits = E.hybrid_split(z, k, msb)
+        width = int(tokens.max()) + 1
+        bl = E.token_bitlen(k, msb, width)
+        stat = E.context_stat(tokens, bl)
+        bits, th, q, f, table = _fit_tables(tokens, stat, width, preset.contexts)
+        bits += float(nbits.sum(dtype=np.int64))
+        if best is None or bits < best[0]:
+            best = (bits, k, msb, tokens, nbits, stat, th, f, table, width)
+    _, k, msb, tokens, nbits, stat, th, f, table, width = best
+    cum, _ = E.build_tables(f)
+    words = E.rans_encode_ctx(tokens, stat, E.context_map(th), f, cum)
+    raw, total = E.pack_raw_bits(z, nbits)
+    return b"".join([bytes([k << 4 | msb, th.size + 1]), th.astype(np.uint8).tobytes(),
+                     _varint(width), _varint(len(table)), table.tobytes(),
+                     _varint(words.size), words.astype("<u2").tobytes(),
+                     raw.astype("<u8").tobytes()[:(total + 7) // 8]])
+
+
+def _decode_tokens(rd: _Reader, n: int, k: int, msb: int, cmap, freqs, cum, lookup) -> np.ndarray:
+    """rANS words and raw bits from ``rd`` to zigzagged residuals (uint64)."""
+    n_words = rd.varint(rd.remaining() // 2)
+    words = np.frombuffer(rd.take(2 * n_words), "<u2").astype(np.uint16)
+    if n * E.MIN_TOKEN_BITS > 16 * n_words + 64:
+        raise ValueError(f"{n} samples cannot fit in {n_words} rANS words")
+    bl = E.token_bitlen(k, msb, freqs.shape[1])
+    tokens, ok = E.rans_decode_ctx(words, n, bl, cmap, freqs, cum, lookup)
+    if not ok:
+        raise ValueError("inconsistent rANS stream")
+    need = int(E.token_raw_bits(k, msb, freqs.shape[1])[tokens].sum())
+    rest = rd.take(rd.remaining())
+    if len(rest) != (need + 7) // 8:
+        raise ValueError(f"raw bits: {len(rest)} bytes, the tokens need {(need + 7) // 8}")
+    raw = np.frombuffer(rest + bytes(-len(rest) % 8), "<u8").astype(np.uint64)
+    z, ok = E.hybrid_merge(tokens, k, msb, raw, need)
+    if not ok:
+        raise ValueError("inconsistent raw bits")
+    return z
+
+
+# ------------------------------------------------------------------ model
+@dataclass
+class ChannelModel:
+    """A trained per-channel codec: predictor and static entropy tables.
+
+    Built by :func:`fit_channel_model`; payloads made with it
+    (``encode_channel(x, model=m)``) carry no tables and decode only with it.
+
+    Attributes
+    ----------
+    coefs : ndarray of int64, shape (order,)
+        Integer LPC coefficients (``x[i-1], x[i-2], ...``), prediction ``(coefs . past) >> shift``.
+    shift : int
+    k, msb : int
+        Hybrid-integer parameters of the tables.
+    thresholds : ndarray of int64
+        Context bin edges (n_contexts - 1).
+    codes : ndarray of int64, shape (n_contexts, alphabet_size(k, msb))
+        Log-scale frequency codes (every token has a nonzero code: unseen residuals stay codable).
+    """
+
+    coefs: np.ndarray
+    shift: int
+    k: int
+    msb: int
+    thresholds: np.ndarray
+    codes: np.ndarray
+    _tables: Any = field(default=None, repr=False, compare=False)
+
+    def tables(self):
+        if self._tables is None:
+            f = E.freqs_from_code_rows(self.codes)
+            cum, lookup = E.build_tables(f)
+            self._tables = (E.context_map(self.thresholds), f, cum, lookup)
+        return self._tables
+
+    def get_config(self) -> dict[str, Any]:
+        """Plain JSON: ``{"kind": "channel_model", ...}`` with arrays as lists or base64."""
+        return {"kind": "channel_model", "coefs": [int(c) for c in self.coefs], "shift": self.shift,
+                "k": self.k, "msb": self.msb, "thresholds": [int(t) for t in self.thresholds],
+                "codes": base64.b64encode(self.codes.astype(np.uint8).tobytes()).decode(),
+                "n_contexts": int(self.codes.shape[0])}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> ChannelModel:
+        """Rebuild from :meth:`get_config`; ValueError on an inconsistent config."""
+        try:
+            k, msb = int(config["k"]), int(config["msb"])
+            if not (0 <= k <= E.MAX_K and 0 <= msb <= min(k, E.MAX_MSB)):
+                raise ValueError(f"bad hybrid parameters k={k}, msb={msb}")
+            th = np.array(config["thresholds"], np.int64)
+            nc = int(config["n_contexts"])
+            if th.size != nc - 1 or not 1 <= nc <= E.MAX_CONTEXTS:
+                raise ValueError("thresholds do not match n_contexts")
+            if th.size and (np.any(np.diff(th) <= 0) or th.min() < 1 or th.max() > 255):
+                raise ValueError("thresholds must be increasing in 1..255")
+            raw = base64.b64decode(config["codes"], validate=True)
+            width = E.alphabet_size(k, msb)
+            if len(raw) != nc * width:
+                raise ValueError(f"codes: {len(raw)} bytes, expected {nc * width}")
+            codes = np.frombuffer(raw, np.uint8).astype(np.int64).reshape(nc, width)
+            if codes.max(initial=0) > E.MAX_QCODE or np.any(codes == 0):
+                raise ValueError("codes out of range (every token needs a nonzero code)")
+            coefs = np.array(config["coefs"], np.int64)
+            shift = int(config["shift"])
+            if coefs.ndim != 1 or coefs.size > 32 or not 0 <= shift <= 30 or \
+                    (coefs.size and np.abs(coefs).max() >= 1 << 20):
+                raise ValueError("bad predictor coefficients")
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"malformed channel model config ({type(e).__name__}: {e})") from None
+        return cls(coefs, shift, k, msb, th, codes)
+
+    def content_id(self) -> str:
+        """SHA-256 (hex, first 16 digits) of the canonical JSON config."""
+        blob = json.dumps(self.get_config(), sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _model_residual(x: np.ndarray, m: ChannelModel) -> np.ndarray:
+    out = np.empty_like(x)
+    P.model_lpc_residual(x, m.coefs, m.shift, out)
+    return out
+
+
+def fit_channel_model(signals: list[np.ndarray], *, order: int = 16, n_contexts: int = 8,
+                      k: int = 4, msb: int = 2, precision: int = 14) -> ChannelModel:
+    """Fit a channel model on a corpus of recordings of one kind of source.
+
+    Parameters
+    ----------
+    signals : list of 1-D int64 arrays
+        The training recordings (any lengths).
+    order : int, default 16
+        LPC order of the shared predictor (0: second differences only).
+    n_contexts : int, default 8
+        Context bins of the entropy tables.
+    k, msb : int
+        Hybrid-integer parameters.
+    precision : int, default 14
+        Bits of the largest quantized LPC coefficient.
+
+    Returns
+    -------
+    ChannelModel
+
+    Notes
+    -----
+    The predictor is least squares over all recordings (normal equations of
+    the stacked lagged samples), quantized as FLAC quantizes LPC coefficients.
+    Tables get every token of the alphabet a nonzero frequency (an escape):
+    any int64 input stays codable.
+    """
+    xs = [np.asarray(s, np.int64) for s in signals if np.asarray(s).size]
+    coefs, shift = P.fit_lpc_corpus(xs, order, precision)
+    m = ChannelModel(coefs, shift, k, msb, np.zeros(0, np.int64),
+                     np.ones((1, E.alphabet_size(k, msb)), np.int64))
+    width = E.alphabet_size(k, msb)
+    toks, stats = [], []
+    for x in xs:
+        z = P.zigzag(_model_residual(x, m)).view(np.uint64)
+        t, _ = E.hybrid_split(z, k, msb)
+        toks.append(t)
+        stats.append(E.context_stat(t, E.token_bitlen(k, msb, width)))
+    tokens = np.concatenate(toks) if toks else np.zeros(0, np.int32)
+    stat = np.concatenate(stats) if stats else np.zeros(0, np.int64)
+    th = _thresholds(stat, n_contexts)
+    cmap = E.context_map(th)
+    counts = np.bincount(cmap[stat] * width + tokens,
+                         minlength=(th.size + 1) * width).reshape(th.size + 1, width)
+    # escape: every token gets at least a small share (additive smoothing)
+    codes = E.quantize_counts(counts.astype(np.float64) + 0.5)
+    codes = np.maximum(codes, 1)
+    return ChannelModel(coefs, shift, k, msb, th, codes)
+
+
+# ------------------------------------------------------------------ API
+def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None = None) -> bytes:
+    """Code one channel of integers into a self-contained payload.
+
+    Parameters
+    ----------
+    x : array-like of int, shape (n,)
+        Any int64 values (the full range, constants, empty). uint64 data
+        should be passed as its int64 bit pattern (``x.view(np.int64)``).
+    level : int, default 5
+        0 (fastest) .. 9 (smallest).
+    model : ChannelModel, optional
+        A trained model: the payload then holds only the coded residuals
+        (for short packets); decode it with the same model.
+
+    Returns
+    -------
+    bytes
+        The payload; it does not store ``n``.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not 1-D integer data or ``level`` is out of range.
+    """
+    x = np.asarray(x)
+    if x.ndim != 1:
+        raise ValueError(f"a channel is 1-D, got shape {x.shape}")
+    if x.size and x.dtype.kind not in "iu":
+        raise ValueError(f"a channel holds integers, got {x.dtype}")
+    if x.dtype == np.uint64:
+        x = x.view(np.int64)
+    x = x.astype(np.int64)
+    if not 0 <= level <= MAX_LEVEL:
+        raise ValueError(f"level must be in 0..{MAX_LEVEL}, got {level}")
+    raw = bytes([RAW]) + x.astype("<i8").tobytes()
+    if model is not None:
+        cmap, f, cum, _ = model.tables()
+        z = P.zigzag(_model_residual(x, model)).view(np.uint64)
+        tokens, nbits = E.hybrid_split(z, model.k, model.msb)
+        stat = E.context_stat(tokens, E.token_bitlen(model.k, model.msb, f.shape[1]))
+        words = E.rans_encode_ctx(tokens, stat, cmap, f, cum)
+        rb, total = E.pack_raw_bits(z, nbits)
+        out = b"".join([bytes([MODEL]), _varint(words.size), words.astype("<u2").tobytes(),
+                        rb.astype("<u8").tobytes()[:(total + 7) // 8]])
+        return out if len(out) < len(raw) else raw
+    if x.size == 0:
+        return bytes([RAW])
+    if x.size == 1 or (x == x[0]).all():
+        v = int(x[0])
+        return bytes([CONST]) + _varint((v << 1) ^ (v >> 63) if v >= 0 else ((-v) << 1) - 1)
+    preset = PRESETS[level]
+    r, pred = _predict(x, preset)
+    z = P.zigzag(r).view(np.uint64)
+    out = bytes([CODED]) + _varint(len(pred)) + pred + _entropy_part(z, preset)
+    return out if len(out) < len(raw) else raw
+
+
+def decode_channel(payload: bytes, n: int, *, model: ChannelModel | None = None) -> np.ndarray:
+    """Decode a payload of :func:`encode_channel` back to its ``n`` samples (int64).
+
+    Parameters
+    ----------
+    payload : bytes
+    n : int
+        The sample count (kept by the container).
+    model : ChannelModel, optional
+        Needed for payloads made with a model.
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+
+    Raises
+    ------
+    ValueError
+        If the payload is truncated, inconsistent, made with a model not
+        given, or cannot hold ``n`` samples. Sizes are checked against the
+        bytes that remain before anything is allocated.
+    """
+    payload = bytes(payload)
+    n = int(n)
+    if n < 0:
+        raise ValueError(f"negative sample count {n}")
+    rd = _Reader(payload)
+    mode = rd.byte()
+    if mode == RAW:
+        body = rd.take(rd.remaining())
+        if len(body) != 8 * n:
+            raise ValueError(f"raw payload holds {len(body)} bytes, {8 * n} expected")
+        return np.frombuffer(body, "<i8").astype(np.int64)
+    if mode == CONST:
+        u = rd.varint(1 << 64)
+        if rd.remaining() or n < 1 or u >= 1 << 64:
+            raise ValueError("malformed constant payload")
+        v = (u >> 1) ^ -(u & 1)
+        return np.full(n, v, np.int64)
+    if mode == MODEL:
+        if model is None:
+            raise ValueError("this payload was made with a channel model; pass model=")
+        cmap, f, cum, lookup = model.tables()
+        z = _decode_tokens(rd, n, model.k, model.msb, cmap, f, cum, lookup)
+        out = np.empty(n, np.int64)
+        P.model_lpc_inverse(P.unzigzag(z.view(np.int64)), model.coefs, model.shift, out)
+        return out
+    if mode != CODED:
+        raise ValueError(f"unknown payload mode {mode}")
+    pred = rd.take(rd.varint(rd.remaining()))
+    hk = rd.byte()
+    k, msb = hk >> 4, hk & 15
+    if k > E.MAX_K or msb > min(k, E.MAX_MSB):
+        raise ValueError(f"bad hybrid parameters k={k}, msb={msb}")
+    nc = rd.byte()
+    if not 1 <= nc <= E.MAX_CONTEXTS:
+        raise ValueError(f"bad context count {nc}")
+    th = np.frombuffer(rd.take(nc - 1), np.uint8).astype(np.int64)
+    if th.size and (np.any(np.diff(th) <= 0) or th[0] < 1):
+        raise ValueError("context thresholds are not increasing")
+    width = rd.varint(E.alphabet_size(k, msb))
+    if width < 1:
+        raise ValueError("empty token table")
+    table = np.frombuffer(rd.take(rd.varint(rd.remaining())), np.uint8)
+    q, used, ok = E.read_codes(table, nc, width)
+    if not ok or used != table.size:
+        raise ValueError("inconsistent token tables")
+    f = E.freqs_from_code_rows(q)
+    cum, lookup = E.build_tables(f)
+    z = _decode_tokens(rd, n, k, msb, E.context_map(th), f, cum, lookup)
+    return _unpredict(P.unzigzag(z.view(np.int64)), pred)

@@ -1,0 +1,145 @@
+"""Round trips and damage for the per-channel payload (signals.channel)."""
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from signals.channel import (
+    ChannelModel,
+    decode_channel,
+    encode_channel,
+    fit_channel_model,
+)
+
+I64 = st.integers(-2**63, 2**63 - 1)
+any_ints = arrays(np.int64, st.integers(0, 200), elements=I64)
+small_walk = arrays(np.int64, st.integers(0, 300), elements=st.integers(-40, 40)).map(np.cumsum)
+
+
+def extremes():
+    """Arrays that hit the edges of int64, int32 and uint64-as-int64."""
+    i64 = np.iinfo(np.int64)
+    i32 = np.iinfo(np.int32)
+    return [
+        np.zeros(0, np.int64), np.array([0]), np.array([i64.min]), np.array([i64.max]),
+        np.full(1000, i64.min), np.array([i64.min, i64.max] * 50),
+        np.array([i32.min, i32.max] * 50, np.int64),
+        np.array([0, 2**64 - 1, 2**63, 1], np.uint64).view(np.int64),
+        np.array([0, 2**28, 0, 2**28]),
+        np.arange(-5000, 5000) * (2**40 + 3),
+    ]
+
+
+@pytest.mark.parametrize("level", range(10))
+def test_extremes_round_trip(level):
+    for x in extremes():
+        p = encode_channel(x, level=level)
+        assert np.array_equal(decode_channel(p, x.size), x)
+
+
+@settings(max_examples=150, deadline=None)
+@given(x=st.one_of(any_ints, small_walk), level=st.integers(0, 9))
+def test_round_trip_any_values(x, level):
+    p = encode_channel(x, level=level)
+    y = decode_channel(p, x.size)
+    assert y.dtype == np.int64 and np.array_equal(y, x)
+
+
+def test_golden_small_cases():
+    assert encode_channel(np.zeros(0, np.int64)) == b"\x00"
+    # a constant: mode 1 and the zigzag varint (-3 -> 5)
+    assert encode_channel(np.full(7, -3)) == b"\x01\x05"
+    assert decode_channel(b"\x01\x05", 7).tolist() == [-3] * 7
+    # raw fallback for incompressible data: mode 0, then little-endian int64
+    x = np.array([1, -2**63])
+    assert decode_channel(b"\x00" + x.astype("<i8").tobytes(), 2).tolist() == x.tolist()
+
+
+def test_compresses_a_smooth_signal():
+    t = np.arange(20000)
+    x = np.round(1000 * np.sin(t / 50)).astype(np.int64)
+    assert len(encode_channel(x)) * 8 / x.size < 3.0
+
+
+@pytest.fixture(scope="module")
+def model():
+    rng = np.random.default_rng(0)
+    train = [np.cumsum(rng.integers(-20, 21, 3000)) for _ in range(4)]
+    return fit_channel_model(train)
+
+
+@settings(max_examples=100, deadline=None)
+@given(x=st.one_of(any_ints, small_walk))
+def test_model_round_trip(model, x):
+    p = encode_channel(x, model=model)
+    assert np.array_equal(decode_channel(p, x.size, model=model), x)
+
+
+def test_model_config_round_trip(model):
+    cfg = json.loads(json.dumps(model.get_config()))
+    m2 = ChannelModel.from_config(cfg)
+    assert m2.content_id() == model.content_id()
+    x = np.cumsum(np.random.default_rng(1).integers(-20, 21, 256))
+    p = encode_channel(x, model=model)
+    assert np.array_equal(decode_channel(p, 256, model=m2), x)
+    assert len(p) * 8 / 256 < 7.5  # no tables in the packet
+
+
+def test_model_payload_needs_the_model(model):
+    x = np.cumsum(np.random.default_rng(2).integers(-20, 21, 256))
+    with pytest.raises(ValueError, match="model"):
+        decode_channel(encode_channel(x, model=model), 256)
+
+
+@pytest.mark.parametrize("bad", [{"k": 99}, {"codes": "!!"}, {"thresholds": [5, 3]}, {"coefs": "x"}])
+def test_bad_model_config_raises(model, bad):
+    cfg = {**model.get_config(), **bad}
+    with pytest.raises(ValueError):
+        ChannelModel.from_config(cfg)
+
+
+def _payloads():
+    rng = np.random.default_rng(3)
+    x = np.cumsum(rng.integers(-30, 31, 3000))
+    return x, [encode_channel(x, level=lv) for lv in (0, 5, 9)]
+
+
+def test_damaged_payloads_raise_value_error():
+    x, payloads = _payloads()
+    rng = np.random.default_rng(4)
+    for p in payloads:
+        for cut in range(0, len(p), max(1, len(p) // 40)):  # truncations
+            with pytest.raises(ValueError):
+                decode_channel(p[:cut], x.size)
+        with pytest.raises(ValueError):
+            decode_channel(p + b"\x00", x.size)
+        for _ in range(200):  # random byte flips: an error or (rarely) other samples, never a crash
+            b = bytearray(p)
+            i = int(rng.integers(len(b)))
+            b[i] ^= int(rng.integers(1, 256))
+            try:
+                y = decode_channel(bytes(b), x.size)
+            except ValueError:
+                continue
+            assert y.shape == x.shape
+
+
+def test_wrong_counts_raise():
+    x, payloads = _payloads()
+    for p in payloads:
+        for n in (0, x.size - 1, x.size + 1, 10**15):
+            with pytest.raises(ValueError):
+                decode_channel(p, n)
+
+
+def test_not_integers_raise():
+    with pytest.raises(ValueError):
+        encode_channel(np.array([0.5, 1.0]))
+    with pytest.raises(ValueError):
+        encode_channel(np.zeros((2, 2), np.int64))
+    with pytest.raises(ValueError):
+        encode_channel(np.arange(5), level=10)
