@@ -30,6 +30,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -397,7 +398,7 @@ def _pattern(fields: list[str]) -> list[str]:
 
 def _head_lines(text: bytes, start: int, count: int) -> list[tuple[int, bytes]]:
     """Up to ``count`` lines from byte ``start``: (start offset, line with its ending)."""
-    out = []
+    out: list[tuple[int, bytes]] = []
     pos = start
     n = len(text)
     while pos < n and len(out) < count:
@@ -493,7 +494,8 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
         k = 0
         while k < len(counts_all) and counts_all[k] != width:
             k += 1
-        if 0 < k <= 8 and all(c == width for c in counts_all[k:]):
+        below = len(counts_all) - k
+        if 0 < k <= 8 and below >= 3 and below > k and all(c == width for c in counts_all[k:]):
             first_off = sample[k][0]
             preamble += [ln for o, ln in head[i:] if o < first_off]
             i = next(j for j, (o, _) in enumerate(head) if o == first_off)
@@ -712,12 +714,189 @@ def _code_decimal(b: _Builder, name: str, col: pa.Array) -> dict | None:
     return spec
 
 
+_TIME_RE = re.compile(
+    r"^(?:(?P<date>(?P<g1>D{4})(?P<s1>[-/.])(?P<g2>DD)(?P=s1)(?P<g3>DD)"
+    r"|(?P<g1b>DD)(?P<s1b>[-/.])(?P<g2b>DD)(?P=s1b)(?P<g3b>D{4}))(?P<sep>[ T])?)?"
+    r"(?P<time>(?P<h>D{1,2}):(?P<mi>DD)(?::(?P<sec>DD)(?:[.,](?P<frac>D{1,9}))?)?)?"
+    r"(?P<tail>[^D]*)$")
+
+
+def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Days since 1970-01-01 of proleptic Gregorian dates (H. Hinnant, "chrono-Compatible
+    Low-Level Date Algorithms", https://howardhinnant.github.io/date_algorithms.html)."""
+    y = y - (m <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * np.where(m > 2, m - 3, m + 9) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+def _civil_from_days(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inverse of ``_days_from_civil``: (year, month, day)."""
+    z = z + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    y = yoe + era * 400
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d = doy - (153 * mp + 2) // 5 + 1
+    m = np.where(mp < 10, mp + 3, mp - 9)
+    return y + (m <= 2), m, d
+
+
+def _time_fields(template: str) -> dict | None:
+    """Field positions of a fixed-width date/time template (``D`` for a digit), or None."""
+    mt = _TIME_RE.match(template)
+    if mt is None or not (mt["date"] or mt["time"]):
+        return None
+    if mt["date"] and mt["time"] and not mt["sep"]:
+        return None
+    f: dict[str, Any] = {}
+    if mt["g1"]:
+        f["order"] = "ymd"
+        spans = [mt.span("g1"), mt.span("g2"), mt.span("g3")]
+    elif mt["g1b"]:
+        f["order"] = "?dy"
+        spans = [mt.span("g1b"), mt.span("g2b"), mt.span("g3b")]
+    else:
+        spans = []
+    f["date"] = spans
+    f["time"] = [mt.span(k) for k in ("h", "mi", "sec", "frac") if mt[k]]
+    return f
+
+
+def _digits_at(M: np.ndarray, span: tuple[int, int]) -> np.ndarray:
+    a, e = span
+    v = np.zeros(M.shape[0], np.int64)
+    for p in range(a, e):
+        v = v * 10 + (M[:, p].astype(np.int64) - 48)
+    return v
+
+
+def _put_digits(M: np.ndarray, span: tuple[int, int], v: np.ndarray) -> None:
+    a, e = span
+    v = np.abs(v)
+    for p in range(e - 1, a - 1, -1):
+        M[:, p] = 48 + v % 10
+        v = v // 10
+
+
+def _time_values(M: np.ndarray, f: dict) -> np.ndarray:
+    """int64 counts of the template's finest unit (days, minutes, seconds or 10**-k s)."""
+    n = M.shape[0]
+    v = np.zeros(n, np.int64)
+    if f["date"]:
+        g = [_digits_at(M, sp) for sp in f["date"]]
+        y, m, d = (g[0], g[1], g[2]) if f["order"] == "ymd" else \
+            (g[2], g[0], g[1]) if f["order"] == "mdy" else (g[2], g[1], g[0])
+        v = _days_from_civil(y, m, d)
+    t = f["time"]
+    if t:
+        v = v * 24 + _digits_at(M, t[0])
+        v = v * 60 + _digits_at(M, t[1])
+        if len(t) > 2:
+            v = v * 60 + _digits_at(M, t[2])
+        if len(t) > 3:
+            v = v * 10 ** (t[3][1] - t[3][0]) + _digits_at(M, t[3])
+    return v
+
+
+def _time_print(v: np.ndarray, f: dict, template: bytes) -> np.ndarray:
+    """The (n, width) uint8 text of values printed into the template."""
+    M = np.empty((v.size, len(template)), np.uint8)
+    M[:] = np.frombuffer(template, np.uint8)
+    t = f["time"]
+    if t:
+        if len(t) > 3:
+            k = 10 ** (t[3][1] - t[3][0])
+            _put_digits(M, t[3], v % k)
+            v = v // k
+        if len(t) > 2:
+            _put_digits(M, t[2], v % 60)
+            v = v // 60
+        _put_digits(M, t[1], v % 60)
+        v = v // 60
+        if f["date"]:
+            _put_digits(M, t[0], v % 24)
+            v = v // 24
+        else:
+            _put_digits(M, t[0], v)
+    if f["date"]:
+        y, m, d = _civil_from_days(v)
+        order = {"ymd": (y, m, d), "mdy": (m, d, y), "dmy": (d, m, y)}[f["order"]]
+        for sp, g in zip(f["date"], order):
+            _put_digits(M, sp, g)
+    return M
+
+
 def _code_time(b: _Builder, name: str, col: pa.Array) -> dict | None:
-    return None
+    """A fixed-width date, time or date-time column as int64 counts of its finest unit."""
+    offs, data = _binary_buffers(col)
+    n = offs.size - 1
+    if n == 0:
+        return None
+    lens = np.diff(offs)
+    w = int(np.argmax(np.bincount(np.minimum(lens, 64))))
+    if not 4 <= w < 64:
+        return None
+    rows = np.flatnonzero(lens == w)
+    if rows.size * 2 < n:
+        return None
+    M = data[offs[rows][:, None] + np.arange(w)]
+    isdig = (M >= 48) & (M <= 57)
+    tmpl_dig = isdig[0]
+    same = (isdig == tmpl_dig).all(axis=1) & (M[:, ~tmpl_dig] == M[0, ~tmpl_dig]).all(axis=1)
+    template_text = "".join("D" if dg else chr(c) for dg, c in zip(tmpl_dig, M[0]))
+    f = _time_fields(template_text)
+    if f is None:
+        return None
+    if f["date"] and f["order"] == "?dy":
+        first = _digits_at(M[same], f["date"][0])
+        second = _digits_at(M[same], f["date"][1])
+        sep = template_text[2]
+        if (first > 12).any() and not (second > 12).any():
+            f["order"] = "dmy"
+        elif (second > 12).any() and not (first > 12).any():
+            f["order"] = "mdy"
+        else:
+            f["order"] = "mdy" if sep == "/" else "dmy"
+    values = np.zeros(n, np.int64)
+    ok = np.zeros(n, np.bool_)
+    vals = _time_values(M, f)
+    template = M[0].copy()
+    template[tmpl_dig] = 48
+    back = _time_print(vals, f, template.tobytes())
+    good = same & (back == M).all(axis=1)
+    values[rows] = vals
+    ok[rows] = good
+    if ok.sum() * 2 < n:
+        return None
+    spec: dict[str, Any] = {"kind": "time", "template": _s(template.tobytes()),
+                            "order": f.get("order"), "fields": {"date": f["date"], "time": f["time"]},
+                            "unit": ("days" if not f["time"] else "minutes" if len(f["time"]) == 2
+                                     else "seconds" if len(f["time"]) == 3
+                                     else f"1e-{f['time'][3][1] - f['time'][3][0]} s")}
+    spec["values"] = b.col(name, _ffill(values, ok))
+    _exceptions(b, name, col, ~ok, spec)
+    return spec
 
 
 def _print_time(spec: dict, ints: list[np.ndarray], skip: np.ndarray) -> pa.Array:
-    raise ValueError("corrupt CSV parts: time columns are not supported")
+    values = ints[spec["values"]]
+    if values.size != skip.size:
+        raise ValueError("corrupt CSV parts: time column length")
+    template = _b(spec["template"])
+    f = {"date": [tuple(x) for x in spec["fields"]["date"]],
+         "time": [tuple(x) for x in spec["fields"]["time"]], "order": spec["order"]}
+    if any(not 0 <= a < e <= len(template) for a, e in f["date"] + f["time"]):
+        raise ValueError("corrupt CSV parts: time field outside its template")
+    if f["date"] and f["order"] not in ("ymd", "mdy", "dmy"):
+        raise ValueError("corrupt CSV parts: unknown date order")
+    M = _time_print(values, f, template)
+    w = len(template)
+    return _from_buffers(np.arange(values.size + 1, dtype=np.int64) * w, M.reshape(-1))
 
 
 def _code_category(b: _Builder, name: str, col: pa.Array) -> dict:
