@@ -1,21 +1,23 @@
-"""Reading numeric columns of CSV files as signal channels."""
+"""Reading signal channels: numeric CSV columns (pyarrow), ``.npz``/``.npy`` arrays, PCM ``.wav``."""
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from .table import CsvError, Sniffed, _binary_buffers, _scan_decimals, parse_table, resolve_columns, sniff
 
-class CsvError(ValueError):
-    """A CSV file cannot be read as requested; the message names file, line, column."""
+__all__ = ["CsvChannels", "CsvError", "read_csv", "read_signal"]
 
 
 @dataclass
 class CsvChannels:
-    """Numeric columns of one CSV file.
+    """Numeric columns of one CSV file (or arrays of one ``.npz``/``.npy``/``.wav`` file).
 
     Attributes
     ----------
@@ -23,11 +25,22 @@ class CsvChannels:
     names : list of str
         Channel names: the header's, or ``"col<i>"`` (0-based) without a header.
     channels : list of ndarray, each of shape (n_rows,)
-        int64 where every value is an integer literal, else float64.
+        int64 where every value is an integer literal; for decimal columns
+        float64 (the nearest double to each decimal), or with
+        ``decimals="scaled"`` int64 counts of ``10**-scale``.
     skipped : list of str
         Non-numeric columns left out because they were not asked for.
     header : bool
-        Whether the first line was a header.
+        Whether the file has a header line.
+    scales : list of int
+        Decimals of each channel as written in the file (0 for integers):
+        ``channels[i] * 10**-scales[i]`` is the value when the channel is
+        scaled. ``-1`` where the text has no fixed scale (exponent forms,
+        19-digit integers), which are then float64.
+    scaled : list of bool
+        Whether each channel holds scaled integers (``decimals="scaled"``).
+    preamble : list of str
+        Lines above the header (metadata, comments), as read.
     """
 
     path: str
@@ -35,41 +48,81 @@ class CsvChannels:
     channels: list
     skipped: list = field(default_factory=list)
     header: bool = True
+    scales: list = field(default_factory=list)
+    scaled: list = field(default_factory=list)
+    preamble: list = field(default_factory=list)
 
 
-def _is_number(s: str) -> bool:
+_resolve = resolve_columns
+
+
+def _line_of(s: Sniffed, row: int) -> int:
+    """1-based file line of body row ``row`` (comment and blank lines counted)."""
+    return s.body_line + row + sum(1 for p, _ in s.inserted if p <= row)
+
+
+def _first_float(text: str) -> bool:
     try:
-        float(s)
+        float(text)
         return True
     except ValueError:
         return False
 
 
-def _resolve(spec, names, path, what):
-    """Map column names or 0-based indices to indices."""
-    out = []
-    for item in spec:
-        item = item.strip() if isinstance(item, str) else item
-        if isinstance(item, str) and item in names:
-            out.append(names.index(item))
-        elif isinstance(item, int) or (isinstance(item, str) and item.lstrip("-").isdigit()):
-            i = int(item)
-            if not 0 <= i < len(names):
-                raise CsvError(f"{path}: {what} index {i} is out of range "
-                               f"(the file has {len(names)} columns, 0..{len(names) - 1})")
-            out.append(i)
-        else:
-            raise CsvError(f"{path}: no column named {item!r} "
-                           f"(columns: {', '.join(names)})")
-    return out
+def _column(col: pa.Array, name: str, s: Sniffed, path: str,
+            decimals: str) -> tuple[np.ndarray, int, bool]:
+    """(values, scale, scaled) of one numeric column; raises CsvError naming the first bad cell."""
+    offs, data = _binary_buffers(col)
+    digits, dec, ok = _scan_decimals(offs, data)
+    p10 = 10 ** np.arange(19, dtype=np.int64)
+    if ok.all():
+        scale = int(dec.max()) if dec.size else 0
+        mag = np.abs(digits)
+        if scale == 0:
+            return digits, 0, False
+        if decimals == "scaled" and (mag < p10[18 - scale] * p10[dec]).all():
+            return digits * p10[scale - dec], scale, True
+        if (mag < 2**53).all():
+            # both exact in binary64: one correctly rounded division gives the nearest double
+            return digits / p10[dec].astype(np.float64), scale, False
+    else:
+        scale = -1
+    where = lambda r: f"{path}, line {_line_of(s, r)}, column {name!r}"  # noqa: E731
+    try:
+        x = pc.cast(col.cast(pa.string()), pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        for r in np.flatnonzero(~ok).tolist():
+            v = bytes(col[r].as_py()).decode("utf-8", "replace").strip()
+            if v == "":
+                raise CsvError(f"{where(r)}: missing value") from None
+            if not _first_float(v):
+                raise CsvError(f"{where(r)}: {v!r} is not a number") from None
+        raise CsvError(f"{path}, column {name!r}: cannot read as numbers") from None
+    bad = ~np.isfinite(x)
+    if bad.any():
+        r = int(np.argmax(bad))
+        v = bytes(col[r].as_py()).decode("utf-8", "replace")
+        raise CsvError(f"{where(r)}: non-finite value {v!r}")
+    if not ok.all() and (x == np.round(x)).all() and (np.abs(x) < 2**53).all() and \
+            not pc.any(pc.match_substring(col, ".")).as_py():
+        return x.astype(np.int64), 0, False
+    return x, (int(dec[ok].max()) if ok.any() and scale >= 0 else scale), False
 
 
-def read_csv(path, columns=None, exclude=None) -> CsvChannels:
-    """Read the numeric columns of a CSV file, one channel per column.
+def read_csv(path: str | Path, columns: list[str | int] | None = None,
+             exclude: list[str | int] | None = None, *, skip_rows: int | None = None,
+             comment: str | None = None, delimiter: str | None = None,
+             decimals: Literal["float", "scaled"] = "float") -> CsvChannels:
+    """Read the numeric columns of a CSV file, one channel per column (pyarrow's CSV reader).
 
-    The first line is a header when any of its fields is not a number.
-    Non-numeric columns (a timestamp, a text label) are skipped, and listed
-    in ``skipped``, unless asked for in ``columns``, which is then an error.
+    Lines above the header (a station line, ``#`` comments) are detected where
+    unambiguous, or skipped with ``skip_rows``; the delimiter is detected among
+    ``, \\t ; |``. The first line after them is a header when it has a field
+    that is not a number and does not look like the lines below it. Columns
+    whose first non-empty cell is not a number (a timestamp, a text label) are
+    skipped, and listed in ``skipped``, unless asked for in ``columns``, which
+    is then an error. A UTF-8 BOM, CRLF or CR line endings and quoted fields
+    (RFC 4180) are read as such.
 
     Parameters
     ----------
@@ -79,6 +132,17 @@ def read_csv(path, columns=None, exclude=None) -> CsvChannels:
         numeric column.
     exclude : sequence of str or int, optional
         Columns to leave out (by name or index) when ``columns`` is not given.
+    skip_rows : int, optional
+        Lines above the header to skip; default detected.
+    comment : str, optional
+        Lines starting with it are skipped wherever they are; default ``"#"``
+        when the first line starts with ``#``.
+    delimiter : str, optional
+        Field delimiter; default detected.
+    decimals : {"float", "scaled"}
+        Decimal columns as float64 (the nearest double to each value), or as
+        exact int64 counts of ``10**-scale`` (``scales`` gives the scale;
+        a column that needs more than 18 digits at one scale stays float64).
 
     Returns
     -------
@@ -89,75 +153,60 @@ def read_csv(path, columns=None, exclude=None) -> CsvChannels:
     CsvError
         On a missing, non-numeric or non-finite value in a numeric column
         (names file, line and column), a requested column that is missing or
-        not numeric, ragged rows, or a file with no data rows.
+        not numeric, a row with another number of fields (names the line), or
+        a file with no data rows.
     OSError
         If the file cannot be read.
     """
     path = str(path)
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = [(n, [v.strip() for v in row]) for n, row in enumerate(csv.reader(f), 1)
-                if any(v.strip() for v in row)]
-    if not rows:
-        raise CsvError(f"{path}: the file is empty")
-    first = rows[0][1]
-    header = any(v and not _is_number(v) for v in first)
-    names = first if header else [f"col{i}" for i in range(len(first))]
-    data = rows[1:] if header else rows
-    if not data:
-        raise CsvError(f"{path}: no data rows after the header")
-    for line, row in data:
-        if len(row) != len(names):
-            raise CsvError(f"{path}, line {line}: {len(row)} fields, expected {len(names)}")
+    with open(path, "rb") as f:
+        data = f.read()
+    s = sniff(data, skip_rows=skip_rows, comment=comment, delimiter=delimiter, path=path)
+    names = s.names
+    cols = parse_table(s, path)
+    if not cols or len(cols[0]) == 0:
+        raise CsvError(f"{path}: no data rows" + (" after the header" if s.header is not None else ""))
     if columns is not None and len(columns):
-        wanted = _resolve(columns, names, path, "column")
+        wanted = _resolve(list(columns), names, path, "column")
         explicit = True
     else:
-        dropped = set(_resolve(exclude or [], names, path, "excluded column"))
+        dropped = set(_resolve(list(exclude or []), names, path, "excluded column"))
         wanted = [i for i in range(len(names)) if i not in dropped]
         explicit = False
-    out_names, channels, skipped = [], [], []
+    out_names, channels, skipped, scales, scaled = [], [], [], [], []
     for c in wanted:
-        name = names[c]
-        values = [row[c] for _, row in data]
-        if values[0] and not _is_number(values[0]):
+        name, col = names[c], cols[c]
+        nonempty = pc.filter(col, pc.greater(pc.binary_length(col), 0))
+        first = bytes(nonempty[0].as_py()).decode("utf-8", "replace").strip() if len(nonempty) else ""
+        if first and not _first_float(first):
             if explicit:
-                raise CsvError(f"{path}, line {data[0][0]}, column {name!r}: the column is not "
-                               f"numeric (value {values[0]!r})")
+                r = int(np.argmax(np.diff(_binary_buffers(col)[0]) > 0))
+                raise CsvError(f"{path}, line {_line_of(s, r)}, column {name!r}: the column is not "
+                               f"numeric (value {first!r})")
             skipped.append(name)
             continue
-        channels.append(_parse_column(values, data, path, name))
+        x, scale, sc = _column(col, name, s, path, decimals)
+        channels.append(x)
         out_names.append(name)
+        scales.append(scale)
+        scaled.append(sc)
     if not channels:
         raise CsvError(f"{path}: no numeric columns to read"
                        + (f" (skipped: {', '.join(skipped)})" if skipped else ""))
-    return CsvChannels(path, out_names, channels, skipped, header)
+    return CsvChannels(path, out_names, channels, skipped, s.header is not None, scales, scaled,
+                       [x.decode("utf-8", "replace") for x in s.preamble])
 
 
-def _parse_column(values, data, path, name) -> np.ndarray:
-    arr = np.array(values)
-    try:
-        return arr.astype(np.int64)
-    except (ValueError, OverflowError):
-        pass
-    for k, v in enumerate(values):  # find the first bad value to name it
-        where = f"{path}, line {data[k][0]}, column {name!r}"
-        if v == "":
-            raise CsvError(f"{where}: missing value")
-        if not _is_number(v):
-            raise CsvError(f"{where}: {v!r} is not a number")
-        if not np.isfinite(float(v)):
-            raise CsvError(f"{where}: non-finite value {v!r}")
-    return arr.astype(np.float64)
-
-
-def read_signal(path, columns=None, exclude=None) -> CsvChannels:
+def read_signal(path: str | Path, columns: list[str | int] | None = None,
+                exclude: list[str | int] | None = None, **csv_options) -> CsvChannels:
     """Read channels from a CSV, NumPy ``.npz``/``.npy`` or PCM ``.wav`` file.
 
     ``.npz``: every 1-D array is a channel named by its key, every 2-D array
     (channels, samples) gives channels ``key:0``, ``key:1``, ...; ``.npy``
     likewise. ``.wav``: integer PCM (``wave`` module), channels
     ``ch0, ch1, ...``, in the file's sample width. ``columns``/``exclude``
-    select by name or index, as for CSV.
+    select by name or index, as for CSV; ``csv_options`` (``skip_rows``,
+    ``comment``, ``delimiter``, ``decimals``) go to ``read_csv``.
 
     Raises
     ------
@@ -167,7 +216,7 @@ def read_signal(path, columns=None, exclude=None) -> CsvChannels:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix in (".csv", ".txt", ".tsv") or suffix not in (".npz", ".npy", ".wav"):
-        return read_csv(path, columns=columns, exclude=exclude)
+        return read_csv(path, columns=columns, exclude=exclude, **csv_options)
     names, chans = [], []
     if suffix in (".npz", ".npy"):
         arrays = dict(np.load(path)) if suffix == ".npz" else {path.stem: np.load(path)}
@@ -205,4 +254,5 @@ def read_signal(path, columns=None, exclude=None) -> CsvChannels:
         dropped = set(_resolve(exclude or [], names, str(path), "excluded channel"))
         idx = [i for i in range(len(names)) if i not in dropped]
     return CsvChannels(str(path), [names[i] for i in idx], [np.asarray(chans[i]) for i in idx],
-                       [], header=False)
+                       [], header=False, scales=[0 if chans[i].dtype.kind in "iu" else -1 for i in idx],
+                       scaled=[False] * len(idx))
