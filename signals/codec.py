@@ -1,325 +1,358 @@
-"""The ``.ubpe`` signal container: compress and decompress sampled signals.
+"""The signal codec: arrays and files in, ``.ubpe`` containers out, and back.
 
-Pipeline, per channel: quantize (or keep integers exactly) -> reversible
-integer transform (prediction residuals, FLAC-style fixed or LPC) -> zigzag -> UBPE tokens (shortest
-segmentation) -> range coding with the channel's token frequencies
-(``constriction``'s ANS coder, Duda 2013). One UBPE vocabulary serves all
-channels.
+This module is the pipeline; each stage has its own module:
 
-File layout (little-endian)::
+1. reading (``readers.py``, ``table.py`` for exact CSV files);
+2. exact integer mapping (``intmap.py``: integer offsets, decimal scales,
+   IEEE bits) or, when asked, a quantizer (``quantize.py``, or ``max_error``);
+3. per channel, prediction, tokens and entropy coding, behind one call
+   (``channel.py``: ``encode_channel``/``decode_channel``);
+4. the container (``container.py``; byte layout in ``docs/format.md``).
 
-    magic      8 bytes  b"UBPE-SIG"
-    version    u16
-    meta_len   u32
-    meta       one zstd frame (with a fixed dictionary, ``_META_DICT``):
-               a JSON line (channels, quantizers, transform,
-               vocabulary size, byte lengths), the merges (int32 pairs in
-               rank order), then per channel its block orders (bytes) and its
-               token table (id gaps and counts, LEB128 varints)
-    payload    per channel, its ANS words (u32)
-    crc32      u32 over every byte before it
-
-Everything but the range-coded tokens shares one zstd frame, so a short
-recording pays a few dozen bytes of overhead, not a few hundred.
-
-A file whose checksum, magic, version or section lengths do not check out
-raises :class:`SignalFormatError`; it never decodes to wrong samples.
+Version-1 files are read by ``codec_v1.py``.
 """
 
 from __future__ import annotations
 
-import json
 import struct
-import warnings
 import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
 
 import numpy as np
-import zstandard
 
-from ubpe import Tokenizer, split_documents
-from ubpe.serialization import FormatError
+from . import container
+from .channel import decode_channel, encode_channel
+from .codec_v1 import decompress_v1, inspect_v1
+from .container import SignalFormatError
+from .intmap import describe, map_to_int64, unmap_from_int64
+from .quantize import Quantizer, quantizer_from_dict
 
-from .container import SignalFormatError, read_varints, write_varints
-from .entropy import ans_decode, ans_encode
-from .predict import Identity, LinearPredictor, predictor_from_config, unzigzag, zigzag
-from .quantize import Quantizer, UniformQuantizer, quantizer_from_dict
-from .tokens import tokenize_channels
+DEFAULT_LEVEL = 5
+MAX_SAMPLES = container.MAX_SAMPLES
 
-MAGIC = b"UBPE-SIG"
-VERSION = 1
-# zstd raw-content dictionary for the metadata frame: a typical header, so
-# that its JSON keys cost a few bytes, not a few hundred (short recordings).
-# Part of format version 1: never change it; a new one needs a new version.
-_META_DICT = zstandard.ZstdCompressionDict(
-    b'{"one_d":true,"transform":{"kind":"linear_predictor","block_size":4096,'
-    b'"lpc_orders":[8,16,24,32],"precision":14},"alphabet":1024,"merges":0,'
-    b'"doc_length":4096,"channels":[{"name":"ch0","n":1024,"tokens":1024,"table":58,'
-    b'"bytes":[2,58,61,492],"offset":-112,"quantizer":{"kind":"uniform","n_levels":1024,'
-    b'"lossless":[false],"range":[[0.0,1.0,1024]]}}]}'
-    b'{"kind":"fixed_predictor","block_size":256,"max_order":4}{"kind":"delta","order":1}'
-    b'{"kind":"none"}"bin_edges":[["codebook":[["mu":255.0"max_iter":30'
-    b'quantilegaussianmulawlloydmax',
-    dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-AUTO_MERGES = (0, 64, 256, 1024)
+__all__ = ["compress", "decompress", "inspect", "compress_stream", "decompress_stream",
+           "Column", "encode_columns", "decode_columns", "SignalFormatError", "DEFAULT_LEVEL"]
 
 
-class _Plan:
-    """What compress decided for each channel, before the entropy coding."""
+@dataclass
+class Column:
+    """One decoded column of a container.
 
-    def __init__(self, symbols, sides, quantizers, offsets):
-        self.symbols, self.sides = symbols, sides
-        self.quantizers, self.offsets = quantizers, offsets
+    Attributes
+    ----------
+    name : str
+    values : ndarray, shape (n,)
+        In the original dtype (lossless), or float64 for a quantized column.
+    max_error : float
+        0 for lossless; else the guaranteed bound on ``|x - x'|``.
+    map : dict
+        The mapping config from the header (for ``inspect``).
+    """
+
+    name: str
+    values: np.ndarray
+    max_error: float = 0.0
+    map: dict = field(default_factory=dict)
 
 
-def compress(x, *, quantizer: Quantizer | str | None = "auto", n_levels: int = 1024,
-             transform="auto", vocab_size="auto", n_candidates: int = 16,
-             doc_length: int = 4096, model=None, names=None) -> bytes:
-    """Compress a signal into a ``.ubpe`` container.
+# ---------------------------------------------------------------- encoding
+def _map_column(name: str, x: np.ndarray, quantizer: Quantizer | None,
+                max_error: float | None) -> tuple[np.ndarray, dict, bytes, float]:
+    """Values to int64: ``(ints, map config, exceptions, error bound)``."""
+    if x.ndim != 1:
+        raise ValueError(f"channel {name!r}: expected 1-D samples, got shape {x.shape}")
+    if x.dtype.kind not in "iuf" and x.dtype != np.bool_:
+        raise TypeError(f"channel {name!r}: samples must be numeric, got dtype {x.dtype}")
+    if quantizer is not None:
+        q = type(quantizer)(**quantizer.get_params()).fit(x)
+        try:
+            codes = q.encode(x).astype(np.int64)
+        except ValueError as e:
+            raise ValueError(f"channel {name!r}: {e}") from None
+        return codes, {"kind": "quantizer", "dtype": x.dtype.str, "quantizer": q.to_dict()}, \
+            b"", float(q.max_error_[0])
+    try:
+        m = map_to_int64(x, max_error=max_error)
+    except ValueError as e:
+        raise ValueError(f"channel {name!r}: {e}") from None
+    return m.ints, m.config, m.extra, float(max_error or 0.0)
+
+
+def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
+                   level: int = DEFAULT_LEVEL, max_error: float | None = None,
+                   quantizer: Quantizer | None = None, blobs: Iterable[bytes] = (),
+                   channel_options: dict | None = None) -> bytes:
+    """A version-2 container holding ``columns`` (and raw ``blobs``) under ``header``.
 
     Parameters
     ----------
-    x : array-like, shape (n_samples,) or (n_channels, n_samples), or a list of 1-D arrays
-        Samples (finite). Integer input is kept exactly unless a quantizer is given.
-    quantizer : "auto", a Quantizer, or None
-        "auto": integers kept exactly, floats through ``UniformQuantizer(n_levels)``
-        (fitted per channel). A Quantizer instance is fitted per channel.
-    n_levels : int, default 1024
-        Levels of the default quantizer.
-    transform : "auto", "none", or a transform from :mod:`signals.predict`
-        "auto" is ``LinearPredictor()``: per 4096-sample block, FLAC's fixed
-        predictors or a quantized LPC, whichever codes cheaper.
-    vocab_size : "auto" or int
-        UBPE vocabulary size, the residual alphabet included; "auto" tries
-        0, 64, 256 and 1024 merges and keeps the smallest file.
-    n_candidates : int, default 16
-        UBPE merges per training round.
-    doc_length : int, default 4096
-        Samples per UBPE document.
-    model : signals.SignalModel, optional
-        A model from ``ubpe build``: its quantizers and vocabulary are used as
-        they are (no transform, no training).
+    columns : list of (name, ndarray of shape (n,))
+        Numeric columns; each is mapped to int64 exactly (or quantized, if
+        asked) and coded as one channel payload.
+    header : dict
+        The source description (``source``, ``shape``, ``csv``...; see
+        ``docs/format.md``); ``columns`` and ``sections`` are filled here.
+    level : int
+        Speed/size trade-off passed to :func:`signals.channel.encode_channel`.
+    max_error, quantizer
+        Lossy coding, for every column (see :func:`compress`).
+    blobs : iterable of bytes
+        Extra byte strings stored after the columns (zstd), given back in
+        order by :func:`decode_columns`.
+    channel_options : dict, optional
+        Keyword options for :func:`signals.channel.encode_channel`.
+    """
+    sections: list[tuple[bytes, bytes]] = []
+    cols = []
+    for name, x in columns:
+        x = np.asarray(x)
+        if x.size > MAX_SAMPLES:
+            raise ValueError(f"channel {name!r}: {x.size:,} samples, above the limit of "
+                             f"{MAX_SAMPLES:,} per container (use compress_stream)")
+        ints, config, extra, bound = _map_column(name, x, quantizer, max_error)
+        col: dict[str, Any] = {"name": str(name), "kind": "samples", "n": int(x.size),
+                               "dtype": x.dtype.str, "map": config, "max_error": bound,
+                               "payload": len(sections), "extra": None}
+        sections.append((b"C", encode_channel(ints, level=level, **(channel_options or {}))))
+        if extra:
+            col["extra"] = len(sections)
+            sections.append((b"B", container.blob(extra)))
+        cols.append(col)
+    n_blobs = 0
+    for raw in blobs:
+        sections.append((b"B", container.blob(raw)))
+        n_blobs += 1
+    head = {**header, "columns": cols, "n_blobs": n_blobs}
+    return container.write_container(head, sections, sum(c["n"] for c in cols))
+
+
+def _check_column(c: Any, k: int, n_sections: int) -> None:
+    if not isinstance(c, dict):
+        raise SignalFormatError(f"header: column {k} is not an object")
+    for key, kind in (("name", str), ("n", int), ("map", dict), ("payload", int)):
+        if not isinstance(c.get(key), kind):
+            raise SignalFormatError(f"header: column {k} has no valid {key!r}")
+    if not 0 <= c["n"] <= MAX_SAMPLES:
+        raise SignalFormatError(f"header: column {c['name']!r} declares {c['n']:,} samples")
+    for key in ("payload", "extra"):
+        if c.get(key) is not None and not (isinstance(c[key], int) and 0 <= c[key] < n_sections):
+            raise SignalFormatError(f"header: column {c['name']!r} points to a missing section")
+
+
+def decode_columns(data: bytes) -> tuple[dict, list[Column], list[bytes]]:
+    """Inverse of :func:`encode_columns`: ``(header, columns, blobs)``.
+
+    Raises
+    ------
+    SignalFormatError
+        On any damage or inconsistency, naming the section or column.
+    """
+    header, sections, n_values = container.read_container(data)
+    columns: list[Column] = []
+    used = set()
+    for k, c in enumerate(header["columns"]):
+        _check_column(c, k, len(sections))
+        name = c["name"]
+        sec = sections[c["payload"]]
+        if sec.kind != b"C":
+            raise SignalFormatError(f"column {name!r}: section {c['payload']} is not a payload")
+        try:
+            ints = decode_channel(sec.body, c["n"])
+        except (ValueError, IndexError) as e:
+            raise SignalFormatError(f"column {name!r}, payload at byte {sec.offset}: {e}") from None
+        used.add(c["payload"])
+        extra = b""
+        if c.get("extra") is not None:
+            extra = container.read_blob(sections[c["extra"]].body, f"column {name!r} exceptions")
+            used.add(c["extra"])
+        try:
+            if c["map"].get("kind") == "quantizer":
+                values = quantizer_from_dict(c["map"]["quantizer"]).decode(ints)
+            else:
+                values = unmap_from_int64(ints, c["map"], extra)
+        except (ValueError, KeyError, TypeError) as e:
+            raise SignalFormatError(f"column {name!r}: bad mapping ({e})") from None
+        columns.append(Column(name, values, float(c.get("max_error") or 0.0), c["map"]))
+    if sum(c.values.size for c in columns) != n_values:
+        raise SignalFormatError(f"the end marker declares {n_values:,} values, the columns "
+                                f"hold {sum(c.values.size for c in columns):,}")
+    rest = [k for k in range(len(sections)) if k not in used]
+    if len(rest) != header.get("n_blobs", 0) or any(sections[k].kind != b"B" for k in rest):
+        raise SignalFormatError("header: the blob sections do not match the columns")
+    blobs = [container.read_blob(sections[k].body, f"blob at byte {sections[k].offset}")
+             for k in rest]
+    return header, columns, blobs
+
+
+# ---------------------------------------------------------------- arrays
+def compress(x, *, level: int = DEFAULT_LEVEL, max_error: float | None = None,
+             quantizer: Quantizer | None = None, names=None, meta: dict | None = None,
+             **channel_options) -> bytes:
+    """Compress sampled signals into a ``.ubpe`` container, lossless by default.
+
+    Parameters
+    ----------
+    x : array-like
+        A 1-D array (n_samples,), a 2-D array (n_channels, n_samples), a
+        list of 1-D arrays (lengths may differ), or a pandas Series or
+        DataFrame (columns are channels, names kept). Any integer dtype up
+        to 64 bits, bool, or float16/32/64.
+    level : int, default 5
+        Speed against size, as xz's and zstd's presets: see
+        :func:`signals.channel.encode_channel`.
+    max_error : float, optional
+        Lossy coding with ``max |x - x'| <= max_error`` per value (absolute
+        error bound, as SZ and ZFP give). Default: lossless, bit for bit.
+    quantizer : Quantizer, optional
+        Lossy coding through a quantizer fitted per channel (its error bound
+        is stored and reported by :func:`inspect`).
     names : list of str, optional
-        Channel names stored in the file.
+        Channel names (default: DataFrame columns, else ``ch0, ch1, ...``).
+    meta : dict, optional
+        JSON metadata stored as is (units, sampling rate, ...).
+    **channel_options
+        Passed to :func:`signals.channel.encode_channel`.
 
     Returns
     -------
     bytes
+        A version-2 container (``docs/format.md``).
 
     Raises
     ------
     ValueError
-        On non-finite samples, values outside a model's fitted range, or a
-        bad option.
+        On a bad option, a non-numeric channel, or names that do not match.
     """
-    one_d = isinstance(x, np.ndarray) and x.ndim == 1
-    chans = [np.asarray(c) for c in ([x] if one_d else list(np.asarray(x))
-                                     if isinstance(x, np.ndarray) else x)]
-    names = list(names) if names is not None else [f"ch{i}" for i in range(len(chans))]
+    chans, default_names, shape, axis = _channels_of(x)
+    names = list(names) if names is not None else (
+        default_names or [f"ch{i}" for i in range(len(chans))])
     if len(names) != len(chans):
         raise ValueError(f"{len(names)} names for {len(chans)} channels")
-    if model is not None:
-        quantizers = model.quantizers_
-        if len(quantizers) != len(chans):
-            raise ValueError(f"the model has {len(quantizers)} channels, the input {len(chans)}")
-        tf: Identity | LinearPredictor = Identity()
-    else:
-        tf = LinearPredictor() if transform == "auto" else (
-            Identity() if transform == "none" else transform)
-        quantizers = []
-        for c in chans:
-            if quantizer is None or (quantizer == "auto" and c.dtype.kind in "iu"):
-                quantizers.append(None)
-            else:
-                proto = UniformQuantizer(n_levels) if isinstance(quantizer, str) else quantizer
-                quantizers.append(type(proto)(**proto.get_params()).fit(c))
-    symbols, sides, offsets = [], [], []
-    for name, c, q in zip(names, chans, quantizers):
-        offsets.append(0)
-        if q is None:
-            if c.dtype.kind not in "iu":
-                raise ValueError(f"channel {name!r}: lossless coding needs integers, got {c.dtype}")
-            offsets[-1] = int(c.min()) if c.size else 0  # codes from 0, whatever the transform
-            codes = c.astype(np.int64) - offsets[-1]
-        else:
-            try:
-                codes = q.encode(c).astype(np.int64)
-            except ValueError as e:
-                raise ValueError(f"channel {name!r}: {e}") from None
-        r, side = tf.encode(codes)
-        symbols.append(r if isinstance(tf, Identity) else zigzag(r))
-        sides.append(side)
-    plan = _Plan(symbols, sides, quantizers, offsets)
-    if model is not None:
-        return _write(plan, names, tf, model.tokenizer_, doc_length, one_d)
-    alphabet = max(2, int(max((s.max() for s in symbols if s.size), default=0)) + 1)
-    sizes = AUTO_MERGES if vocab_size == "auto" else (int(vocab_size) - alphabet,)
-    if sizes[0] < 0:
-        raise ValueError(f"vocab_size {vocab_size} is smaller than the residual alphabet "
-                         f"({alphabet} symbols)")
-    best = None
-    docs = [d for s in symbols for d in split_documents(s, doc_length)]
-    for m in sizes:
-        tok = Tokenizer(alphabet, alphabet + m, n_candidates=n_candidates, token_order="rank",
-                        progress=False)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # small inputs support fewer merges
-            tok.fit(docs)
-        data = _write(plan, names, tf, tok, doc_length, one_d)
-        if best is None or len(data) < len(best):
-            best = data
-        if len(tok.merges_) < m:
-            break  # a larger vocabulary would learn nothing more
-    assert best is not None
-    return best
+    if max_error is not None and not (max_error >= 0 and np.isfinite(max_error)):
+        raise ValueError(f"max_error must be a finite number >= 0, got {max_error}")
+    header = {"source": "array" if shape is not None else "arrays", "shape": shape,
+              "axis": axis, "meta": meta or {}}
+    return encode_columns(list(zip(names, chans)), header, level=level, max_error=max_error,
+                          quantizer=quantizer, channel_options=channel_options)
 
 
-def _write(plan, names, tf, tok, doc_length, one_d) -> bytes:
-    tokens, pairs = tokenize_channels(tok, plan.symbols, doc_length)
-    blobs, payload, channels = [pairs.tobytes()], [], []
-    for name, toks, side, q, sym, offset in zip(names, tokens, plan.sides, plan.quantizers,
-                                                plan.symbols, plan.offsets):
-        table, counts, words = ans_encode(toks)
-        parts = [side.astype(np.uint8).tobytes(), write_varints(np.diff(table, prepend=0)),
-                 write_varints(counts)]
-        blobs += parts
-        payload.append(words.tobytes())
-        ch = {"name": name, "n": int(sym.size), "tokens": int(toks.size),
-              "table": int(table.size), "bytes": [len(p) for p in parts] + [len(payload[-1])]}
-        if q is None:
-            ch["offset"] = offset
-        else:
-            ch["quantizer"] = q.to_dict()
-        channels.append(ch)
-    header = {"one_d": bool(one_d), "transform": tf.get_config(), "alphabet": tok.alphabet_size,
-              "merges": int(len(pairs)), "doc_length": doc_length, "channels": channels}
-    meta = zstandard.ZstdCompressor(level=19, dict_data=_META_DICT, write_dict_id=False).compress(
-        json.dumps(header, separators=(",", ":")).encode() + b"\n" + b"".join(blobs))
-    body = MAGIC + struct.pack("<HI", VERSION, len(meta)) + meta + b"".join(payload)
-    return body + struct.pack("<I", zlib.crc32(body))
+def _channels_of(x) -> tuple[list[np.ndarray], list[str] | None, list[int] | None, int]:
+    """``(channels, names, shape to give back or None for a list, axis of the samples)``."""
+    if hasattr(x, "columns") and hasattr(x, "to_numpy"):  # pandas DataFrame: columns are channels
+        chans = [np.asarray(x[c].to_numpy()) for c in x.columns]
+        return chans, [str(c) for c in x.columns], None, 0
+    if hasattr(x, "to_numpy") and getattr(x, "ndim", 0) == 1:  # pandas Series
+        name = getattr(x, "name", None)
+        return [np.asarray(x.to_numpy())], [str(name)] if name is not None else None, None, 0
+    if isinstance(x, (list, tuple)):
+        chans = [np.asarray(c) for c in x]
+        if any(c.ndim != 1 for c in chans):
+            raise ValueError("a list of channels must hold 1-D arrays")
+        return chans, None, None, 0
+    arr = np.asarray(x)
+    if arr.ndim == 1:
+        return [arr], None, [int(arr.size)], 0
+    if arr.ndim == 2:
+        return list(arr), None, [int(d) for d in arr.shape], 0
+    raise ValueError(f"expected 1-D (n_samples,) or 2-D (n_channels, n_samples) samples, "
+                     f"got shape {arr.shape}")
 
 
-def _read_header(data: bytes):
-    """Check a container; returns (data, header, binary part of meta, payload start)."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"expected bytes, got {type(data).__name__}")
-    data = bytes(data)
-    if len(data) < len(MAGIC) or data[:len(MAGIC)] != MAGIC:
-        raise SignalFormatError("not a ubpe signal file (bad magic bytes)")
-    if len(data) < len(MAGIC) + 10:
-        raise SignalFormatError("truncated file: shorter than its fixed header")
-    (crc,) = struct.unpack("<I", data[-4:])
-    if zlib.crc32(data[:-4]) != crc:
-        raise SignalFormatError("checksum mismatch: the file is truncated or corrupted")
-    version, meta_len = struct.unpack("<HI", data[8:14])
-    if version > VERSION:
-        raise SignalFormatError(f"ubpe signal format version {version} is newer than this "
-                                f"ubpe reads (up to {VERSION}); upgrade ubpe")
-    try:
-        meta = zstandard.ZstdDecompressor(dict_data=_META_DICT).decompress(data[14:14 + meta_len])
-        line, _, binary = meta.partition(b"\n")
-        header = json.loads(line)
-    except (zstandard.ZstdError, ValueError) as e:
-        raise SignalFormatError(f"unreadable header ({e})") from None
-    return data, header, binary, 14 + meta_len
-
-
-def decompress(data: bytes):
-    """Decode a ``.ubpe`` container.
+def decompress(data: bytes) -> Any:
+    """Decode a ``.ubpe`` container (version 1 or 2) to what :func:`compress` took.
 
     Returns
     -------
-    ndarray
-        Shape (n_samples,) for a 1-D input, else (n_channels, n_samples);
-        int64 when every channel was kept exactly, else float64 (quantized
-        values). A list of 1-D arrays when channel lengths differ.
+    ndarray or list of ndarray
+        The array as given (shape and dtype), or a list of 1-D arrays for a
+        list input. Lossy columns come back as float64.
 
     Raises
     ------
     SignalFormatError
         On a foreign, truncated, corrupted or newer file.
+    TypeError
+        If ``data`` is not bytes.
     """
-    data, header, binary, pos = _read_header(data)
-    try:
-        tf = predictor_from_config(header["transform"])
-        a, m = header["alphabet"], header["merges"]
-        pairs = np.frombuffer(binary[:8 * m], np.int32).reshape(-1, 2)
-        if pairs.shape[0] != m:
-            raise SignalFormatError("truncated merges")
-        try:
-            tok = Tokenizer.from_merges(a, pairs)
-        except FormatError as e:
-            raise SignalFormatError(f"inconsistent merges ({e})") from None
-        bpos = 8 * m
-        out = []
-        for ch in header["channels"]:
-            n_orders, n_gaps, n_counts, n_words = ch["bytes"]
-            side = np.frombuffer(binary[bpos:bpos + n_orders], np.uint8)
-            bpos += n_orders
-            table = np.cumsum(read_varints(binary[bpos:bpos + n_gaps], ch["table"]))
-            bpos += n_gaps
-            counts = read_varints(binary[bpos:bpos + n_counts], ch["table"])
-            bpos += n_counts
-            words = np.frombuffer(data[pos:pos + n_words], np.uint32)
-            pos += n_words
-            if table.size and (table[-1] >= a + m or counts.min() < 1):
-                raise SignalFormatError(f"channel {ch['name']!r}: inconsistent token table")
-            ids = ans_decode(table, counts, words, ch["tokens"])
-            sym = tok.decode(ids)
-            if sym.size != ch["n"]:
-                raise SignalFormatError(f"channel {ch['name']!r}: {sym.size} samples decoded, "
-                                        f"{ch['n']} expected")
-            r = sym.astype(np.int64) if isinstance(tf, Identity) else unzigzag(sym)
-            codes = tf.decode(r, side)
-            q = ch.get("quantizer")
-            out.append(codes + ch["offset"] if q is None else quantizer_from_dict(q).decode(codes))
-    except (KeyError, TypeError, IndexError, ValueError) as e:
-        if isinstance(e, SignalFormatError):
-            raise
-        raise SignalFormatError(f"malformed file ({type(e).__name__}: {e})") from None
-    if pos != len(data) - 4 or bpos != len(binary):
-        raise SignalFormatError("section lengths do not add up to the file size")
-    if header["one_d"]:
-        return out[0]
-    if len({o.size for o in out}) == 1:
-        return np.stack(out) if all(o.dtype == out[0].dtype for o in out) else \
-            np.stack([o.astype(np.float64) for o in out])
+    data = _as_bytes(data)
+    if container.container_version(data) == 1:
+        return decompress_v1(data)
+    header, columns, _ = decode_columns(data)
+    return _as_array(header, columns)
+
+
+def _as_bytes(data) -> bytes:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"expected bytes, got {type(data).__name__}")
+    return bytes(data)
+
+
+def _as_array(header: dict, columns: list[Column]) -> Any:
+    values = [c.values for c in columns]
+    shape = header.get("shape")
+    if header.get("source") != "array" or shape is None:
+        return values
+    if len(shape) == 1:
+        if len(values) != 1 or values[0].size != shape[0]:
+            raise SignalFormatError("header: the shape does not match the columns")
+        return values[0]
+    if len({v.dtype for v in values}) > 1:
+        values = [v.astype(np.float64) for v in values]
+    out = np.stack(values) if values else np.zeros((0, 0))
+    if header.get("axis") == 1:
+        out = out.T
+    if list(out.shape) != list(shape):
+        raise SignalFormatError(f"header: shape {shape} does not match the columns {out.shape}")
     return out
 
 
 def inspect(data: bytes) -> dict:
     """Summary of a ``.ubpe`` container without decoding the samples.
 
-    Returns a dict: format, version, bytes, channels (name, samples,
-    quantizer kind, max error, tokens), alphabet size, merges, transform,
-    bits per sample.
+    Returns
+    -------
+    dict
+        ``format``, ``version``, ``bytes``, ``source``, ``bits_per_sample``
+        and ``channels``: per column its ``name``, ``n_samples``, ``dtype``,
+        ``mapping`` (in words: "lossless, ...", or the bound), ``max_error``
+        and ``bytes`` (its payload's size).
     """
-    data, header, _, _ = _read_header(data)
-    n = sum(c["n"] for c in header["channels"])
-    return {"format": "ubpe.signal", "version": struct.unpack("<H", data[8:10])[0],
-            "bytes": len(data), "transform": header["transform"],
-            "alphabet_size": header["alphabet"], "n_merges": header["merges"],
-            "channels": [{"name": c["name"], "n_samples": c["n"],
-                          "quantizer": c["quantizer"]["kind"] if "quantizer" in c else None,
-                          "max_error": float(quantizer_from_dict(c["quantizer"]).max_error_[0])
-                          if "quantizer" in c else 0.0,
-                          "n_tokens": c["tokens"]} for c in header["channels"]],
-            "bits_per_sample": 8 * len(data) / max(n, 1)}
+    data = _as_bytes(data)
+    if container.container_version(data) == 1:
+        return inspect_v1(data)
+    header, sections, n_values = container.read_container(data)
+    chans = []
+    for k, c in enumerate(header["columns"]):
+        _check_column(c, k, len(sections))
+        mapping = c["map"]
+        if mapping.get("kind") == "quantizer":
+            words = f"lossy: {mapping['quantizer']['kind']} quantizer, max error {c['max_error']:.6g}"
+        else:
+            words = describe(mapping)
+        chans.append({"name": c["name"], "n_samples": c["n"], "dtype": c.get("dtype"),
+                      "mapping": words, "max_error": float(c.get("max_error") or 0.0),
+                      "quantizer": mapping["quantizer"]["kind"]
+                      if mapping.get("kind") == "quantizer" else None,
+                      "bytes": len(sections[c["payload"]].body)})
+    return {"format": "ubpe.signal", "version": container.VERSION, "bytes": len(data),
+            "source": header.get("source"), "channels": chans,
+            "bits_per_sample": 8 * len(data) / max(n_values, 1)}
 
 
-STREAM_MAGIC = b"UBPE-STR"
-
-
-def compress_stream(chunks, fileobj, **options) -> int:
+# ---------------------------------------------------------------- streams
+def compress_stream(chunks: Iterable, fileobj: IO[bytes], **options) -> int:
     """Compress a signal larger than memory, one chunk at a time.
 
     Parameters
     ----------
     chunks : iterable of array-like
-        Consecutive pieces of the signal, each shaped as :func:`compress`
-        takes (the same channels in each).
+        Consecutive pieces of the signal, each as :func:`compress` takes.
     fileobj : binary file object
-        Receives ``b"UBPE-STR"``, a u16 version, then one frame per chunk:
-        a u64 length and a complete ``.ubpe`` container (own checksum).
+        Receives the stream (``docs/format.md``, section 3): a magic, a
+        version, one length-prefixed container per chunk, and an end marker
+        with the frame count, so that truncation is detected.
     **options
         Passed to :func:`compress` for every chunk.
 
@@ -328,38 +361,54 @@ def compress_stream(chunks, fileobj, **options) -> int:
     int
         The number of frames written.
     """
-    fileobj.write(STREAM_MAGIC + struct.pack("<H", VERSION))
+    fileobj.write(container.STREAM_MAGIC + struct.pack("<H", container.VERSION))
     n = 0
     for chunk in chunks:
         frame = compress(chunk, **options)
         fileobj.write(struct.pack("<Q", len(frame)))
         fileobj.write(frame)
         n += 1
+    count = struct.pack("<Q", n)
+    fileobj.write(struct.pack("<Q", 0) + count + struct.pack("<I", zlib.crc32(count)))
     return n
 
 
-def decompress_stream(fileobj):
+def decompress_stream(fileobj: IO[bytes]) -> Iterator[Any]:
     """Yield the chunks written by :func:`compress_stream`, one at a time.
 
     Raises
     ------
     SignalFormatError
-        On a foreign or newer stream, or a truncated or corrupted frame.
+        On a foreign or newer stream, a corrupted frame, or a stream that
+        ends before its end marker (truncated), when that point is reached.
     """
-    head = fileobj.read(len(STREAM_MAGIC) + 2)
-    if head[:len(STREAM_MAGIC)] != STREAM_MAGIC or len(head) < len(STREAM_MAGIC) + 2:
+    magic = container.STREAM_MAGIC
+    head = fileobj.read(len(magic) + 2)
+    if len(head) < len(magic) + 2 or head[:len(magic)] != magic:
         raise SignalFormatError("not a ubpe signal stream (bad magic bytes)")
-    (version,) = struct.unpack("<H", head[len(STREAM_MAGIC):])
-    if version > VERSION:
+    (version,) = struct.unpack("<H", head[len(magic):])
+    if not 1 <= version <= container.VERSION:
         raise SignalFormatError(f"ubpe stream version {version} is newer than this ubpe reads")
     k = 0
     while True:
         size = fileobj.read(8)
-        if not size:
-            return
+        if not size and version == 1:
+            return  # version 1 had no end marker
         if len(size) < 8:
-            raise SignalFormatError(f"truncated stream: frame {k} has no complete length")
+            raise SignalFormatError(f"truncated stream: it ends after {k} frames, before its "
+                                    f"end marker")
         (n,) = struct.unpack("<Q", size)
+        if n == 0 and version >= 2:
+            tail = fileobj.read(12)
+            if len(tail) < 12 or struct.unpack("<I", tail[8:])[0] != zlib.crc32(tail[:8]):
+                raise SignalFormatError("truncated or corrupted end marker of the stream")
+            (count,) = struct.unpack("<Q", tail[:8])
+            if count != k or fileobj.read(1):
+                raise SignalFormatError(f"the end marker declares {count} frames, {k} were read"
+                                        " (or bytes follow it)")
+            return
+        if n > container.MAX_BLOB_BYTES * 4:
+            raise SignalFormatError(f"frame {k} declares {n:,} bytes, above the limit")
         frame = fileobj.read(n)
         if len(frame) < n:
             raise SignalFormatError(f"truncated stream: frame {k} has {len(frame)} of {n} bytes")

@@ -1,20 +1,70 @@
-"""Container building blocks: varints, section layout, checksums."""
+"""The ``.ubpe`` container's framing: sections, varints, checksums, limits.
+
+The byte layout is specified in ``docs/format.md`` (section 1 for the
+version-2 container, 3 for streams, 4 for packets); this module is its one
+implementation. It knows nothing of samples: the header is JSON, a channel
+payload is opaque bytes (``signals/channel.py`` fills it), a blob is zstd.
+
+Every reader here checks a declared size against the bytes that remain, and
+against the fixed limits below, before it allocates anything; every failure
+raises :class:`SignalFormatError` naming the section and the byte offset.
+"""
 
 from __future__ import annotations
 
+import json
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
 import numpy as np
+import zstandard
 
 from ubpe.serialization import FormatError
+
+MAGIC = b"UBPE-SIG"
+VERSION = 2
+STREAM_MAGIC = b"UBPE-STR"
+PACKET_STREAM_MAGIC = b"UBPE-PKT"
+
+MAX_HEADER_BYTES = 64 << 20
+MAX_BLOB_BYTES = 1 << 30
+MAX_SAMPLES = 1 << 40
+MAX_COLUMNS = 65536
+
+# zstd raw-content dictionary for the header (docs/format.md, section 1):
+# the JSON keys of a typical header, so that a short recording pays a few
+# bytes for them. Part of format version 2: never change it.
+HEADER_DICT_V2 = zstandard.ZstdCompressionDict(
+    b'{"source":"array","shape":[1024],"columns":[{"name":"ch0","kind":"samples","n":1024,'
+    b'"dtype":"<i8","map":{"kind":"int","offset":0},"max_error":0,"payload":0,"extra":null}],'
+    b'"sections":["C","B"],"model":null,"csv":null,"wav":null,"meta":{}}'
+    b'{"kind":"decimal","scale":1,"dtype":"<f8"}{"kind":"ieee"}{"kind":"uniform"'
+    b'"kind":"text""source":"csv""source":"arrays""source":"wav","axis":1,'
+    b'"delimiter":",","newline":"\\r\\n","header":"preamble"',
+    dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+
+SECTION_KINDS = b"HCBE"
 
 
 class SignalFormatError(FormatError):
     """A ``.ubpe`` file is foreign, truncated, corrupted, or of a newer version."""
 
 
+# ---------------------------------------------------------------- varints
 def write_varints(values) -> bytes:
-    """Non-negative integers as LEB128 varints."""
+    """Non-negative integers as unsigned LEB128 varints.
+
+    Parameters
+    ----------
+    values : array-like of int, shape (n,)
+        Each in ``[0, 2**63)``.
+    """
     out = bytearray()
     for v in np.asarray(values, np.int64).tolist():
+        if v < 0:
+            raise ValueError(f"a varint must be non-negative, got {v}")
         while v >= 0x80:
             out.append((v & 0x7F) | 0x80)
             v >>= 7
@@ -23,13 +73,242 @@ def write_varints(values) -> bytes:
 
 
 def read_varints(buf: bytes, n: int) -> np.ndarray:
+    """Exactly ``n`` LEB128 varints filling ``buf``; int64 array of shape (n,).
+
+    Raises
+    ------
+    SignalFormatError
+        If ``buf`` holds another number of varints, or one longer than 9 bytes.
+    """
+    if n > len(buf):
+        raise SignalFormatError(f"a table declares {n} values in {len(buf)} bytes")
     out, v, shift = [], 0, 0
     for byte in buf:
         v |= (byte & 0x7F) << shift
         shift += 7
+        if shift > 63:
+            raise SignalFormatError("a varint is longer than 9 bytes")
         if byte < 0x80:
             out.append(v)
             v, shift = 0, 0
     if len(out) != n or shift:
         raise SignalFormatError(f"a table holds {len(out)} values, expected {n}")
     return np.array(out, np.int64)
+
+
+def read_varint(buf: bytes, pos: int, what: str = "varint") -> tuple[int, int]:
+    """One varint at ``buf[pos:]``; returns ``(value, next position)``.
+
+    Raises
+    ------
+    SignalFormatError
+        If the buffer ends inside the varint, or it is longer than 10 bytes.
+    """
+    v = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise SignalFormatError(f"truncated {what} at byte {pos}")
+        byte = buf[pos]
+        pos += 1
+        v |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return v, pos
+        shift += 7
+        if shift > 63:
+            raise SignalFormatError(f"{what} at byte {pos} is longer than 10 bytes")
+
+
+def varint(v: int) -> bytes:
+    """One non-negative integer as a LEB128 varint."""
+    return write_varints([v])
+
+
+# ---------------------------------------------------------------- zstd with limits
+def zstd_compress(raw: bytes, *, level: int = 19, dict_data=None) -> bytes:
+    """One zstd frame with its content size in the frame header."""
+    kwargs = {"dict_data": dict_data, "write_dict_id": False} if dict_data is not None else {}
+    return zstandard.ZstdCompressor(level=level, write_content_size=True, **kwargs).compress(raw)
+
+
+def zstd_decompress(frame: bytes, limit: int, what: str, *, dict_data=None) -> bytes:
+    """Decompress one zstd frame whose declared content size is at most ``limit``.
+
+    Raises
+    ------
+    SignalFormatError
+        If the frame is damaged, does not declare its size, declares more
+        than ``limit`` bytes, or decodes to another size.
+    """
+    try:
+        params = zstandard.get_frame_parameters(frame)
+    except zstandard.ZstdError as e:
+        raise SignalFormatError(f"{what}: not a zstd frame ({e})") from None
+    size = params.content_size
+    if size == zstandard.CONTENTSIZE_UNKNOWN or size == zstandard.CONTENTSIZE_ERROR:
+        raise SignalFormatError(f"{what}: the zstd frame does not declare its size")
+    if size > limit:
+        raise SignalFormatError(f"{what}: declares {size:,} bytes, above the limit of {limit:,}")
+    kwargs = {"dict_data": dict_data} if dict_data is not None else {}
+    try:
+        raw = zstandard.ZstdDecompressor(**kwargs).decompress(frame, max_output_size=size)
+    except zstandard.ZstdError as e:
+        raise SignalFormatError(f"{what}: damaged zstd frame ({e})") from None
+    if len(raw) != size:
+        raise SignalFormatError(f"{what}: decoded {len(raw)} bytes, {size} declared")
+    return raw
+
+
+# ---------------------------------------------------------------- sections
+@dataclass
+class Section:
+    """One section of a version-2 container: its kind (``b"H"``...), body and offset."""
+
+    kind: bytes
+    body: bytes
+    offset: int
+
+
+def write_section(kind: bytes, body: bytes) -> bytes:
+    """``kind:u8 length:u32 body crc:u32`` (docs/format.md, section 1)."""
+    if len(body) >= 1 << 32:
+        raise ValueError(f"a section holds at most 4 GiB, got {len(body):,} bytes")
+    head = kind + struct.pack("<I", len(body))
+    return head + body + struct.pack("<I", zlib.crc32(body, zlib.crc32(head)))
+
+
+def write_container(header: dict, sections: list[tuple[bytes, bytes]], n_values: int) -> bytes:
+    """A whole version-2 container.
+
+    Parameters
+    ----------
+    header : dict
+        The JSON header (its ``sections`` key is set here from ``sections``).
+    sections : list of (kind, body)
+        The ``C`` (channel payload) and ``B`` (blob, already framed by
+        :func:`blob`) sections, in order.
+    n_values : int
+        Sum of the columns' ``n``, stored in the end section.
+    """
+    header = {**header, "sections": [k.decode() for k, _ in sections]}
+    text = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
+    out = [MAGIC, struct.pack("<HH", VERSION, 0),
+           write_section(b"H", zstd_compress(text, dict_data=HEADER_DICT_V2))]
+    out += [write_section(k, b) for k, b in sections]
+    out.append(write_section(b"E", struct.pack("<IQ", len(sections) + 1, n_values)))
+    return b"".join(out)
+
+
+def blob(raw: bytes, level: int = 19) -> bytes:
+    """The body of a ``B`` section: ``raw_size:varint`` and one zstd frame."""
+    return varint(len(raw)) + zstd_compress(raw, level=level)
+
+
+def read_blob(body: bytes, what: str = "blob") -> bytes:
+    """Inverse of :func:`blob`, with the size checked before decompressing."""
+    size, pos = read_varint(body, 0, what)
+    if size > MAX_BLOB_BYTES:
+        raise SignalFormatError(f"{what}: declares {size:,} bytes, above the limit")
+    raw = zstd_decompress(body[pos:], min(size, MAX_BLOB_BYTES), what)
+    if len(raw) != size:
+        raise SignalFormatError(f"{what}: {len(raw)} bytes decoded, {size} declared")
+    return raw
+
+
+def container_version(data: bytes) -> int:
+    """The format version of a container (checks the magic bytes only).
+
+    Raises
+    ------
+    SignalFormatError
+        If ``data`` does not start with ``b"UBPE-SIG"`` and a version.
+    """
+    if len(data) < len(MAGIC) or data[:len(MAGIC)] != MAGIC:
+        raise SignalFormatError("not a ubpe signal file (bad magic bytes)")
+    if len(data) < len(MAGIC) + 2:
+        raise SignalFormatError("truncated file: shorter than its fixed header")
+    (version,) = struct.unpack_from("<H", data, len(MAGIC))
+    if version > VERSION or version < 1:
+        raise SignalFormatError(f"ubpe signal format version {version} is newer than this "
+                                f"ubpe reads (up to {VERSION}); upgrade ubpe")
+    return version
+
+
+def iter_sections(data: bytes) -> Iterator[Section]:
+    """The checked sections of a version-2 container, ``E`` last.
+
+    Raises
+    ------
+    SignalFormatError
+        On a bad preamble, an unknown kind, a length past the end of the
+        file, a checksum mismatch, bytes after ``E``, or a missing ``E``.
+    """
+    container_version(data)
+    pos = len(MAGIC) + 4
+    if len(data) < pos:
+        raise SignalFormatError("truncated file: shorter than its fixed header")
+    (flags,) = struct.unpack_from("<H", data, len(MAGIC) + 2)
+    if flags:
+        raise SignalFormatError(f"unknown flags {flags:#06x} at byte {len(MAGIC) + 2}")
+    while True:
+        if pos + 9 > len(data):
+            raise SignalFormatError(f"truncated file: no complete section at byte {pos} "
+                                    f"(the end marker is missing)")
+        kind = data[pos:pos + 1]
+        (length,) = struct.unpack_from("<I", data, pos + 1)
+        if kind not in (b"H", b"C", b"B", b"E"):
+            raise SignalFormatError(f"unknown section kind {kind!r} at byte {pos}")
+        end = pos + 5 + length
+        if end + 4 > len(data):
+            raise SignalFormatError(f"truncated file: section {kind.decode()} at byte {pos} "
+                                    f"declares {length:,} bytes, {len(data) - pos - 9:,} remain")
+        (crc,) = struct.unpack_from("<I", data, end)
+        if zlib.crc32(data[pos:end]) != crc:
+            raise SignalFormatError(f"checksum mismatch in section {kind.decode()} at byte {pos}: "
+                                    f"the file is corrupted")
+        yield Section(kind, data[pos + 5:end], pos)
+        pos = end + 4
+        if kind == b"E":
+            if pos != len(data):
+                raise SignalFormatError(f"{len(data) - pos} unexpected bytes after the end "
+                                        f"marker at byte {pos}")
+            return
+
+
+def read_container(data: bytes) -> tuple[dict, list[Section], int]:
+    """Check a version-2 container; returns its header, ``C``/``B`` sections and value count.
+
+    The section kinds are checked against the header's ``sections`` list,
+    and the end section's count against the sections read.
+
+    Raises
+    ------
+    SignalFormatError
+        On any inconsistency (see :func:`iter_sections`).
+    """
+    sections = list(iter_sections(data))
+    if sections[0].kind != b"H":
+        raise SignalFormatError(f"the first section (byte {sections[0].offset}) is not the header")
+    header_raw = zstd_decompress(sections[0].body, MAX_HEADER_BYTES, "header",
+                                 dict_data=HEADER_DICT_V2)
+    try:
+        header = json.loads(header_raw)
+    except ValueError as e:
+        raise SignalFormatError(f"header at byte {sections[0].offset}: not JSON ({e})") from None
+    if not isinstance(header, dict) or not isinstance(header.get("sections"), list) \
+            or not isinstance(header.get("columns"), list):
+        raise SignalFormatError("header: not a ubpe container header")
+    body = sections[1:-1]
+    kinds = [s.kind.decode() for s in body]
+    if kinds != header["sections"]:
+        raise SignalFormatError(f"header lists sections {''.join(map(str, header['sections']))}, "
+                                f"the file holds {''.join(kinds)}")
+    end = sections[-1]
+    if len(end.body) != 12:
+        raise SignalFormatError(f"end marker at byte {end.offset}: {len(end.body)} bytes, 12 expected")
+    n_sections, n_values = struct.unpack("<IQ", end.body)
+    if n_sections != len(sections) - 1:
+        raise SignalFormatError(f"end marker at byte {end.offset}: {n_sections} sections "
+                                f"declared, {len(sections) - 1} read")
+    if len(header["columns"]) > MAX_COLUMNS:
+        raise SignalFormatError(f"header: {len(header['columns'])} columns, above the limit")
+    return header, body, n_values

@@ -1,0 +1,251 @@
+"""Whole files in, ``.ubpe`` containers out, and the same files back.
+
+What comes back, by input kind:
+
+* **CSV** (``.csv``, ``.tsv``, ``.txt``): the same bytes. The file is split
+  by :func:`signals.table.encode_csv` into exact integer columns (decimal
+  scales, timestamps, category codes), coded as channels, and blobs (text,
+  exceptions), coded with zstd; its layout goes in the header.
+* **WAV** (PCM): the same bytes. Every byte outside the ``data`` chunk
+  (format, other chunks) is kept verbatim as a blob; the samples are coded
+  as one channel each.
+* **NumPy** ``.npy`` / ``.npz``: the same arrays (names, dtypes, shapes,
+  values bit for bit); the zip container itself is written anew.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import container, table
+from .codec import DEFAULT_LEVEL, decode_columns, encode_columns
+from .container import SignalFormatError
+
+CSV_SUFFIXES = (".csv", ".tsv", ".txt")
+KINDS = ("csv", "wav", "npy", "npz")
+
+
+@dataclass
+class Decoded:
+    """A decompressed file: its ``kind`` (one of :data:`KINDS`) and its bytes."""
+
+    kind: str
+    data: bytes
+    suffix: str
+
+
+def kind_of(path: str | Path, data: bytes | None = None) -> str:
+    """The input kind of a file, from its suffix (or its first bytes).
+
+    Raises
+    ------
+    ValueError
+        For a file of none of the kinds in :data:`KINDS`.
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix in CSV_SUFFIXES:
+        return "csv"
+    if suffix in (".wav", ".npy", ".npz"):
+        return suffix[1:]
+    if data is not None:
+        if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
+            return "wav"
+        if data[:6] == b"\x93NUMPY":
+            return "npy"
+        if data[:4] == b"PK\x03\x04":
+            return "npz"
+        return "csv"
+    raise ValueError(f"{path}: unsupported input (expected .csv, .tsv, .txt, .wav, .npy or .npz)")
+
+
+def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int = DEFAULT_LEVEL,
+                  max_error: float | None = None, csv_options: dict | None = None,
+                  channel_options: dict | None = None) -> bytes:
+    """Compress a whole file given as bytes.
+
+    Parameters
+    ----------
+    data : bytes
+        The file's content.
+    kind : {"csv", "wav", "npy", "npz"}
+    path : str
+        Named in error messages.
+    level : int
+        Speed against size (see :func:`signals.channel.encode_channel`).
+    max_error : float, optional
+        Lossy coding of the samples of arrays and WAV files, with
+        ``max |x - x'| <= max_error``; CSV files are always kept exactly.
+    csv_options : dict, optional
+        ``skip_rows``, ``comment``, ``delimiter``, ``columns``, ``exclude``
+        for :func:`signals.table.encode_csv`.
+    channel_options : dict, optional
+        Passed to :func:`signals.channel.encode_channel`.
+
+    Returns
+    -------
+    bytes
+        A version-2 container.
+
+    Raises
+    ------
+    ValueError
+        On input that cannot be read (the message names the file and where),
+        or ``max_error`` for a CSV file.
+    """
+    opts: dict[str, Any] = {"level": level, "channel_options": channel_options}
+    if kind == "csv":
+        if max_error is not None:
+            raise ValueError(f"{path}: --max-error applies to arrays and WAV files; CSV files are "
+                             f"always kept exactly (every cell comes back as written)")
+        parts = table.encode_csv(data, path=path, **(csv_options or {}))
+        header = {"source": "csv", "csv": parts.layout}
+        return encode_columns(list(parts.int_columns), header, blobs=parts.blobs, **opts)
+    if kind == "wav":
+        columns, head, tail, wav = _split_wav(data, path)
+        header = {"source": "wav", "wav": wav}
+        return encode_columns(columns, header, blobs=[head, tail], max_error=max_error, **opts)
+    if kind in ("npy", "npz"):
+        columns, arrays = _split_arrays(data, kind, path)
+        header = {"source": kind, "arrays": arrays}
+        return encode_columns(columns, header, max_error=max_error, **opts)
+    raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(KINDS)}")
+
+
+def decompress_file(data: bytes) -> Decoded:
+    """Give back the file that :func:`compress_file` compressed.
+
+    Raises
+    ------
+    SignalFormatError
+        On a damaged, foreign or newer container, or one made from arrays
+        by :func:`signals.compress` (use :func:`signals.decompress`).
+    """
+    header, columns, blobs = decode_columns(data)
+    source = header.get("source")
+    try:
+        if source == "csv":
+            parts = table.CsvParts(header["csv"], [(c.name, c.values) for c in columns], blobs)
+            return Decoded("csv", table.decode_csv(parts), ".csv")
+        if source == "wav":
+            head, tail = blobs
+            samples = np.stack([c.values for c in columns], axis=1) if columns else np.zeros(0)
+            dtype = np.dtype(header["wav"]["dtype"])
+            return Decoded("wav", head + samples.astype(dtype).tobytes() + tail, ".wav")
+        if source in ("npy", "npz"):
+            arrays = _join_arrays(header["arrays"], [c.values for c in columns])
+            buf = io.BytesIO()
+            if source == "npy":
+                np.save(buf, arrays[0][1], allow_pickle=False)
+            else:
+                np.savez(buf, **dict(arrays))
+            return Decoded(source, buf.getvalue(), "." + source)
+    except (KeyError, TypeError, ValueError) as e:
+        if isinstance(e, SignalFormatError):
+            raise
+        raise SignalFormatError(f"header: inconsistent {source} layout ({e})") from None
+    raise SignalFormatError(f"this container holds {source or 'unknown'} data, not a file; "
+                            f"read it with signals.decompress")
+
+
+# ---------------------------------------------------------------- WAV
+def _split_wav(data: bytes, path: str) -> tuple[list[tuple[str, np.ndarray]], bytes, bytes, dict]:
+    """PCM samples per channel, and the bytes before and after them."""
+    if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        raise ValueError(f"{path}: not a RIFF/WAVE file")
+    pos, fmt = 12, None
+    while pos + 8 <= len(data):
+        cid, size = data[pos:pos + 4], struct.unpack_from("<I", data, pos + 4)[0]
+        if cid == b"fmt ":
+            fmt = data[pos + 8:pos + 8 + size]
+        if cid == b"data":
+            if fmt is None or len(fmt) < 16:
+                raise ValueError(f"{path}: the data chunk at byte {pos} comes before a valid "
+                                 f"fmt chunk")
+            tag, n_ch, rate, _, block, bits = struct.unpack_from("<HHIIHH", fmt)
+            if tag == 0xFFFE and len(fmt) >= 26:  # WAVE_FORMAT_EXTENSIBLE: the sub-format
+                tag = struct.unpack_from("<H", fmt, 24)[0]
+            width = block // max(n_ch, 1)
+            kinds = {(1, 1): "u1", (1, 2): "<i2", (1, 4): "<i4", (1, 8): "<i8",
+                     (3, 4): "<f4", (3, 8): "<f8"}
+            if (tag, width) not in kinds or n_ch < 1 or bits > 8 * width:
+                raise ValueError(f"{path}: unsupported WAV encoding (format tag {tag}, "
+                                 f"{bits} bits in {width} bytes); PCM 8/16/32/64-bit integer "
+                                 f"and 32/64-bit float are supported")
+            start = pos + 8
+            size = min(size, len(data) - start)
+            n = size // block
+            end = start + n * block
+            samples = np.frombuffer(data[start:end], kinds[(tag, width)]).reshape(n, n_ch)
+            wav = {"rate": rate, "n_channels": n_ch, "bits": bits, "dtype": kinds[(tag, width)]}
+            columns = [(f"ch{i}", samples[:, i].copy()) for i in range(n_ch)]
+            return columns, data[:start], data[end:], wav
+        pos += 8 + size + (size & 1)
+    raise ValueError(f"{path}: no data chunk in the WAV file")
+
+
+# ---------------------------------------------------------------- NumPy
+def _split_arrays(data: bytes, kind: str, path: str) -> tuple[list[tuple[str, np.ndarray]], list[dict]]:
+    """Arrays as 1-D columns, split along their shorter axis; and their description."""
+    try:
+        if kind == "npy":
+            arrays = [("array", np.load(io.BytesIO(data), allow_pickle=False))]
+        else:
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
+                arrays = [(k, z[k]) for k in z.files]
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
+        raise ValueError(f"{path}: not a readable {kind} file ({e})") from None
+    columns, desc = [], []
+    for name, a in arrays:
+        if a.dtype.kind not in "iufb":
+            raise ValueError(f"{path}: array {name!r} is not numeric ({a.dtype})")
+        if a.ndim == 2:  # channels along the shorter axis, each coded as a signal
+            axis = 0 if a.shape[0] <= a.shape[1] else 1
+            rows = a if axis == 0 else a.T
+            cols = [(f"{name}:{i}", np.ascontiguousarray(r)) for i, r in enumerate(rows)]
+        else:
+            axis = 0
+            cols = [(name, a.reshape(-1))]
+        desc.append({"name": name, "shape": list(a.shape), "dtype": a.dtype.str,
+                     "axis": axis, "n_columns": len(cols),
+                     "fortran": bool(a.ndim > 1 and a.flags.f_contiguous and not a.flags.c_contiguous)})
+        columns += cols
+    return columns, desc
+
+
+def _join_arrays(desc: list[dict], values: list[np.ndarray]) -> list[tuple[str, np.ndarray]]:
+    out, k = [], 0
+    for d in desc:
+        n = int(d["n_columns"])
+        if k + n > len(values):
+            raise ValueError("fewer columns than the arrays need")
+        parts = values[k:k + n]
+        k += n
+        dtype = np.dtype(d["dtype"])
+        shape = tuple(int(s) for s in d["shape"])
+        if len(shape) == 2:
+            a = np.stack(parts)
+            a = a if d["axis"] == 0 else a.T
+        else:
+            a = parts[0].reshape(shape) if parts else np.zeros(shape, dtype)
+        a = a.astype(dtype, copy=False)
+        if a.shape != shape:
+            raise ValueError(f"array {d['name']!r}: shape {a.shape}, {shape} declared")
+        out.append((str(d["name"]), np.asfortranarray(a) if d.get("fortran") else
+                    np.ascontiguousarray(a)))
+    if k != len(values):
+        raise ValueError("more columns than the arrays need")
+    return out
+
+
+def describe_header(data: bytes) -> dict:
+    """The JSON header of a version-2 container (for ``inspect``), checked."""
+    header, _, _ = container.read_container(data)
+    return json.loads(json.dumps(header))
