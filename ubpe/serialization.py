@@ -333,8 +333,13 @@ def read_json(path, source=None) -> Any:
     """
     source = str(path) if source is None else source
     cap = get_limits().max_document_bytes
+    chunks, size = [], 0
     with open(path, "rb") as f:
-        data = f.read(cap + 1)
+        # in pieces: f.read(cap + 1) would allocate the whole cap up front
+        while size <= cap and (piece := f.read(min(2**20, cap + 1 - size))):
+            chunks.append(piece)
+            size += len(piece)
+    data = b"".join(chunks)
     if len(data) > cap:
         raise FormatError(f"{source}: larger than {cap:,} bytes, the limit for a JSON "
                           f"document (see ubpe.serialization.limits)")
