@@ -172,7 +172,7 @@ def test_deterministic_and_save_load(tmp_path, ecg_codes):
     for d in docs:
         assert np.array_equal(c.encode(d), a.encode(d))
     doc = json.loads((tmp_path / "a.json").read_text())
-    assert doc["format"] == "ubpe.tokenizer" and doc["version"] == 1
+    assert doc["format"] == "ubpe.tokenizer" and doc["version"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.json"]  # no temp files
 
 

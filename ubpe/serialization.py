@@ -1,31 +1,180 @@
-"""Saved files: versioned JSON documents, the format error, and atomic writes.
+"""Saved files: versioned, checksummed JSON documents, load limits, the format error, atomic writes.
 
 Every file ubpe writes goes through :func:`atomic_write_bytes` (a temporary
-file, then a rename), so a failure never leaves a partial output."""
+file, then a rename), so a failure never leaves a partial output.
+
+Every JSON document written by :func:`write_document` (tokenizers, signal
+models) carries two fields computed over its *canonical form*, the JSON text
+with sorted keys, no whitespace, ASCII escapes and numbers as Python writes
+them (shortest round-trip repr; in the spirit of RFC 8785, JSON
+Canonicalization Scheme, without its ECMAScript number rules):
+
+``content_id``
+    ``"sha256:<hex>"`` over the document without ``version``, ``checksum`` and
+    ``content_id``: it names the content, so two files holding the same model
+    have the same id whatever their version or layout.
+``checksum``
+    ``"sha256:<hex>"`` over the document without ``checksum`` (so it covers
+    the version and the content id as well).
+
+Loading recomputes both and raises :class:`FormatError` on a mismatch.
+Documents of version 1 (written before checksums) are still read.
+
+Loading is bounded: the document size, the alphabet and the total length of
+the token expansions are checked against :class:`Limits` before anything is
+allocated (see :func:`limits` to change them for a block of code).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import dataclasses
+import hashlib
 import json
 import os
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 class FormatError(ValueError):
-    """A file is not of the expected format, or of a version we cannot read."""
+    """A file is not of the expected format, or of a version we cannot read.
+
+    Also raised for a document whose checksum does not match its content, and
+    for one that declares sizes above the :class:`Limits` in force.
+    """
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Fixed bounds checked before a loader allocates.
+
+    Parameters
+    ----------
+    max_document_bytes : int, default 64 MiB
+        Largest JSON document read; a larger file is refused unread.
+    max_alphabet : int, default 2**24
+        Largest tokenizer alphabet loaded. A tokenizer's lookup tables take
+        about 28 bytes per alphabet symbol and merged token, so the default
+        bounds them to about 0.5 GB.
+    max_expansion : int, default 2**26
+        Largest total length, in alphabet symbols, of the expansions of all
+        tokens (the alphabet included): decode keeps them in one int32 table
+        (at most 256 MiB by default). A crafted chain of merges can declare
+        exponentially long tokens; this refuses it before allocating.
+    """
+
+    max_document_bytes: int = 64 * 2**20
+    max_alphabet: int = 2**24
+    max_expansion: int = 2**26
+
+
+# Limits is frozen, so sharing one default instance is safe
+_LIMITS: contextvars.ContextVar[Limits] = contextvars.ContextVar("ubpe_limits", default=Limits())  # noqa: B039
+
+
+def get_limits() -> Limits:
+    """The :class:`Limits` in force (the defaults unless inside :func:`limits`)."""
+    return _LIMITS.get()
+
+
+@contextlib.contextmanager
+def limits(**changes: int) -> Iterator[Limits]:
+    """Change some :class:`Limits` for the code inside a ``with`` block.
+
+    Parameters
+    ----------
+    **changes : int
+        Fields of :class:`Limits` to replace, e.g. ``max_alphabet=2**26``.
+
+    Yields
+    ------
+    Limits
+        The limits in force inside the block.
+
+    Raises
+    ------
+    TypeError
+        On a name that is not a field of :class:`Limits`.
+    """
+    new = dataclasses.replace(_LIMITS.get(), **changes)
+    token = _LIMITS.set(new)
+    try:
+        yield new
+    finally:
+        _LIMITS.reset(token)
+
+
+# ------------------------------------------------------------------ writing
+_UMASK_LOCK = threading.Lock()
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where Linux allows."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
 
 
 def atomic_write_bytes(path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename.
 
     Readers never see a partial file, and an error leaves ``path`` untouched.
+    The file is created with the permissions ``open()`` would give it
+    (``0o666`` less the user's umask), not the ``0o600`` of a temporary file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to create or replace.
+    data : bytes
+        Its whole content.
+
+    Raises
+    ------
+    OSError
+        If the folder is not writable or the disk is full; ``path`` is then
+        unchanged and no temporary file is left.
+    """
+    with atomic_writer(path) as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def atomic_writer(path) -> Iterator[Any]:
+    """A binary file object whose content replaces ``path`` when the block ends without error.
+
+    The temporary file lies in the folder of ``path`` (so the rename is
+    atomic) and gets the umask's permissions; on an exception it is removed
+    and ``path`` is left as it was.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Yields
+    ------
+    file object
+        Open for binary writing.
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
                                dir=path.parent if str(path.parent) else ".")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -37,39 +186,193 @@ def atomic_write_bytes(path, data: bytes) -> None:
         raise
 
 
+# ------------------------------------------------------------ checksums
+_UNSEALED = ("checksum",)
+_NOT_CONTENT = ("version", "checksum", "content_id")
+
+
+def canonical_json(obj) -> bytes:
+    """The canonical JSON text of ``obj``: sorted keys, no spaces, ASCII escapes.
+
+    Numbers are written as Python's ``json`` writes them (integers exactly,
+    floats as the shortest repr that reads back to the same value), so a
+    document read with ``json.loads`` gives back the same bytes.
+
+    Returns
+    -------
+    bytes
+        ASCII text.
+    """
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      allow_nan=True).encode("ascii")
+
+
+def _sha256(doc: dict, drop) -> str:
+    body = {k: v for k, v in doc.items() if k not in drop}
+    return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
+
+
+def _strip_versions(obj):
+    """``obj`` with the version fields of every nested document (a dict with ``format``) removed."""
+    if isinstance(obj, dict):
+        drop = _NOT_CONTENT if "format" in obj else ()
+        return {k: _strip_versions(v) for k, v in obj.items() if k not in drop}
+    if isinstance(obj, list):
+        return [_strip_versions(v) for v in obj]
+    return obj
+
+
+def content_id(doc: dict) -> str:
+    """The content id of a document: ``"sha256:"`` and 64 hex digits.
+
+    SHA-256 (FIPS 180-4) of the canonical JSON of ``doc`` without the
+    ``version``, ``checksum`` and ``content_id`` fields of the document and
+    of the documents nested in it (dicts with a ``format`` field): the same
+    model has the same id in any document version or layout.
+    """
+    return _sha256(_strip_versions(doc), _NOT_CONTENT)
+
+
+def seal(doc: dict) -> dict:
+    """A copy of ``doc`` with its ``content_id`` and ``checksum`` fields (see the module notes)."""
+    out = {k: v for k, v in doc.items() if k not in ("checksum", "content_id")}
+    out["content_id"] = content_id(out)
+    out["checksum"] = _sha256(out, _UNSEALED)
+    return out
+
+
+def verify(doc: dict, source="document") -> None:
+    """Check a document's ``checksum`` and ``content_id`` where it has them.
+
+    Raises
+    ------
+    FormatError
+        If a field is not a string, or does not match the content (the file
+        was damaged or edited).
+    """
+    for field, expected in (("checksum", lambda: _sha256(doc, _UNSEALED)),
+                            ("content_id", lambda: content_id(doc))):
+        if field not in doc:
+            continue
+        if not isinstance(doc[field], str):
+            raise FormatError(f"{source}: {field} is not a string")
+        if doc[field] != expected():
+            raise FormatError(f"{source}: {field} mismatch: the file was damaged or edited "
+                              f"after it was written")
+
+
 def write_document(path, format_name: str, version: int, body: dict) -> None:
-    """Save ``body`` as JSON with ``format`` and ``version`` fields first."""
-    doc = {"format": format_name, "version": version, **body}
+    """Save ``body`` as JSON with ``format`` and ``version`` first, and its checksum.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Written atomically (see :func:`atomic_write_bytes`).
+    format_name : str
+    version : int
+    body : dict
+        JSON-ready content; must not hold ``checksum`` or ``content_id``.
+    """
+    doc = seal({"format": format_name, "version": version, **body})
     atomic_write_bytes(path, (json.dumps(doc, indent=1) + "\n").encode())
 
 
-def check_document(doc, format_name: str, version: int, source="document") -> dict:
-    """Check a loaded document's format name and version.
+def check_document(doc, format_name: str, version: int, source="document", *,
+                   checksum_since: int | None = None) -> dict:
+    """Check a loaded document's format name, version and (where present) checksum.
+
+    Parameters
+    ----------
+    doc : object
+        What ``json.loads`` gave.
+    format_name : str
+    version : int
+        Newest version this reader knows.
+    source : str
+        Named in error messages (a path, or "path: section").
+    checksum_since : int or None
+        Documents of this version or later must carry a checksum (a file
+        read from disk); None accepts a document without one (a nested
+        document, covered by its parent's checksum, or one built in memory).
 
     Raises
     ------
     FormatError
         If ``doc`` is not a JSON object of format ``format_name`` with a
-        version from 1 to ``version`` (a newer version needs a newer ubpe).
+        version from 1 to ``version`` (a newer version needs a newer ubpe),
+        if its checksum or content id does not match, or if it lacks a
+        required checksum.
     """
     if not isinstance(doc, dict) or "format" not in doc:
         raise FormatError(f"{source}: not a ubpe file (no 'format' field)")
     if doc["format"] != format_name:
         raise FormatError(f"{source}: format is {doc['format']!r}, expected {format_name!r}")
     v = doc.get("version")
-    if not isinstance(v, int) or v < 1:
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
         raise FormatError(f"{source}: invalid version {v!r}")
     if v > version:
         raise FormatError(f"{source}: {format_name} version {v} is newer than this "
                           f"ubpe reads (up to {version}); upgrade ubpe")
+    if checksum_since is not None and v >= checksum_since and "checksum" not in doc:
+        raise FormatError(f"{source}: {format_name} version {v} must carry a checksum; "
+                          f"it has none")
+    verify(doc, source)
     return doc
 
 
-def read_document(path, format_name: str, version: int) -> dict:
-    """Load a JSON document written by :func:`write_document` and check it."""
+def read_json(path, source=None) -> Any:
+    """Read a JSON file of at most ``get_limits().max_document_bytes`` bytes.
+
+    Raises
+    ------
+    FormatError
+        If the file is larger than the limit (it is not read), is not
+        UTF-8 JSON, or nests too deeply.
+    OSError
+        If it cannot be read.
+    """
+    source = str(path) if source is None else source
+    cap = get_limits().max_document_bytes
+    chunks, size = [], 0
+    with open(path, "rb") as f:
+        # in pieces: f.read(cap + 1) would allocate the whole cap up front
+        while size <= cap and (piece := f.read(min(2**20, cap + 1 - size))):
+            chunks.append(piece)
+            size += len(piece)
+    data = b"".join(chunks)
+    if len(data) > cap:
+        raise FormatError(f"{source}: larger than {cap:,} bytes, the limit for a JSON "
+                          f"document (see ubpe.serialization.limits)")
     try:
-        with open(path, "rb") as f:
-            doc = json.loads(f.read())
-    except json.JSONDecodeError as e:
-        raise FormatError(f"{path}: not valid JSON ({e})") from None
-    return check_document(doc, format_name, version, source=str(path))
+        return json.loads(data)
+    except RecursionError:
+        raise FormatError(f"{source}: not valid JSON (nested too deeply)") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, int digits limit
+        raise FormatError(f"{source}: not valid JSON ({e})") from None
+
+
+def read_document(path, format_name: str, version: int, *, checksum_since: int = 2) -> dict:
+    """Load a JSON document written by :func:`write_document` and check it.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    format_name : str
+    version : int
+        Newest version this reader knows.
+    checksum_since : int, default 2
+        First version whose files must carry a checksum (version 1 files,
+        written before checksums, are read without one).
+
+    Returns
+    -------
+    dict
+        The document, ``checksum`` and ``content_id`` included.
+
+    Raises
+    ------
+    FormatError
+        See :func:`read_json` and :func:`check_document`.
+    """
+    return check_document(read_json(path), format_name, version, source=str(path),
+                          checksum_since=checksum_since)

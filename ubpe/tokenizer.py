@@ -10,10 +10,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import _engine, _segment
-from .serialization import FormatError, check_document, read_document, write_document
+from .serialization import FormatError, check_document, get_limits, read_document, write_document
 
 FORMAT = "ubpe.tokenizer"
-VERSION = 1
+# 2: files carry a checksum and a content id (ubpe.serialization); version 1 is still read
+VERSION = 2
 
 
 def split_documents(symbols: np.ndarray, doc_length: int | None) -> list[np.ndarray]:
@@ -483,34 +484,85 @@ class Tokenizer:
     def from_dict(cls, doc: dict, source="tokenizer") -> Tokenizer:
         """Rebuild a fitted tokenizer from :meth:`to_dict` output.
 
+        Every declared size is checked against the document itself and
+        against :func:`ubpe.serialization.get_limits` before anything is
+        allocated: the alphabet size, the number of merges (at most
+        ``vocab_size - alphabet_size``), and the total length of the token
+        expansions (a chain of merges can declare tokens of exponential
+        length).
+
+        Parameters
+        ----------
+        doc : dict
+            A ``ubpe.tokenizer`` document, version 1 or 2; its checksum is
+            verified where it has one.
+        source : str
+            Named in error messages.
+
         Raises
         ------
         FormatError
-            On an unknown format, a newer version, or inconsistent content.
+            On an unknown format, a newer version, a checksum mismatch,
+            inconsistent content, or a size above the limits.
         """
         check_document(doc, FORMAT, VERSION, source)
+        lim = get_limits()
         try:
-            tok = cls(**doc["params"], progress=False)
-            merges = np.asarray(doc["merges"], np.int64).reshape(-1, 3)
-            weights = np.asarray(doc["weights"], np.float64)
-            counts = np.asarray(doc["counts"], np.int64)
-            n_documents = int(doc["n_documents"])
+            params = doc["params"]
+            if not isinstance(params, dict):
+                raise TypeError("'params' is not an object")
+            tok = cls(**params, progress=False)
+            lists = {k: doc[k] for k in ("merges", "weights", "counts")}
+            for k, v in lists.items():
+                if not isinstance(v, list):
+                    raise TypeError(f"{k!r} is not a list")
+            n_documents = doc["n_documents"]
+            if (not isinstance(n_documents, (int, float)) or isinstance(n_documents, bool)
+                    or not 0 <= n_documents < 2**63):
+                raise ValueError(f"n_documents must be a non-negative number, got {n_documents!r}")
         except (KeyError, TypeError, ValueError) as e:
-            raise FormatError(f"{source}: malformed tokenizer ({e})") from None
-        a, m = tok.alphabet_size, len(merges)
-        if weights.shape != (m,) or counts.shape != (m,):
+            raise FormatError(f"{source}: malformed tokenizer ({type(e).__name__}: {e})") from None
+        a, m = tok.alphabet_size, len(lists["merges"])
+        if a > lim.max_alphabet:
+            raise FormatError(f"{source}: alphabet_size {a:,} is above the limit {lim.max_alphabet:,} "
+                              f"(see ubpe.serialization.limits)")
+        if m > tok.vocab_size - a:
+            raise FormatError(f"{source}: {m:,} merges, more than vocab_size - alphabet_size "
+                              f"({tok.vocab_size - a:,})")
+        if len(lists["weights"]) != m or len(lists["counts"]) != m:
             raise FormatError(f"{source}: weights and counts must have one entry per merge")
+        try:
+            merges = np.asarray(lists["merges"], np.int64) if m else np.zeros((0, 3), np.int64)
+            weights = np.asarray(lists["weights"], np.float64)
+            counts = np.asarray(lists["counts"], np.int64)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise FormatError(f"{source}: malformed tokenizer ({type(e).__name__}: {e})") from None
+        if merges.shape != (m, 3) or weights.shape != (m,) or counts.shape != (m,):
+            raise FormatError(f"{source}: merges must be [left, right, token] triples, weights "
+                              f"and counts one number per merge")
         if m and not np.array_equal(np.sort(merges[:, 2]), np.arange(a, a + m)):
             raise FormatError(f"{source}: merged token ids must be {a}..{a + m - 1}")
+        # topology and expansion lengths, in rank order, before the tables are built
+        length = np.ones(a + m, np.int64)
         known = np.zeros(a + m, bool)
         known[:a] = True
+        total, cap = a, lim.max_expansion
+        pairs = set()
         for r, (left, right, token) in enumerate(merges.tolist()):
             if not (0 <= left < a + m and 0 <= right < a + m and known[left] and known[right]):
                 raise FormatError(f"{source}: merge rank {r} (token id {token}) uses a token "
                                   f"that is not defined before it")
+            if (left, right) in pairs:
+                raise FormatError(f"{source}: merge rank {r} repeats the pair ({left}, {right})")
+            pairs.add((left, right))
             known[token] = True
+            length[token] = min(int(length[left]) + int(length[right]), cap + 1)
+            total += int(length[token])
+            if total > cap:
+                raise FormatError(f"{source}: the tokens expand to more than {cap:,} symbols in "
+                                  f"all, the limit (see ubpe.serialization.limits)")
         tok.merges_, tok.weights_, tok.counts_ = merges, weights, counts
-        tok.n_documents_ = n_documents
+        tok.n_documents_ = int(n_documents)
         tok._build_tables()
         return tok
 
@@ -547,19 +599,22 @@ class Tokenizer:
 
         The file holds ``format`` ("ubpe.tokenizer"), ``version``, the
         hyperparameters (alphabet size included), the merges in rank order as
-        ``[left, right, token]``, and the weights and counts aligned with them.
+        ``[left, right, token]``, the weights and counts aligned with them, and
+        a checksum and content id (see :mod:`ubpe.serialization`).
         """
         d = self.to_dict()
         write_document(path, d.pop("format"), d.pop("version"), d)
 
     @classmethod
     def load(cls, path) -> Tokenizer:
-        """Read a model written by :meth:`save`.
+        """Read a model written by :meth:`save` (format version 1 or 2).
 
         Raises
         ------
         FormatError
-            If the file is not a ubpe tokenizer or is of a newer version.
+            If the file is not a ubpe tokenizer, is of a newer version, fails
+            its checksum (version 2), is larger than the document limit, or
+            declares sizes above the limits (see :meth:`from_dict`).
         """
         return cls.from_dict(read_document(path, FORMAT, VERSION), source=str(path))
 
