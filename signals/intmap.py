@@ -1,0 +1,582 @@
+"""Exact integer mapping: any integer or float array to int64 and back.
+
+This is the first stage of the signal codec for binary arrays: it turns a
+1-D array of any integer dtype (``int8`` .. ``int64``, ``uint8`` ..
+``uint64``) or float dtype (``float16``, ``float32``, ``float64``) into an
+``int64`` array that the predictor and entropy stages code, plus a small
+plain-JSON config and a block of exceptions (raw values kept bit for bit).
+
+Mappings (``config["kind"]``):
+
+``"int"``
+    Integer dtypes whose values all fit in int64 (all of them except
+    ``uint64`` above ``2**63 - 1``): the values themselves.
+``"uint64_flip"``
+    ``uint64`` arrays holding a value ``>= 2**63``: the sign bit is flipped,
+    ``ints = u - 2**63`` (wrapping), an order-preserving bijection of the
+    whole ``uint64`` range onto ``int64``.
+``"decimal"``
+    Floats of decimal origin, found as ALP does (Afroozeh, Kuffo and Boncz,
+    "ALP: Adaptive Lossless floating-Point Compression", SIGMOD 2024): a
+    decimal exponent ``e`` is chosen on a sample, and each value is stored as
+    the integer ``n`` with ``x == n / 10**e`` bit for bit (``n * 10**-e`` for
+    ``e < 0``; the division by an exact power of ten is correctly rounded, so
+    ``n / 10**e`` is the double nearest to the decimal). A common step ``g``
+    and offset ``r`` of the integers are divided out (``n = g*m + r``), as
+    pcodec's IntMult mode does. Values that do not round-trip (``NaN``,
+    ``inf``, ``-0.0``, values with more digits) become exceptions.
+``"ieee"``
+    Any other float: the exact IEEE bits through the order-preserving map of
+    pcodec's float modes (https://github.com/pcodec/pcodec): with the bits
+    read as a signed integer, positives are kept and negatives have their 63
+    (31, 15) low bits flipped, so that ``a < b`` implies ``f(a) < f(b)`` and
+    nearby floats map to nearby integers. Trailing mantissa zero bits common
+    to every value (floats widened from a narrower type) are shifted out,
+    as pcodec's FloatQuant mode does. No exceptions; NaN payloads kept.
+``"quantize"``
+    Lossy, only with ``max_error=E``: ``n = rint(x / s)``, ``x' = n * s`` with
+    the step ``s = 2E (1 - 2**-20)`` (the uniform quantizer of SZ's and ZFP's
+    absolute-error modes, its step a hair under ``2E`` so that data on a
+    grid of ``E`` does not sit on the bin edges). The bound
+    ``|x - x'| <= E`` is checked after reconstruction in the array's own
+    dtype; values where rounding breaks it, and non-finite values, become
+    exceptions.
+``"int_quantize"``
+    Lossy integers, only with ``max_error=E >= 1``: bins of ``2h+1`` values
+    (``h = floor(E)``) from the minimum, each decoded to its centre, clipped
+    to the maximum, so ``|x - x'| <= h``.
+
+The choice between ``"decimal"`` and ``"ieee"`` (and, with ``max_error``,
+the lossless mapping when it is the cheaper one) is made by an estimate of
+the coded size: the sum of ``log2(1 + |residual|)`` for the cheaper of the
+first and second differences of the integers, plus the raw bits of the
+exceptions.
+
+The exception block ``extra`` is empty when there are none; otherwise it is
+``[flag u8][count u64 LE][payload]`` where the payload (zstd-compressed when
+``flag == 1``) is the gaps between successive positions (``uint32``, or
+``uint64`` for arrays of ``2**32`` values or more; the first gap is the first
+position) followed by the raw little-endian bits of the values.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import zstandard
+
+__all__ = ["MappedArray", "map_to_int64", "unmap_from_int64", "describe", "KINDS"]
+
+KINDS = ("int", "uint64_flip", "decimal", "ieee", "quantize", "int_quantize")
+FORMAT = 1  # version of the config/extra layout
+
+_INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+_FLOAT_DTYPES = ("float16", "float32", "float64")
+_UINT_OF = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_SINT_OF = {2: np.int16, 4: np.int32, 8: np.int64}
+_MAX_EXP = 22  # 10**22 is the largest power of ten that is an exact double
+_EXPONENTS = tuple(range(-18, _MAX_EXP + 1))
+_EXACT = 2.0 ** 53  # integers up to this magnitude convert to float64 exactly
+_SAMPLE_RUNS, _SAMPLE_RUN = 8, 256
+# the lossy step is a hair under 2E: data on a grid of E (0.19 with E = 0.01) then never sits on a
+# bin edge, where float rounding of the reconstruction breaks the bound on both sides
+_STEP_SHRINK = 1.0 - 2.0 ** -20
+
+
+@dataclass(frozen=True)
+class MappedArray:
+    """The result of :func:`map_to_int64`.
+
+    Attributes
+    ----------
+    ints : numpy.ndarray, shape (n,), int64
+        The integers that the predictor and entropy stages code.
+    config : dict
+        Plain JSON: ``{"format", "dtype", "kind", "exceptions", **parameters}``.
+    extra : bytes
+        The exceptions (positions and raw bits), empty when there are none.
+    """
+
+    ints: np.ndarray
+    config: dict[str, Any]
+    extra: bytes = field(default=b"")
+
+
+# ------------------------------------------------------------------ helpers
+def _ieee_to_int(bits: np.ndarray) -> np.ndarray:
+    """Signed view of IEEE bits -> order-preserving signed ints (an involution)."""
+    nbits = bits.dtype.itemsize * 8
+    low = np.array((1 << (nbits - 1)) - 1, bits.dtype)
+    return bits ^ ((bits >> (nbits - 1)) & low)
+
+
+def _diff_cost(ints: np.ndarray) -> float:
+    """Estimated coded bits of an integer sequence: the cheaper of orders 1 and 2."""
+    if ints.size < 3:
+        return 64.0 * ints.size
+    f = ints.astype(np.float64)
+    d1 = np.diff(f)
+    d2 = np.diff(d1)
+    c1 = float(np.log2(1.0 + np.abs(d1)).sum())
+    c2 = float(np.log2(1.0 + np.abs(d2)).sum())
+    return min(c1, c2) + ints.size  # about one bit a sample for the sign and the code itself
+
+
+def _exception_bits(count: int, itemsize: int) -> float:
+    return count * (8.0 * itemsize + 16.0)
+
+
+def _forward_fill(ints: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """Replace ``ints[~ok]`` by the previous good value (the first good one before it)."""
+    if ok.all() or ints.size == 0:
+        return ints
+    idx = np.where(ok, np.arange(ints.size), -1)
+    np.maximum.accumulate(idx, out=idx)
+    good = np.flatnonzero(ok)
+    first = good[0] if good.size else -1
+    out = np.zeros_like(ints) if first < 0 else ints[np.where(idx < 0, first, idx)]
+    return out
+
+
+def _sample(x: np.ndarray) -> np.ndarray:
+    """Up to ``_SAMPLE_RUNS`` evenly spaced runs of ``_SAMPLE_RUN`` consecutive values."""
+    n = x.size
+    if n <= _SAMPLE_RUNS * _SAMPLE_RUN:
+        return x
+    starts = np.linspace(0, n - _SAMPLE_RUN, _SAMPLE_RUNS).astype(np.int64)
+    return np.concatenate([x[s:s + _SAMPLE_RUN] for s in starts])
+
+
+def _bits_view(x: np.ndarray) -> np.ndarray:
+    return x.view(_UINT_OF[x.dtype.itemsize])
+
+
+def _decimal_decode(n: np.ndarray, e: int, dtype: np.dtype) -> np.ndarray:
+    f = n.astype(np.float64)
+    if e > 0:
+        f = f / (10.0 ** e)
+    elif e < 0:
+        f = f * (10.0 ** -e)
+    return f.astype(dtype)
+
+
+def _decimal_encode(x: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
+    """Integers ``n`` for exponent ``e`` and the mask of values that round-trip bit for bit."""
+    with np.errstate(all="ignore"):
+        f = x.astype(np.float64)
+        s = f * (10.0 ** e) if e >= 0 else f / (10.0 ** -e)
+        r = np.rint(s)
+        fits = np.isfinite(r) & (np.abs(r) < _EXACT)
+        n = np.where(fits, r, 0.0).astype(np.int64)
+        back = _decimal_decode(n, e, x.dtype)
+    ok = fits & (_bits_view(back) == _bits_view(x))
+    return n, ok
+
+
+def _gcd_offset(n: np.ndarray) -> tuple[int, int]:
+    """Common step ``g`` and offset ``r`` (``0 <= r < g``) of the values ``n``."""
+    if n.size < 2:
+        return 1, 0
+    d = np.abs(np.diff(n))
+    d = d[d > 0]
+    if d.size == 0:
+        return 1, 0
+    g = int(np.gcd.reduce(d))
+    if g <= 1:
+        return 1, 0
+    return g, int(n[0]) % g
+
+
+def _pack_exceptions(pos: np.ndarray, raw: np.ndarray, n: int) -> bytes:
+    if pos.size == 0:
+        return b""
+    pw = np.uint32 if n <= 0xFFFFFFFF else np.uint64
+    gaps = np.diff(pos, prepend=0).astype(pw)
+    payload = gaps.astype(np.dtype(pw).newbyteorder("<")).tobytes() + \
+        raw.astype(raw.dtype.newbyteorder("<")).tobytes()
+    z = zstandard.ZstdCompressor(level=19).compress(payload)
+    flag, body = (1, z) if len(z) < len(payload) else (0, payload)
+    return struct.pack("<BQ", flag, pos.size) + body
+
+
+def _unpack_exceptions(extra: bytes, n: int, itemsize: int, expected: int) -> tuple[np.ndarray, bytes]:
+    if not isinstance(extra, bytes | bytearray | memoryview):
+        raise ValueError(f"extra must be bytes, got {type(extra).__name__}")
+    extra = bytes(extra)
+    if not extra:
+        if expected:
+            raise ValueError(f"config declares {expected} exceptions, extra is empty")
+        return np.zeros(0, np.int64), b""
+    if len(extra) < 9:
+        raise ValueError(f"exception block of {len(extra)} bytes is shorter than its 9-byte header")
+    flag, count = struct.unpack_from("<BQ", extra)
+    if flag not in (0, 1):
+        raise ValueError(f"exception block flag {flag} (expected 0 or 1)")
+    if count == 0 or count > n:
+        raise ValueError(f"exception count {count} is out of range 1..{n}")
+    if count != expected:
+        raise ValueError(f"exception block holds {count} exceptions, config declares {expected}")
+    pw = 4 if n <= 0xFFFFFFFF else 8
+    size = count * (pw + itemsize)
+    body = extra[9:]
+    if flag == 0:
+        payload = body
+    else:
+        try:
+            payload = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body)).read(size + 1)
+        except zstandard.ZstdError as exc:
+            raise ValueError(f"exception block: {exc}") from None
+    if len(payload) != size:
+        raise ValueError(f"exception payload is {len(payload)} bytes, expected {size}")
+    gaps = np.frombuffer(payload, np.dtype(f"<u{pw}"), count).astype(np.int64)
+    if gaps[0] >= n or (count > 1 and ((gaps[1:] < 1) | (gaps[1:] >= n)).any()):
+        raise ValueError("exception positions are not increasing inside the array")
+    pos = np.cumsum(gaps)
+    if pos[-1] >= n:
+        raise ValueError(f"exception position {int(pos[-1])} is outside the array of {n} values")
+    return pos, payload[count * pw:]
+
+
+def _dtype_of(x: Any) -> np.dtype:
+    if not isinstance(x, np.ndarray):
+        raise ValueError(f"expected a numpy array, got {type(x).__name__}")
+    if x.ndim != 1:
+        raise ValueError(f"expected a 1-D array, got shape {x.shape}")
+    name = x.dtype.newbyteorder("=").name if x.dtype.byteorder not in "=|" else x.dtype.name
+    if name not in _INT_DTYPES + _FLOAT_DTYPES:
+        raise ValueError(f"unsupported dtype {x.dtype} (integers up to 64 bits, float16/32/64)")
+    return np.dtype(name)
+
+
+def _config(dtype: np.dtype, kind: str, exceptions: int = 0, **params: Any) -> dict[str, Any]:
+    return {"format": FORMAT, "dtype": dtype.name, "kind": kind, "exceptions": int(exceptions), **params}
+
+
+# ------------------------------------------------------------------ mapping
+def _map_int(x: np.ndarray, dtype: np.dtype, max_error: float | None) -> MappedArray:
+    if max_error is not None and max_error >= 1 and x.size:
+        return _map_int_quantize(x, dtype, max_error)
+    if dtype == np.uint64 and x.size and int(x.max()) > np.iinfo(np.int64).max:
+        ints = (x ^ np.uint64(1 << 63)).view(np.int64)
+        return MappedArray(ints.copy(), _config(dtype, "uint64_flip"))
+    return MappedArray(x.astype(np.int64), _config(dtype, "int"))
+
+
+def _ordered_u64(x: np.ndarray) -> np.ndarray:
+    """Order-preserving map of any integer array onto uint64."""
+    if x.dtype.kind == "u":
+        return x.astype(np.uint64)
+    return x.astype(np.int64).view(np.uint64) ^ np.uint64(1 << 63)
+
+
+def _map_int_quantize(x: np.ndarray, dtype: np.dtype, max_error: float) -> MappedArray:
+    h = min(int(math.floor(max_error)), (1 << 62) - 1)
+    q = 2 * h + 1
+    key = _ordered_u64(x)
+    lo, hi = int(key.min()), int(key.max())
+    v = key - np.uint64(lo)
+    m = (v // np.uint64(q)).astype(np.int64)
+    return MappedArray(m, _config(dtype, "int_quantize", max_error=float(max_error), step=q,
+                                  min=str(lo), range=str(hi - lo)))
+
+
+def _map_ieee(x: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, int]:
+    w = dtype.itemsize
+    s = x.view(_SINT_OF[w])
+    mag = s & np.array((1 << (8 * w - 1)) - 1, s.dtype)
+    nz = mag[mag != 0]
+    shift = 0
+    if nz.size:
+        low = int(np.bitwise_or.reduce(nz & -nz))  # the lowest set bit of any magnitude
+        shift = (low & -low).bit_length() - 1
+    q = (mag >> shift).astype(np.int64)
+    ints = np.where(s < 0, ~q, q)
+    return ints, shift
+
+
+def _decimal_candidate(x: np.ndarray, sample: np.ndarray) -> tuple[int, float] | None:
+    """Best decimal exponent on the sample and its estimated cost, or None if no value fits."""
+    best: tuple[int, float] | None = None
+    w = x.dtype.itemsize
+    for e in _EXPONENTS:
+        n, ok = _decimal_encode(sample, e)
+        k = int(ok.sum())
+        if k == 0:
+            continue
+        filled = _forward_fill(n, ok)
+        g, r = _gcd_offset(filled[ok])
+        if g > 1:
+            filled = (filled - r) // g
+        cost = _diff_cost(filled) + _exception_bits(sample.size - k, w)
+        if best is None or cost < best[1]:
+            best = (e, cost)
+    return best
+
+
+def _map_decimal(x: np.ndarray, dtype: np.dtype, e: int) -> tuple[MappedArray, float]:
+    n, ok = _decimal_encode(x, e)
+    filled = _forward_fill(n, ok)
+    g, r = _gcd_offset(filled[ok])
+    if g > 1:
+        filled = (filled - r) // g
+    pos = np.flatnonzero(~ok)
+    extra = _pack_exceptions(pos, _bits_view(x[pos]), x.size)
+    cost = _diff_cost(filled) + 8.0 * len(extra)
+    params: dict[str, Any] = {"exponent": e}
+    if g > 1:
+        params.update(step=g, offset=r)
+    return MappedArray(filled, _config(dtype, "decimal", pos.size, **params), extra), cost
+
+
+def _map_quantize(x: np.ndarray, dtype: np.dtype, E: float) -> tuple[MappedArray, float]:
+    step = 2.0 * E * _STEP_SHRINK
+    with np.errstate(all="ignore"):
+        f = x.astype(np.float64)
+        r = np.rint(f / step)
+        fits = np.isfinite(r) & (np.abs(r) < _EXACT)
+        n = np.where(fits, r, 0.0).astype(np.int64)
+        back = (n.astype(np.float64) * step).astype(dtype).astype(np.float64)
+        ok = fits & (np.abs(f - back) <= E)
+        for delta in (-1, 1):  # at a bin edge, rounding may break the bound on one side only
+            bad = np.flatnonzero(fits & ~ok)
+            if not bad.size:
+                break
+            alt = n[bad] + delta
+            back = (alt.astype(np.float64) * step).astype(dtype).astype(np.float64)
+            good = np.abs(f[bad] - back) <= E
+            n[bad[good]] = alt[good]
+            ok[bad[good]] = True
+    filled = _forward_fill(n, ok)
+    pos = np.flatnonzero(~ok)
+    extra = _pack_exceptions(pos, _bits_view(x[pos]), x.size)
+    cost = _diff_cost(filled) + 8.0 * len(extra)
+    return MappedArray(filled, _config(dtype, "quantize", pos.size, max_error=float(E), step=step),
+                       extra), cost
+
+
+def map_to_int64(x: np.ndarray, *, max_error: float | None = None) -> MappedArray:
+    """Map a 1-D integer or float array to int64, exactly unless ``max_error`` is given.
+
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (n,)
+        Any of int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+        float16, float32, float64 (either byte order). Any values: full
+        integer ranges, NaN (payloads kept), +-inf, -0.0, subnormals.
+    max_error : float, optional
+        None (the default): lossless, :func:`unmap_from_int64` gives back the
+        array bit for bit. A finite ``E > 0``: ``max |x - x'| <= E`` per
+        array, checked after reconstruction (floats: a uniform quantizer of
+        step ``2E``, as SZ's and ZFP's absolute-error modes; integers: exact
+        when ``E < 1``, else bins of ``2*floor(E) + 1`` values). NaN and inf
+        come back exactly. A lossless mapping is kept when it is estimated
+        to be the cheaper one.
+
+    Returns
+    -------
+    MappedArray
+        ``ints`` (shape (n,), int64), ``config`` (plain JSON) and ``extra``
+        (the exception block, bytes). See the module docstring for the
+        mappings (ALP's decimal scaling, pcodec's order-preserving float
+        bits, uint64's sign-bit flip).
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not a 1-D array of a supported dtype, or ``max_error`` is
+        not a finite positive number.
+    """
+    dtype = _dtype_of(x)
+    if max_error is not None:
+        if isinstance(max_error, bool) or not isinstance(max_error, int | float | np.floating | np.integer) \
+                or not math.isfinite(float(max_error)) or float(max_error) <= 0:
+            raise ValueError(f"max_error must be a finite number > 0, got {max_error!r}")
+        max_error = float(max_error)
+    x = np.ascontiguousarray(x, dtype=dtype)
+    if dtype.kind in "iu":
+        return _map_int(x, dtype, max_error)
+    n = x.size
+    ieee_ints, shift = _map_ieee(x, dtype)
+    best = MappedArray(ieee_ints, _config(dtype, "ieee", shift=shift))
+    if n == 0:
+        return best
+    best_cost = _diff_cost(ieee_ints)
+    cand = _decimal_candidate(x, _sample(x))
+    if cand is not None and cand[1] < _diff_cost(_sample(ieee_ints)):
+        m, cost = _map_decimal(x, dtype, cand[0])
+        if cost < best_cost:
+            best, best_cost = m, cost
+    if max_error is not None:
+        m, cost = _map_quantize(x, dtype, max_error)
+        if cost < best_cost:
+            best = m
+    return best
+
+
+# ---------------------------------------------------------------- unmapping
+def _check_int(config: dict[str, Any], key: str, lo: int, hi: int) -> int:
+    v = config.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise ValueError(f"config {key!r} must be an integer in {lo}..{hi}, got {v!r}")
+    return v
+
+
+def _check_float(config: dict[str, Any], key: str) -> float:
+    v = config.get(key)
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        raise ValueError(f"config {key!r} must be a finite number > 0, got {v!r}")
+    return float(v)
+
+
+def _check_bigint(config: dict[str, Any], key: str) -> int:
+    v = config.get(key)
+    if not isinstance(v, str) or not v.isdigit() or len(v) > 20 or int(v) >= 1 << 64:
+        raise ValueError(f"config {key!r} must be a decimal string of a uint64, got {v!r}")
+    return int(v)
+
+
+def _check_range(ints: np.ndarray, lo: int, hi: int, what: str) -> None:
+    if ints.size and (int(ints.min()) < lo or int(ints.max()) > hi):
+        raise ValueError(f"ints out of range {lo}..{hi} for {what}")
+
+
+def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"") -> np.ndarray:
+    """Inverse of :func:`map_to_int64`.
+
+    Parameters
+    ----------
+    ints : numpy.ndarray, shape (n,), int64
+        ``MappedArray.ints``.
+    config : dict
+        ``MappedArray.config``.
+    extra : bytes
+        ``MappedArray.extra``.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,), of ``config["dtype"]``
+        Bit for bit the mapped array, unless it was mapped with ``max_error``.
+
+    Raises
+    ------
+    ValueError
+        If the config is not one that :func:`map_to_int64` writes, the ints
+        are outside the range that the config allows, or the exception block
+        is inconsistent (declared sizes, counts and positions are checked
+        before anything is allocated).
+    """
+    if not isinstance(config, dict):
+        raise ValueError(f"config must be a dict, got {type(config).__name__}")
+    if config.get("format") != FORMAT:
+        raise ValueError(f"unknown integer-mapping format {config.get('format')!r}")
+    name = config.get("dtype")
+    if name not in _INT_DTYPES + _FLOAT_DTYPES:
+        raise ValueError(f"unsupported dtype {name!r} in config")
+    dtype: np.dtype[Any] = np.dtype(name)
+    kind = config.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"unknown mapping kind {kind!r}; known: {', '.join(KINDS)}")
+    if not isinstance(ints, np.ndarray) or ints.ndim != 1 or ints.dtype != np.int64:
+        raise ValueError("ints must be a 1-D int64 array")
+    n = ints.size
+    n_exc = _check_int(config, "exceptions", 0, n)
+    float_kinds = ("decimal", "ieee", "quantize")
+    if (dtype.kind == "f") != (kind in float_kinds):
+        raise ValueError(f"mapping {kind!r} does not apply to dtype {name}")
+    if kind in ("int", "uint64_flip", "ieee", "int_quantize") and n_exc:
+        raise ValueError(f"mapping {kind!r} has no exceptions, config declares {n_exc}")
+    pos, raw = _unpack_exceptions(extra, n, dtype.itemsize, n_exc)
+
+    if kind == "int":
+        info = np.iinfo(dtype)
+        _check_range(ints, int(info.min), min(int(info.max), int(np.iinfo(np.int64).max)), name)
+        return ints.astype(dtype)
+    if kind == "uint64_flip":
+        if dtype != np.uint64:
+            raise ValueError("mapping 'uint64_flip' applies to uint64 only")
+        return ints.view(np.uint64) ^ np.uint64(1 << 63)
+    if kind == "int_quantize":
+        _check_float(config, "max_error")
+        q = _check_int(config, "step", 1, (1 << 63) - 1)
+        lo, rng = _check_bigint(config, "min"), _check_bigint(config, "range")
+        _check_range(ints, 0, rng // q, "this int_quantize range")
+        h = np.uint64(q // 2)
+        c = ints.view(np.uint64) * np.uint64(q)
+        c = c + np.minimum(h, np.uint64(rng) - c)
+        key = c + np.uint64(lo)
+        if dtype.kind == "u":
+            if key.size and int(key.max()) > int(np.iinfo(dtype).max):
+                raise ValueError(f"int_quantize values out of range for {name}")
+            return key.astype(dtype)
+        signed = (key ^ np.uint64(1 << 63)).view(np.int64)
+        info = np.iinfo(dtype)
+        _check_range(signed, int(info.min), int(info.max), name)
+        return signed.astype(dtype)
+    w = dtype.itemsize
+    if kind == "ieee":
+        shift = _check_int(config, "shift", 0, 8 * w - 2)
+        lim = (1 << (8 * w - 1 - shift)) - 1
+        _check_range(ints, -lim - 1, lim, f"{name} bits shifted by {shift}")
+        mag = np.where(ints < 0, ~ints, ints) << shift
+        bits = np.where(ints < 0, mag | np.int64(-1 << (8 * w - 1)), mag)
+        out = bits.astype(_SINT_OF[w]).view(dtype)
+        return out
+    if kind == "decimal":
+        e = _check_int(config, "exponent", _EXPONENTS[0], _EXPONENTS[-1])
+        n_ints = ints
+        if "step" in config or "offset" in config:
+            g = _check_int(config, "step", 2, 1 << 53)
+            r = _check_int(config, "offset", 0, g - 1)
+            lim = int(_EXACT) // g
+            _check_range(ints, -lim, lim, f"decimal step {g}")
+            n_ints = ints * g + r
+        out = _decimal_decode(n_ints, e, dtype)
+    else:  # quantize
+        E = _check_float(config, "max_error")
+        step = _check_float(config, "step")
+        if step > 2.0 * E:
+            raise ValueError(f"quantize step {step!r} is more than twice max_error {E!r}")
+        with np.errstate(all="ignore"):
+            out = (ints.astype(np.float64) * step).astype(dtype)
+    if pos.size:
+        out[pos] = np.frombuffer(raw, np.dtype(dtype).newbyteorder("<")).astype(dtype)
+    return out
+
+
+def describe(config: dict[str, Any]) -> str:
+    """One line for ``inspect``: ``"lossless, decimal scale 10^-2, 3 exceptions"``, ``"max error 0.01"``.
+
+    Parameters
+    ----------
+    config : dict
+        ``MappedArray.config``.
+
+    Returns
+    -------
+    str
+    """
+    kind = config.get("kind")
+    dtype = config.get("dtype")
+    k = config.get("exceptions", 0)
+    exc = f", {k} exception{'s' if k != 1 else ''}" if k else ""
+    if kind == "int":
+        return f"lossless, {dtype} values"
+    if kind == "uint64_flip":
+        return "lossless, uint64 with the sign bit flipped (u - 2**63)"
+    if kind == "decimal":
+        e = config.get("exponent")
+        step = f", step {config['step']} offset {config.get('offset', 0)}" if "step" in config else ""
+        return f"lossless, {dtype} as decimal scale 10^{-e if isinstance(e, int) else e}{step}{exc}"
+    if kind == "ieee":
+        sh = config.get("shift", 0)
+        return f"lossless, {dtype} IEEE bits (order-preserving)" + (f", {sh} zero bits dropped" if sh else "")
+    if kind == "quantize":
+        return f"max error {config.get('max_error')!r} ({dtype}, step {config.get('step')!r}){exc}"
+    if kind == "int_quantize":
+        return f"max error {config.get('max_error')!r} ({dtype}, bins of {config.get('step')})"
+    return f"unknown mapping {kind!r}"

@@ -1,0 +1,327 @@
+"""Tests of signals.intmap: exact integer mapping of integer and float arrays."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from signals.intmap import MappedArray, describe, map_to_int64, unmap_from_int64
+
+DATA = Path(__file__).resolve().parent / "data"
+INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+FLOAT_DTYPES = ["float16", "float32", "float64"]
+UINT_OF = {"float16": "uint16", "float32": "uint32", "float64": "uint64"}
+
+
+def roundtrip(x: np.ndarray, max_error: float | None = None) -> tuple[MappedArray, np.ndarray]:
+    m = map_to_int64(x, max_error=max_error)
+    assert m.ints.dtype == np.int64 and m.ints.shape == x.shape
+    config = json.loads(json.dumps(m.config))  # the config is plain JSON and survives it unchanged
+    assert config == m.config
+    y = unmap_from_int64(m.ints.copy(), config, m.extra)
+    assert y.dtype == x.dtype and y.shape == x.shape
+    return m, y
+
+
+def same_bits(x: np.ndarray, y: np.ndarray) -> bool:
+    if x.dtype.kind == "f":
+        u = UINT_OF[x.dtype.name]
+        return bool(np.array_equal(x.view(u), y.view(u)))
+    return bool(np.array_equal(x, y))
+
+
+# ------------------------------------------------------------ golden cases
+def test_golden_decimal_weather_row():
+    # seattle_weather.csv row 1: one decimal each, stored as tenths
+    x = np.array([0.0, 12.8, 5.0, 4.7])
+    m, y = roundtrip(x)
+    assert m.config == {"format": 1, "dtype": "float64", "kind": "decimal", "exceptions": 0, "exponent": 1}
+    assert m.ints.tolist() == [0, 128, 50, 47]
+    assert m.extra == b""
+    assert same_bits(x, y)
+    assert describe(m.config) == "lossless, float64 as decimal scale 10^-1"
+
+
+def test_golden_decimal_step_and_exceptions():
+    # ECG-like: multiples of 0.005 -> thousandths divided by 5; NaN and -0.0 are exceptions
+    x = np.array([-0.245, -0.215, np.nan, -0.185, -0.0, -0.175, -0.17, -0.17, -0.185, -0.16, -0.15] * 4)
+    m, y = roundtrip(x)
+    assert same_bits(x, y)
+    assert m.config["kind"] == "decimal" and m.config["exponent"] == 3
+    assert m.config["step"] == 5 and m.config["offset"] == 0 and m.config["exceptions"] == 8
+    # -0.245 -> -245 / 5 = -49; the NaN and -0.0 slots repeat the value before them
+    assert m.ints[:6].tolist() == [-49, -43, -43, -37, -37, -35]
+    assert describe(m.config) == "lossless, float64 as decimal scale 10^-3, step 5 offset 0, 8 exceptions"
+    # exception block: flag, count, then 8 uint32 gaps and 8 raw float64 (or zstd of those)
+    flag, count = struct.unpack_from("<BQ", m.extra)
+    assert count == 8 and flag in (0, 1)
+
+
+def test_golden_ieee_bits():
+    # magnitudes 0x3FF0.., 0x3FF8.. share 51 trailing zero bits: 1.0 -> 0x7FE = 2046, 1.5 -> 2047;
+    # negatives are the bitwise complement: -1.0 -> ~2046 = -2047, -0.0 -> ~0 = -1
+    ints = np.array([2046, -2047, -1, 0, 2047], np.int64)
+    cfg = {"format": 1, "dtype": "float64", "kind": "ieee", "exceptions": 0, "shift": 51}
+    y = unmap_from_int64(ints, cfg, b"")
+    assert same_bits(y, np.array([1.0, -1.0, -0.0, 0.0, 1.5]))
+    from signals.intmap import _map_ieee
+    got, shift = _map_ieee(np.array([1.0, -1.0, -0.0, 0.0, 1.5]), np.dtype("float64"))
+    assert shift == 51 and got.tolist() == ints.tolist()
+
+
+def test_ieee_order_preserving():
+    from signals.intmap import _map_ieee
+    x = np.array([-np.inf, -1e308, -1.0, -5e-324, -0.0, 0.0, 5e-324, 1.0, 1e308, np.inf])
+    ints, shift = _map_ieee(x, x.dtype)
+    assert shift == 0 and (np.diff(ints) > 0).all()
+
+
+def test_golden_uint64_flip():
+    x = np.array([2**63, 2**63 + 1, 2**64 - 1, 0], np.uint64)
+    m, y = roundtrip(x)
+    assert m.config["kind"] == "uint64_flip"
+    assert m.ints.tolist() == [0, 1, 2**63 - 1, -(2**63)]
+    assert np.array_equal(x, y)
+
+
+def test_golden_int_kinds():
+    m, y = roundtrip(np.array([-128, 127, 0], np.int8))
+    assert m.config["kind"] == "int" and m.ints.tolist() == [-128, 127, 0]
+    m, y = roundtrip(np.array([0, 2**32 - 1], np.uint32))
+    assert m.config["kind"] == "int" and m.ints.tolist() == [0, 2**32 - 1]
+    m, y = roundtrip(np.array([5, 2**63 - 1], np.uint64))
+    assert m.config["kind"] == "int" and y.tolist() == [5, 2**63 - 1]
+
+
+def test_golden_int_quantize():
+    # E = 2.5 -> bins of 5 from the minimum 10: 10..14 -> 12, 15..19 -> 17, 20..21 -> 22 clipped to 21
+    x = np.array([10, 14, 15, 19, 20, 21], np.int32)
+    m, y = roundtrip(x, max_error=2.5)
+    assert m.config["kind"] == "int_quantize" and m.config["step"] == 5
+    assert m.ints.tolist() == [0, 0, 1, 1, 2, 2]
+    assert y.tolist() == [12, 12, 17, 17, 21, 21]
+    assert describe(m.config) == "max error 2.5 (int32, bins of 5)"
+    # below 1, integers stay exact
+    m, y = roundtrip(x, max_error=0.9)
+    assert m.config["kind"] == "int" and np.array_equal(x, y)
+
+
+def test_extreme_floats():
+    x = np.array([1e308, -1e308, np.finfo(np.float64).max, -np.finfo(np.float64).max, 5e-324, -5e-324,
+                  np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0])
+    m, y = roundtrip(x)
+    assert same_bits(x, y)
+    x = np.array([1e308, -1e308, 1e307, 3e308 / 4])
+    assert same_bits(x, roundtrip(x)[1])
+
+
+def test_nan_payloads():
+    bits = np.array([0x7FF0000000000001, 0xFFF8000000000000, 0x7FF8DEADBEEF0000, 0x7FF4000000000000],
+                    np.uint64)
+    x = bits.view(np.float64)
+    assert same_bits(x, roundtrip(x)[1])
+    b32 = np.array([0x7FC00001, 0xFF800001, 0x7FBFFFFF], np.uint32)
+    x32 = b32.view(np.float32)
+    assert same_bits(x32, roundtrip(x32)[1])
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES + FLOAT_DTYPES)
+def test_empty_and_single(dtype):
+    for x in (np.zeros(0, dtype), np.ones(1, dtype), np.zeros(2, dtype)):
+        m, y = roundtrip(x)
+        assert same_bits(x, y)
+        m, y = roundtrip(x, max_error=0.5)
+        assert same_bits(x, y)
+
+
+def test_big_endian_and_noncontiguous():
+    x = np.arange(20, dtype=">f8") / 10
+    m, y = roundtrip(x)
+    assert y.dtype == np.float64 and np.array_equal(y, x)
+    z = (np.arange(40, dtype=np.float32) / 4)[::2]
+    assert np.array_equal(roundtrip(z)[1], z)
+
+
+def test_float32_from_decimal_text():
+    x = np.array([float(f"{i / 100:.2f}") for i in range(-500, 500, 7)], np.float32)
+    m, y = roundtrip(x)
+    assert same_bits(x, y)
+    assert m.config["kind"] == "decimal" and m.config["exponent"] == 2
+
+
+def test_widened_float32_drops_zero_bits():
+    rng = np.random.default_rng(1)
+    x = np.cumsum(rng.standard_normal(500)).astype(np.float32).astype(np.float64)
+    m, y = roundtrip(x)
+    assert same_bits(x, y)
+    assert m.config["kind"] == "ieee" and m.config["shift"] >= 29
+
+
+def test_max_error_keeps_cheaper_lossless():
+    # values in tenths with a bound of 1: quantized ints would be 20x smaller, so quantize is chosen
+    x = np.round(np.cumsum(np.random.default_rng(2).standard_normal(2000)) * 10) / 10
+    m, y = roundtrip(x, max_error=1.0)
+    assert m.config["kind"] == "quantize" and np.abs(x - y).max() <= 1.0
+    assert describe(m.config).startswith("max error 1.0")
+    # a bound finer than the data's own step: the exact decimal mapping is cheaper, and kept
+    m, y = roundtrip(x, max_error=0.001)
+    assert m.config["kind"] == "decimal" and same_bits(x, y)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="1-D"):
+        map_to_int64(np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="dtype"):
+        map_to_int64(np.zeros(3, bool))
+    with pytest.raises(ValueError, match="dtype"):
+        map_to_int64(np.zeros(3, np.complex128))
+    with pytest.raises(ValueError, match="numpy array"):
+        map_to_int64([1.0, 2.0])  # type: ignore[arg-type]
+    for bad in (0, -1.0, float("nan"), float("inf"), True, "0.1"):
+        with pytest.raises(ValueError, match="max_error"):
+            map_to_int64(np.zeros(3), max_error=bad)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------ decoder checks
+def _valid() -> MappedArray:
+    x = np.array([0.1, 0.2, np.nan, 0.4, -0.0, 0.6] * 3)
+    m = map_to_int64(x)
+    assert m.config["exceptions"] == 6
+    return m
+
+
+@pytest.mark.parametrize("change", [
+    {"format": 2}, {"dtype": "float128"}, {"dtype": "int64"}, {"kind": "alp"}, {"kind": "ieee"},
+    {"exponent": 23}, {"exponent": "1"}, {"exceptions": 5}, {"exceptions": 10**12}, {"exceptions": -1},
+    {"step": 1}, {"step": 2, "offset": 2},
+])
+def test_decoder_rejects_bad_config(change):
+    m = _valid()
+    with pytest.raises(ValueError):
+        unmap_from_int64(m.ints, {**m.config, **change}, m.extra)
+
+
+def test_decoder_rejects_bad_extra():
+    m = _valid()
+    n = m.ints.size
+    raw = struct.pack("<BQ", 0, 6) + np.array([2, 2, 2, 2, 2, 2], "<u4").tobytes() + bytes(48)
+    assert unmap_from_int64(m.ints, m.config, raw).shape == (n,)  # a well-formed block decodes
+    bad = [
+        b"", b"\x00" * 5, struct.pack("<BQ", 7, 6) + raw[9:], struct.pack("<BQ", 0, 7) + raw[9:],
+        raw[:-1], raw + b"\x00",
+        struct.pack("<BQ", 0, 6) + np.array([2, 2, 2, 2, 2, 9], "<u4").tobytes() + bytes(48),  # past end
+        struct.pack("<BQ", 0, 6) + np.array([2, 2, 0, 2, 2, 2], "<u4").tobytes() + bytes(48),  # repeat
+        struct.pack("<BQ", 0, 6) + np.array([2**31, 1, 1, 1, 1, 1], "<u4").tobytes() + bytes(48),
+        struct.pack("<BQ", 1, 6) + b"not zstd",
+        # a zstd bomb: 100 MB of zeros declared, the decoder reads no more than the expected 72 bytes
+        struct.pack("<BQ", 1, 6) + zstandard.ZstdCompressor().compress(bytes(100_000_000)),
+        "text",
+    ]
+    for extra in bad:
+        with pytest.raises(ValueError):
+            unmap_from_int64(m.ints, m.config, extra)  # type: ignore[arg-type]
+
+
+def test_decoder_rejects_out_of_range_ints():
+    cfg = {"format": 1, "dtype": "int8", "kind": "int", "exceptions": 0}
+    with pytest.raises(ValueError, match="range"):
+        unmap_from_int64(np.array([200], np.int64), cfg, b"")
+    cfg = {"format": 1, "dtype": "float32", "kind": "ieee", "exceptions": 0, "shift": 0}
+    with pytest.raises(ValueError, match="range"):
+        unmap_from_int64(np.array([2**31], np.int64), cfg, b"")
+    with pytest.raises(ValueError, match="int64"):
+        unmap_from_int64(np.array([1], np.int32), cfg, b"")
+    cfg = {"format": 1, "dtype": "uint8", "kind": "int_quantize", "exceptions": 0, "max_error": 1.0,
+           "step": 3, "min": "0", "range": "255"}
+    with pytest.raises(ValueError, match="range"):
+        unmap_from_int64(np.array([86], np.int64), cfg, b"")
+    with pytest.raises(ValueError, match="min"):
+        unmap_from_int64(np.array([1], np.int64), {**cfg, "min": "-1"}, b"")
+
+
+# ------------------------------------------------------------ properties
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(INT_DTYPES).flatmap(
+    lambda d: hnp.arrays(d, st.integers(0, 64), elements=hnp.from_dtype(np.dtype(d)))))
+def test_roundtrip_integers(x):
+    m, y = roundtrip(x)
+    assert np.array_equal(x, y)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(FLOAT_DTYPES).flatmap(
+    lambda d: hnp.arrays(UINT_OF[d], st.integers(0, 64)).map(lambda b: b.view(d))))
+def test_roundtrip_any_float_bits(x):
+    # every bit pattern: NaN payloads, -0.0, inf, subnormals
+    assert same_bits(x, roundtrip(x)[1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(FLOAT_DTYPES).flatmap(
+    lambda d: hnp.arrays(d, st.integers(0, 64),
+                         elements=hnp.from_dtype(np.dtype(d), allow_nan=True, allow_infinity=True,
+                                                 allow_subnormal=True))))
+def test_roundtrip_floats(x):
+    assert same_bits(x, roundtrip(x)[1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-10**6, 10**6), min_size=1, max_size=200), st.integers(0, 6),
+       st.sampled_from(["float32", "float64"]),
+       st.lists(st.sampled_from([np.nan, np.inf, -0.0, 1e308, 0.1234567891234]), max_size=3))
+def test_roundtrip_decimal_origin(digits, scale, dtype, specials):
+    # floats parsed from decimal text, with a few values that are not decimals at that scale
+    vals = [float(f"{d / 10**scale:.{scale}f}") for d in digits] + specials
+    with np.errstate(over="ignore"):
+        x = np.array(vals, dtype)
+    m, y = roundtrip(x)
+    assert same_bits(x, y)
+    if len(digits) >= 50 and len(set(digits)) > 10 and dtype == "float64":
+        assert m.config["kind"] == "decimal"
+        assert m.config["exponent"] <= scale and m.config["exceptions"] <= len(specials)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(FLOAT_DTYPES).flatmap(
+    lambda d: hnp.arrays(d, st.integers(0, 64),
+                         elements=hnp.from_dtype(np.dtype(d), allow_nan=True, allow_infinity=True))),
+       st.floats(1e-9, 1e9))
+def test_max_error_bound_floats(x, E):
+    m, y = roundtrip(x, max_error=E)
+    fin = np.isfinite(x)
+    assert same_bits(x[~fin], y[~fin])  # NaN and inf come back exactly
+    err = np.abs(x[fin].astype(np.float64) - y[fin].astype(np.float64))
+    assert err.size == 0 or err.max() <= E
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(INT_DTYPES).flatmap(
+    lambda d: hnp.arrays(d, st.integers(0, 64), elements=hnp.from_dtype(np.dtype(d)))),
+       st.one_of(st.floats(0.01, 10.0), st.floats(1.0, 2.0**66)))
+def test_max_error_bound_integers(x, E):
+    m, y = roundtrip(x, max_error=E)
+    err = [abs(int(a) - int(b)) for a, b in zip(x, y)]
+    assert max(err, default=0) <= E
+
+
+# ------------------------------------------------------------ real data
+def test_ecg_is_decimal_origin():
+    x = np.load(DATA / "mitbih208_ecg_4k.npz")["ecg"]
+    assert x.dtype == np.float64 and x.size == 4096
+    m, y = roundtrip(x)
+    assert same_bits(x, y)
+    # ADC counts times 0.005 mV: thousandths, step 5, no exceptions
+    assert m.config["kind"] == "decimal" and m.config["exponent"] == 3 and m.config["step"] == 5
+    assert m.config["exceptions"] == 0 and m.extra == b""
+    assert np.array_equal(m.ints * 5, np.rint(x * 1000).astype(np.int64))
+    for E in (0.001, 0.01, 0.05):
+        m, y = roundtrip(x, max_error=E)
+        assert np.abs(x - y).max() <= E
