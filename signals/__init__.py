@@ -6,12 +6,19 @@ memory. Whole files (CSV byte for byte, WAV, NumPy): :func:`compress_file` /
 :func:`decompress_file`. The pipeline and its stages: ``ARCHITECTURE.md``.
 """
 
-from .codec import (SignalFormatError, compress, compress_stream, decompress, decompress_stream,
-                    inspect)
+from .codec import SignalFormatError, compress, compress_stream, decompress, decompress_stream, inspect
 from .files import compress_file, decompress_file
 from .model import SignalModel
-from .quantize import (QUANTIZERS, GaussianQuantizer, LloydMaxQuantizer, MuLawQuantizer,
-                       QuantileQuantizer, Quantizer, UniformQuantizer, quantizer_from_dict)
+from .quantize import (
+                    QUANTIZERS,
+                    GaussianQuantizer,
+                    LloydMaxQuantizer,
+                    MuLawQuantizer,
+                    QuantileQuantizer,
+                    Quantizer,
+                    UniformQuantizer,
+                    quantizer_from_dict,
+)
 from .readers import CsvChannels, CsvError, read_csv, read_signal
 
 __all__ = ["compress", "decompress", "inspect", "compress_stream", "decompress_stream",

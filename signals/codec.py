@@ -83,7 +83,7 @@ def _map_column(name: str, x: np.ndarray, quantizer: Quantizer | None,
 def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
                    level: int = DEFAULT_LEVEL, max_error: float | None = None,
                    quantizer: Quantizer | None = None, blobs: Iterable[bytes] = (),
-                   channel_options: dict | None = None) -> bytes:
+                   channel_options: dict | None = None, model: Any = None) -> bytes:
     """A version-2 container holding ``columns`` (and raw ``blobs``) under ``header``.
 
     Parameters
@@ -103,10 +103,26 @@ def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
         order by :func:`decode_columns`.
     channel_options : dict, optional
         Keyword options for :func:`signals.channel.encode_channel`.
+    model : SignalModel, optional
+        A fitted model with a codec part: each column whose name it knows is
+        mapped with the model's fixed mapping and coded against the model's
+        tables (or its own, whichever is smaller); the header stores the
+        model's content id.
     """
     sections: list[tuple[bytes, bytes]] = []
     cols = []
+    if model is not None:
+        header = {**header, "model": model.content_id()}
     for name, x in columns:
+        x = np.asarray(x)
+        if model is not None and model.has_codec(name):
+            ints, config = model.map_channel(name, x)
+            payload = model.encode_channel(name, ints, level=level)
+            sections.append((b"C", payload))
+            cols.append({"name": str(name), "kind": "samples", "n": int(x.size),
+                         "dtype": x.dtype.str, "map": config, "max_error": 0.0,
+                         "payload": len(sections) - 1, "extra": None, "model": True})
+            continue
         x = np.asarray(x)
         if x.size > MAX_SAMPLES:
             raise ValueError(f"channel {name!r}: {x.size:,} samples, above the limit of "
@@ -141,15 +157,25 @@ def _check_column(c: Any, k: int, n_sections: int) -> None:
             raise SignalFormatError(f"header: column {c['name']!r} points to a missing section")
 
 
-def decode_columns(data: bytes) -> tuple[dict, list[Column], list[bytes]]:
+def decode_columns(data: bytes, model: Any = None) -> tuple[dict, list[Column], list[bytes]]:
     """Inverse of :func:`encode_columns`: ``(header, columns, blobs)``.
 
     Raises
     ------
     SignalFormatError
-        On any damage or inconsistency, naming the section or column.
+        On any damage or inconsistency, naming the section or column; or
+        when the container was made with a model and ``model`` is missing
+        or another one (the message names the id expected).
     """
     header, sections, n_values = container.read_container(data)
+    wanted = header.get("model")
+    if wanted is not None:
+        if model is None:
+            raise SignalFormatError(f"this file was compressed with model {wanted}; pass that "
+                                    f"model (--model) to decompress it")
+        if model.content_id() != wanted:
+            raise SignalFormatError(f"this file was compressed with model {wanted}, not with "
+                                    f"the model given ({model.content_id()})")
     columns: list[Column] = []
     used = set()
     for k, c in enumerate(header["columns"]):
@@ -159,7 +185,12 @@ def decode_columns(data: bytes) -> tuple[dict, list[Column], list[bytes]]:
         if sec.kind != b"C":
             raise SignalFormatError(f"column {name!r}: section {c['payload']} is not a payload")
         try:
-            ints = decode_channel(sec.body, c["n"])
+            if c.get("model"):
+                if model is None or not model.has_codec(name):
+                    raise ValueError("the model has no such channel")
+                ints = model.decode_channel(name, sec.body, c["n"])
+            else:
+                ints = decode_channel(sec.body, c["n"])
         except (ValueError, IndexError) as e:
             raise SignalFormatError(f"column {name!r}, payload at byte {sec.offset}: {e}") from None
         used.add(c["payload"])
@@ -168,7 +199,9 @@ def decode_columns(data: bytes) -> tuple[dict, list[Column], list[bytes]]:
             extra = container.read_blob(sections[c["extra"]].body, f"column {name!r} exceptions")
             used.add(c["extra"])
         try:
-            if c["map"].get("kind") == "quantizer":
+            if c.get("model"):
+                values = model.unmap_channel(name, ints)
+            elif c["map"].get("kind") == "quantizer":
                 values = quantizer_from_dict(c["map"]["quantizer"]).decode(ints)
             else:
                 values = unmap_from_int64(ints, c["map"], extra)
@@ -189,7 +222,7 @@ def decode_columns(data: bytes) -> tuple[dict, list[Column], list[bytes]]:
 # ---------------------------------------------------------------- arrays
 def compress(x, *, level: int = DEFAULT_LEVEL, max_error: float | None = None,
              quantizer: Quantizer | None = None, names=None, meta: dict | None = None,
-             **channel_options) -> bytes:
+             model: Any = None, **channel_options) -> bytes:
     """Compress sampled signals into a ``.ubpe`` container, lossless by default.
 
     Parameters
@@ -212,6 +245,11 @@ def compress(x, *, level: int = DEFAULT_LEVEL, max_error: float | None = None,
         Channel names (default: DataFrame columns, else ``ch0, ch1, ...``).
     meta : dict, optional
         JSON metadata stored as is (units, sampling rate, ...).
+    model : SignalModel, optional
+        A model from ``ubpe build`` (:meth:`signals.SignalModel.fit`): the
+        channels it knows (by name) are coded against its tables, and the
+        file stores its content id instead of tables; decompress it with
+        the same model.
     **channel_options
         Passed to :func:`signals.channel.encode_channel`.
 
@@ -234,8 +272,11 @@ def compress(x, *, level: int = DEFAULT_LEVEL, max_error: float | None = None,
         raise ValueError(f"max_error must be a finite number >= 0, got {max_error}")
     header = {"source": "array" if shape is not None else "arrays", "shape": shape,
               "axis": axis, "meta": meta or {}}
+    if model is not None and names == [f"ch{i}" for i in range(len(chans))] and \
+            len(chans) == len(model.channel_names_):
+        names = list(model.channel_names_)  # unnamed channels are the model's, in order
     return encode_columns(list(zip(names, chans)), header, level=level, max_error=max_error,
-                          quantizer=quantizer, channel_options=channel_options)
+                          quantizer=quantizer, channel_options=channel_options, model=model)
 
 
 def _channels_of(x) -> tuple[list[np.ndarray], list[str] | None, list[int] | None, int]:
@@ -260,8 +301,14 @@ def _channels_of(x) -> tuple[list[np.ndarray], list[str] | None, list[int] | Non
                      f"got shape {arr.shape}")
 
 
-def decompress(data: bytes) -> Any:
+def decompress(data: bytes, *, model: Any = None) -> Any:
     """Decode a ``.ubpe`` container (version 1 or 2) to what :func:`compress` took.
+
+    Parameters
+    ----------
+    data : bytes
+    model : SignalModel, optional
+        Needed when the file was compressed with a model.
 
     Returns
     -------
@@ -279,7 +326,7 @@ def decompress(data: bytes) -> Any:
     data = _as_bytes(data)
     if container.container_version(data) == 1:
         return decompress_v1(data)
-    header, columns, _ = decode_columns(data)
+    header, columns, _ = decode_columns(data, model)
     return _as_array(header, columns)
 
 
@@ -373,7 +420,7 @@ def compress_stream(chunks: Iterable, fileobj: IO[bytes], **options) -> int:
     return n
 
 
-def decompress_stream(fileobj: IO[bytes]) -> Iterator[Any]:
+def decompress_stream(fileobj: IO[bytes], *, model: Any = None) -> Iterator[Any]:
     """Yield the chunks written by :func:`compress_stream`, one at a time.
 
     Raises
@@ -412,5 +459,5 @@ def decompress_stream(fileobj: IO[bytes]) -> Iterator[Any]:
         frame = fileobj.read(n)
         if len(frame) < n:
             raise SignalFormatError(f"truncated stream: frame {k} has {len(frame)} of {n} bytes")
-        yield decompress(frame)
+        yield decompress(frame, model=model)
         k += 1

@@ -68,7 +68,7 @@ def kind_of(path: str | Path, data: bytes | None = None) -> str:
 
 def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int = DEFAULT_LEVEL,
                   max_error: float | None = None, csv_options: dict | None = None,
-                  channel_options: dict | None = None) -> bytes:
+                  channel_options: dict | None = None, model: Any = None) -> bytes:
     """Compress a whole file given as bytes.
 
     Parameters
@@ -88,6 +88,8 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
         for :func:`signals.table.encode_csv`.
     channel_options : dict, optional
         Passed to :func:`signals.channel.encode_channel`.
+    model : SignalModel, optional
+        Code the columns the model knows (by name) against it.
 
     Returns
     -------
@@ -100,7 +102,7 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
         On input that cannot be read (the message names the file and where),
         or ``max_error`` for a CSV file.
     """
-    opts: dict[str, Any] = {"level": level, "channel_options": channel_options}
+    opts: dict[str, Any] = {"level": level, "channel_options": channel_options, "model": model}
     if kind == "csv":
         if max_error is not None:
             raise ValueError(f"{path}: --max-error applies to arrays and WAV files; CSV files are "
@@ -119,7 +121,7 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
     raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(KINDS)}")
 
 
-def decompress_file(data: bytes) -> Decoded:
+def decompress_file(data: bytes, *, model: Any = None) -> Decoded:
     """Give back the file that :func:`compress_file` compressed.
 
     Raises
@@ -128,7 +130,7 @@ def decompress_file(data: bytes) -> Decoded:
         On a damaged, foreign or newer container, or one made from arrays
         by :func:`signals.compress` (use :func:`signals.decompress`).
     """
-    header, columns, blobs = decode_columns(data)
+    header, columns, blobs = decode_columns(data, model)
     source = header.get("source")
     try:
         if source == "csv":

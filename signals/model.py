@@ -1,4 +1,14 @@
-"""A signal tokenizer: per-channel quantizers feeding one shared UBPE vocabulary."""
+"""Trained signal models (``ubpe build``): the codec pipeline with its stages fitted.
+
+A :class:`SignalModel` holds two fitted parts, both trained on one corpus:
+
+* the **codec** part: per channel, an exact integer mapping and a
+  :class:`signals.channel.ChannelModel` (predictor and static entropy
+  tables). Files and packets compressed with the model store its content id
+  instead of tables: :meth:`SignalModel.compress`, :meth:`compress_packet`;
+* the **tokenizer** part, for ML: per-channel quantizers feeding one UBPE
+  vocabulary (:meth:`encode` / :meth:`decode`).
+"""
 
 from __future__ import annotations
 
@@ -9,11 +19,17 @@ import numpy as np
 from ubpe import Tokenizer, split_documents
 from ubpe.serialization import FormatError, check_document, content_id, read_document, write_document
 
+from . import packets as _packets
+from .channel import ChannelModel, decode_channel, encode_channel, fit_channel_model
+from .codec import DEFAULT_LEVEL
 from .quantize import QUANTIZERS, UniformQuantizer, quantizer_from_dict
 
 FORMAT = "ubpe.signal-model"
 # 2: files carry a checksum and a content id (ubpe.serialization); version 1 is still read
-VERSION = 2
+# 3: a "codec" part (per-channel mapping and ChannelModel); versions 1-2 load without it
+VERSION = 3
+VALIDATION = 0.3   # share of each channel held out to decide whether the model pays
+PACKET = 1024      # packet size of that decision
 
 
 class SignalModel:
@@ -33,22 +49,38 @@ class SignalModel:
         Samples per training document; None makes each channel one document.
     progress : bool or None
         Progress bar while training (None: only on a terminal).
+    codec : bool, default True
+        Also fit the codec part (a ChannelModel per channel that can be
+        mapped to integers exactly).
+    level : int, default 5
+        Level of the payloads coded with the model.
 
     Attributes
     ----------
     channel_names_ : list of str
     quantizers_ : list of UniformQuantizer, one per channel
     tokenizer_ : ubpe.Tokenizer
+    codec_ : dict
+        Channel name -> ``{"dtype", "map", "model" (ChannelModel)}`` for the
+        channels the codec part keeps (those where it lowered the bits of
+        the validation split).
+    codec_report_ : list of dict
+        Per channel: ``name``, ``bits_own`` and ``bits_model`` (bits per
+        sample of the held-out 30% in packets of 1024 samples, each coded on
+        its own or against the model), ``kept``, and ``reason``.
     """
 
     def __init__(self, n_levels: int = 1024, vocab_size: int = 4096, *, n_candidates: int = 8,
-                 min_frequency: int = 2, doc_length: int | None = None, progress=None):
+                 min_frequency: int = 2, doc_length: int | None = None, progress=None,
+                 codec: bool = True, level: int = DEFAULT_LEVEL):
         self.n_levels = n_levels
         self.vocab_size = vocab_size
         self.n_candidates = n_candidates
         self.min_frequency = min_frequency
         self.doc_length = doc_length
         self.progress = progress
+        self.codec = codec
+        self.level = level
 
     def fit(self, channels, names=None) -> SignalModel:
         """Fit one quantizer per channel and the tokenizer on all of them.
@@ -87,7 +119,169 @@ class SignalModel:
             self.quantizers_.append(q)
             docs.extend(split_documents(q.encode(c), self.doc_length))
         self.tokenizer_.fit(docs)
+        self.codec_, self.codec_report_ = {}, []
+        if self.codec:
+            groups: dict[str, list[np.ndarray]] = {}
+            for name, c in zip(self.channel_names_, channels):
+                groups.setdefault(name, []).append(c)
+            for name, cs in groups.items():
+                self._fit_codec(name, cs)
+        self._id = None
         return self
+
+    # ------------------------------------------------------------ codec part
+    def _fit_codec(self, name: str, chans: list[np.ndarray]) -> None:
+        """Fit one channel's codec model; keep it where it lowers the held-out bits."""
+        dtype = chans[0].dtype
+        mapping = _integer_mapping(chans)
+        report: dict = {"name": name, "bits_own": None, "bits_model": None, "kept": False}
+        self.codec_report_.append(report)
+        if mapping is None:
+            report["reason"] = "not integers at a fixed decimal scale"
+            return
+        ints = [_apply_mapping(c, mapping) for c in chans]
+        if any(i is None for i in ints):
+            report["reason"] = "not integers at a fixed decimal scale"
+            return
+        cuts = [int(x.size * (1 - VALIDATION)) for x in ints]
+        train = [x[:k] for x, k in zip(ints, cuts) if k > 0]
+        held = [x[k:] for x, k in zip(ints, cuts)]
+        packets = [h[i:i + PACKET] for h in held for i in range(0, h.size, PACKET)]
+        packets = [p for p in packets if p.size]
+        if not train or not packets:
+            report["reason"] = "too few samples to validate"
+            return
+        trial = fit_channel_model(train)
+        n = sum(p.size for p in packets)
+        own = sum(len(encode_channel(p, level=self.level)) for p in packets)
+        with_model = sum(len(encode_channel(p, level=self.level, model=trial)) for p in packets)
+        report.update(bits_own=8 * own / n, bits_model=8 * with_model / n)
+        if with_model >= own:
+            report["reason"] = "the model's tables did not beat per-packet tables"
+            return
+        report.update(kept=True, reason="lower bits on the held-out 30%")
+        self.codec_[name] = {"dtype": dtype.str, "map": mapping,
+                             "model": fit_channel_model(ints)}
+
+    def has_codec(self, name: str) -> bool:
+        """Whether the codec part codes channel ``name``."""
+        return name in getattr(self, "codec_", {})
+
+    def map_channel(self, name: str, x: np.ndarray) -> tuple[np.ndarray, dict]:
+        """Channel ``name``'s values as int64 under the model's fixed mapping.
+
+        Raises
+        ------
+        ValueError
+            If a value does not map exactly (e.g. more decimals than the
+            model's scale) or the dtype differs from the model's.
+        """
+        entry = self.codec_[name]
+        if np.asarray(x).dtype.str != entry["dtype"]:
+            raise ValueError(f"channel {name!r}: dtype {np.asarray(x).dtype}, the model was "
+                             f"trained on {entry['dtype']}")
+        ints = _apply_mapping(np.asarray(x), entry["map"])
+        if ints is None:
+            raise ValueError(f"channel {name!r}: values do not map exactly at the model's "
+                             f"scale ({entry['map']})")
+        return ints, {"kind": "model", "dtype": entry["dtype"]}
+
+    def unmap_channel(self, name: str, ints: np.ndarray) -> np.ndarray:
+        """Inverse of :meth:`map_channel`."""
+        entry = self.codec_[name]
+        return _undo_mapping(ints, entry["map"], np.dtype(entry["dtype"]))
+
+    def encode_channel(self, name: str, ints: np.ndarray, *, level: int | None = None) -> bytes:
+        """One payload: against the model's tables or the channel's own, whichever is smaller."""
+        lv = self.level if level is None else level
+        with_model = encode_channel(ints, level=lv, model=self.codec_[name]["model"])
+        if ints.size > 4 * PACKET:
+            own = encode_channel(ints, level=lv)
+            if len(own) < len(with_model):
+                return own
+        return with_model
+
+    def decode_channel(self, name: str, payload: bytes, n: int) -> np.ndarray:
+        """Inverse of :meth:`encode_channel`."""
+        return decode_channel(payload, n, model=self.codec_[name]["model"])
+
+    def _codec_models(self) -> tuple[list[str], list[ChannelModel]]:
+        names = [n for n in self.channel_names_ if self.has_codec(n)]
+        names = list(dict.fromkeys(names))
+        if not names:
+            raise ValueError("this model has no codec part (no channel kept one); compress "
+                             "without a model")
+        return names, [self.codec_[n]["model"] for n in names]
+
+    def model_id(self) -> bytes:
+        """The first 16 bytes of the content id, as stored in packets and streams."""
+        return bytes.fromhex(self.content_id().split(":")[-1][:32])
+
+    def compress(self, x, **options) -> bytes:
+        """:func:`signals.compress` with this model (channels matched by name)."""
+        from .codec import compress
+        return compress(x, model=self, **options)
+
+    def decompress(self, data: bytes):
+        """:func:`signals.decompress` with this model."""
+        from .codec import decompress
+        return decompress(data, model=self)
+
+    def compress_packet(self, x) -> bytes:
+        """One packet (``docs/format.md``, section 4), decodable on its own with this model.
+
+        Parameters
+        ----------
+        x : array-like, shape (n,) or (n_channels, n)
+            The samples of the codec part's channels, in the model's order.
+
+        Raises
+        ------
+        ValueError
+            If the shape or a channel's values do not fit the model.
+        """
+        names, models = self._codec_models()
+        arr = np.asarray(x)
+        chans = [arr] if arr.ndim == 1 else list(arr)
+        if len(chans) != len(names):
+            raise ValueError(f"the model codes {len(names)} channels, the packet has {len(chans)}")
+        ints = [self.map_channel(n, c)[0] for n, c in zip(names, chans)]
+        return _packets.encode_packet(ints, models, self.model_id(), level=self.level)
+
+    def decompress_packet(self, packet: bytes) -> np.ndarray:
+        """Inverse of :meth:`compress_packet`: shape (n,) for one channel, else (n_channels, n).
+
+        Raises
+        ------
+        SignalFormatError
+            If the packet is corrupted or was made with another model.
+        """
+        names, models = self._codec_models()
+        ints = _packets.decode_packet(packet, models, self.model_id(), self.content_id())
+        out = [self.unmap_channel(n, i) for n, i in zip(names, ints)]
+        return out[0] if len(out) == 1 else np.stack(out)
+
+    def compress_packets(self, xs) -> list[bytes]:
+        """:meth:`compress_packet` for many packets: a list of arrays in, a list of bytes out."""
+        return [self.compress_packet(x) for x in xs]
+
+    def decompress_packets(self, packets) -> list[np.ndarray]:
+        """:meth:`decompress_packet` for many packets."""
+        return [self.decompress_packet(p) for p in packets]
+
+    def write_packet_stream(self, xs, fileobj) -> int:
+        """Compress packets into a packet stream with an end marker; returns the count."""
+        return _packets.write_packet_stream((self.compress_packet(x) for x in xs), fileobj,
+                                            self.model_id())
+
+    def read_packet_stream(self, fileobj):
+        """Yield the decoded packets of a stream written by :meth:`write_packet_stream`.
+
+        A corrupted packet raises when it is reached; a stream made with
+        another model raises at once, naming both ids.
+        """
+        for p in _packets.read_packet_stream(fileobj, self.model_id()):
+            yield self.decompress_packet(p)
 
     def encode(self, channels, *, method: str = "merges", beam: int = 8) -> list[np.ndarray]:
         """Quantize and tokenize each channel; one int32 token array per channel.
@@ -127,9 +321,10 @@ class SignalModel:
             raise ValueError(f"expected {len(self.quantizers_)} channels, got {len(channels)}")
 
     def get_params(self) -> dict:
+        """Hyperparameters, as given to ``__init__`` (``progress`` left out)."""
         return {"n_levels": self.n_levels, "vocab_size": self.vocab_size,
                 "n_candidates": self.n_candidates, "min_frequency": self.min_frequency,
-                "doc_length": self.doc_length}
+                "doc_length": self.doc_length, "codec": self.codec, "level": self.level}
 
     def to_dict(self) -> dict:
         """The fitted model as a JSON-ready document (what :meth:`save` writes, unsealed)."""
@@ -138,7 +333,11 @@ class SignalModel:
         return {"format": FORMAT, "version": VERSION, "params": self.get_params(),
                 "channels": [{"name": n, "quantizer": q.to_dict()}
                              for n, q in zip(self.channel_names_, self.quantizers_)],
-                "tokenizer": self.tokenizer_.to_dict()}
+                "tokenizer": self.tokenizer_.to_dict(),
+                "codec": {n: {"dtype": e["dtype"], "map": e["map"],
+                              "model": e["model"].get_config()}
+                          for n, e in getattr(self, "codec_", {}).items()},
+                "codec_report": getattr(self, "codec_report_", [])}
 
     def content_id(self) -> str:
         """The model's content id, ``"sha256:"`` and 64 hex digits.
@@ -147,7 +346,9 @@ class SignalModel:
         (see :func:`ubpe.serialization.content_id`): a container or a log can
         name the exact model it was made with.
         """
-        return content_id(self.to_dict())
+        if getattr(self, "_id", None) is None:
+            self._id = content_id(self.to_dict())
+        return self._id
 
     def save(self, path) -> None:
         """Write the model (quantizers, tokenizer, settings) as one JSON file, atomically.
@@ -214,6 +415,19 @@ class SignalModel:
             raise FormatError(f"{source}: malformed signal model ({e})") from None
         m.channel_names_ = names
         m.tokenizer_ = tok
+        m.codec_, m.codec_report_ = {}, []
+        try:
+            for name, e in (doc.get("codec") or {}).items():
+                if name not in names or not isinstance(e, dict):
+                    raise ValueError(f"codec entry {name!r} names no channel")
+                np.dtype(e["dtype"])
+                _check_mapping(e["map"])
+                m.codec_[name] = {"dtype": e["dtype"], "map": e["map"],
+                                  "model": ChannelModel.from_config(e["model"])}
+            m.codec_report_ = list(doc.get("codec_report") or [])
+        except (KeyError, TypeError, ValueError) as e:
+            raise FormatError(f"{source}: malformed codec part ({e})") from None
+        m._id = None
         return m
 
 
@@ -258,3 +472,56 @@ def _check_quantizer(d, n_levels: int, where: str) -> None:
                          f"k in 1..{n_levels}")
     if not all(number(v) for v in edges[0] + book[0]):
         raise ValueError(f"{where}: bin edges and codebook must be finite numbers")
+
+
+# ---------------------------------------------------------------- fixed mappings of the codec part
+def _integer_mapping(chans: list[np.ndarray]) -> dict | None:
+    """The fixed mapping to int64 of a channel's training data, or None.
+
+    Integers map as they are (uint64 through its int64 bits); floats map
+    at the smallest decimal scale ``s`` (0..9) where every training value is
+    exactly ``k / 10**s`` for an integer ``k``.
+    """
+    kind = chans[0].dtype.kind
+    if any(c.dtype.kind != kind for c in chans):
+        return None
+    if kind in "iub":
+        return {"kind": "int"}
+    if kind != "f":
+        return None
+    for scale in range(10):
+        m = {"kind": "decimal", "scale": scale}
+        if all(_apply_mapping(c, m) is not None for c in chans):
+            return m
+    return None
+
+
+def _apply_mapping(x: np.ndarray, m: dict) -> np.ndarray | None:
+    if m["kind"] == "int":
+        if x.dtype.kind not in "iub":
+            return None
+        return x.view(np.int64) if x.dtype == np.uint64 else x.astype(np.int64)
+    if x.dtype.kind != "f" or not np.isfinite(x).all():
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        k = np.round(x.astype(np.float64) * 10.0 ** m["scale"])
+    if np.abs(k).max(initial=0) >= 2.0 ** 53:
+        return None
+    ints = k.astype(np.int64)
+    back = _undo_mapping(ints, m, x.dtype)
+    if not np.array_equal(back.view(np.uint8), x.view(np.uint8)):
+        return None  # not bit-exact (e.g. -0.0, or more decimals)
+    return ints
+
+
+def _undo_mapping(ints: np.ndarray, m: dict, dtype: np.dtype) -> np.ndarray:
+    if m["kind"] == "int":
+        return ints.view(np.uint64) if dtype == np.uint64 else ints.astype(dtype)
+    return (ints.astype(np.float64) / 10.0 ** m["scale"]).astype(dtype)
+
+
+def _check_mapping(m) -> None:
+    if not isinstance(m, dict) or m.get("kind") not in ("int", "decimal"):
+        raise ValueError(f"unknown mapping {m!r}")
+    if m["kind"] == "decimal" and not (isinstance(m.get("scale"), int) and 0 <= m["scale"] <= 9):
+        raise ValueError(f"bad decimal scale in {m!r}")

@@ -1,7 +1,6 @@
 """The .ubpe signal container: round trips, error bounds, damaged and foreign files."""
 
 import struct
-import zlib
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from signals import QUANTIZERS, SignalModel, read_csv
+from signals import QUANTIZERS, read_csv
 from signals.codec import SignalFormatError, compress, decompress, inspect
 from ubpe.cli import main
 

@@ -1,0 +1,113 @@
+"""Whole CSV files, lossless: ubpe against xz -9e, zpaq -m5 and pcodec (issue 12's table).
+
+For every CSV under ``../shared/data/signals`` (skipped with a message when
+absent): the ``.ubpe`` size of the whole file (byte-exact round trip checked),
+``xz -9e`` and ``zpaq -m5`` of the whole file, and for the numeric columns
+alone, ubpe's channel payloads against pcodec (level 12) on the same columns
+given as float64. Run from the repository root::
+
+    .venv/bin/python bench/csv_files.py [--out bench/csv_files.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import lzma
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DATA = ROOT.parent / "shared" / "data" / "signals"
+
+import signals  # noqa: E402
+from signals import container, table  # noqa: E402
+
+
+def zpaq_size(data: bytes) -> int | None:
+    """Bytes of ``zpaq a x.zpaq in -m5`` (Debian ``zpaq``), or None when not installed."""
+    exe = shutil.which("zpaq")
+    if exe is None:
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "in"
+        src.write_bytes(data)
+        subprocess.run([exe, "a", "x.zpaq", "in", "-m5"], cwd=d, check=True,
+                       capture_output=True)
+        return (Path(d) / "x.zpaq").stat().st_size
+
+
+def pcodec_size(columns: list[np.ndarray]) -> int | None:
+    """Bytes of pcodec level 12 over each float64 column, or None when not installed."""
+    try:
+        import pcodec
+        from pcodec import standalone
+    except ImportError:
+        return None
+    total = 0
+    for c in columns:
+        c = np.ascontiguousarray(c, np.float64)
+        if c.size:
+            total += len(standalone.simple_compress(c, pcodec.ChunkConfig(compression_level=12)))
+    return total
+
+
+def numeric_columns(parts: table.CsvParts) -> tuple[list[str], list[np.ndarray]]:
+    """The decimal columns as float64 (value / 10**scale, NaN for exception cells)."""
+    names, cols = [], []
+    for c in parts.layout.get("columns", []):
+        if c.get("kind") != "decimal" or not isinstance(c.get("values"), int):
+            continue
+        arr = parts.int_columns[c["values"]][1]
+        names.append(c["name"])
+        cols.append(arr.astype(np.float64) / 10.0 ** int(c.get("scale", 0)))
+    return names, cols
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, help="also write the table here (markdown)")
+    args = ap.parse_args()
+    if not DATA.is_dir():
+        print(f"skipped: no dev data at {DATA}", file=sys.stderr)
+        return
+    lines = ["| file | bytes | ubpe | xz -9e | zpaq -m5 | ubpe / xz | ubpe / zpaq | numeric cols: "
+             "ubpe | pcodec 12 (f64) | ratio | exact | compress s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for path in sorted(DATA.glob("*.csv")):
+        raw = path.read_bytes()
+        t0 = time.perf_counter()
+        packed = signals.compress_file(raw, "csv", path=str(path))
+        secs = time.perf_counter() - t0
+        exact = signals.decompress_file(packed).data == raw
+        xz = len(lzma.compress(raw, preset=9 | lzma.PRESET_EXTREME))
+        zp = zpaq_size(raw)
+        parts = table.encode_csv(raw, path=str(path))
+        names, cols = numeric_columns(parts)
+        header, sections, _ = container.read_container(packed)
+        sizes = [len(sections[c["payload"]].body) for c in header["columns"]]
+        ours_num = sum(sizes[c["values"]] for c in parts.layout.get("columns", [])
+                       if c.get("kind") == "decimal" and isinstance(c.get("values"), int))
+        pc = pcodec_size(cols)
+        zp_txt = f"{zp:,}" if zp is not None else "n/a"
+        zp_ratio = f"{len(packed) / zp:.3f}" if zp else "n/a"
+        pc_txt = f"{pc:,}" if pc is not None else "n/a"
+        pc_ratio = f"{ours_num / pc:.3f}" if pc else "n/a"
+        lines.append(f"| {path.name} | {len(raw):,} | {len(packed):,} | {xz:,} | {zp_txt} | "
+                     f"{len(packed) / xz:.3f} | {zp_ratio} | {ours_num:,} | {pc_txt} | {pc_ratio} | "
+                     f"{'yes' if exact else 'NO'} | {secs:.2f} |")
+        print(lines[-1], flush=True)
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

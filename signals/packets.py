@@ -1,0 +1,196 @@
+"""Packets: short recordings coded against a trained model, each decodable on its own.
+
+Byte layout: ``docs/format.md``, section 4. A packet holds ``n`` samples of
+each of the model's channels; its overhead is a tag byte, the sample count
+(varint), the payload lengths of all channels but the last (varints) and a
+16-bit check, the low half of a CRC-32 seeded with the model's content id,
+so that a packet decoded against another model fails its check.
+
+The functions here take the fitted model's per-channel
+:class:`signals.channel.ChannelModel` list and its 16-byte id; the public
+entry points are the methods of :class:`signals.SignalModel`
+(``compress_packet``, ``decompress_packet``, ...).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable, Iterator
+from typing import IO
+
+import numpy as np
+
+from .channel import ChannelModel, decode_channel, encode_channel
+from .container import MAX_SAMPLES, PACKET_STREAM_MAGIC, VERSION, SignalFormatError, read_varint, varint
+
+TAG = 0xB0
+MAX_CHANNELS = 16
+
+
+def _best_payload(x: np.ndarray, model: ChannelModel, level: int) -> bytes:
+    """The model's tables or the packet's own, whichever codes smaller."""
+    with_model = encode_channel(x, level=level, model=model)
+    if x.size > 512:  # short packets never win with their own tables; skip the try
+        own = encode_channel(x, level=level)
+        if len(own) < len(with_model):
+            return own
+    return with_model
+
+
+def encode_packet(channels: list[np.ndarray], models: list[ChannelModel], model_id: bytes, *,
+                  level: int = 5) -> bytes:
+    """One packet (docs/format.md, section 4).
+
+    Parameters
+    ----------
+    channels : list of 1-D int64 arrays, all of length n
+        One per model channel, already mapped to integers.
+    models : list of ChannelModel
+    model_id : bytes
+        The model's 16-byte content id.
+    level : int
+        Passed to :func:`signals.channel.encode_channel`.
+
+    Raises
+    ------
+    ValueError
+        If the channel count or lengths do not match the model.
+    """
+    if len(channels) != len(models):
+        raise ValueError(f"the model has {len(models)} channels, the packet {len(channels)}")
+    if not 1 <= len(channels) <= MAX_CHANNELS:
+        raise ValueError(f"a packet holds 1 to {MAX_CHANNELS} channels, got {len(channels)}")
+    n = {c.size for c in channels}
+    if len(n) != 1:
+        raise ValueError(f"the channels of a packet must have one length, got {sorted(n)}")
+    payloads = [_best_payload(c, m, level) for c, m in zip(channels, models)]
+    body = bytes([TAG | (len(channels) - 1)]) + varint(n.pop())
+    body += b"".join(varint(len(p)) for p in payloads[:-1]) + b"".join(payloads)
+    return body + struct.pack("<H", zlib.crc32(body, zlib.crc32(model_id)) & 0xFFFF)
+
+
+def decode_packet(packet: bytes, models: list[ChannelModel], model_id: bytes,
+                  model_name: str = "") -> list[np.ndarray]:
+    """Inverse of :func:`encode_packet`: the int64 channels.
+
+    Raises
+    ------
+    SignalFormatError
+        If the check fails (a corrupted packet, or one made with another
+        model: the message names the model tried), or the packet is
+        inconsistent with the model.
+    """
+    packet = bytes(packet)
+    if len(packet) < 4:
+        raise SignalFormatError(f"truncated packet ({len(packet)} bytes)")
+    body, (check,) = packet[:-2], struct.unpack("<H", packet[-2:])
+    if zlib.crc32(body, zlib.crc32(model_id)) & 0xFFFF != check:
+        raise SignalFormatError(f"packet check failed: the packet is corrupted, or was made with "
+                                f"another model than {model_name or model_id.hex()}")
+    tag = body[0]
+    if tag & 0xF0 != TAG:
+        raise SignalFormatError(f"not a ubpe packet (tag {tag:#04x})")
+    n_ch = (tag & 0x0F) + 1
+    if n_ch != len(models):
+        raise SignalFormatError(f"the packet holds {n_ch} channels, the model {len(models)}")
+    n, pos = read_varint(body, 1, "packet sample count")
+    if n > MAX_SAMPLES:
+        raise SignalFormatError(f"the packet declares {n:,} samples")
+    lengths = []
+    for _ in range(n_ch - 1):
+        size, pos = read_varint(body, pos, "packet payload length")
+        lengths.append(size)
+    lengths.append(len(body) - pos - sum(lengths))
+    if lengths[-1] < 1:
+        raise SignalFormatError("packet payload lengths exceed the packet")
+    out = []
+    for size, m in zip(lengths, models):
+        try:
+            out.append(decode_channel(body[pos:pos + size], n, model=m))
+        except ValueError as e:
+            raise SignalFormatError(f"packet payload: {e}") from None
+        pos += size
+    return out
+
+
+def write_packet_stream(packets: Iterable[bytes], fileobj: IO[bytes], model_id: bytes) -> int:
+    """A packet stream (docs/format.md, section 4): magic, model id, packets, end marker.
+
+    Returns
+    -------
+    int
+        The number of packets written.
+    """
+    fileobj.write(PACKET_STREAM_MAGIC + struct.pack("<H", VERSION) + model_id)
+    k = 0
+    for p in packets:
+        if not p:
+            raise ValueError("an empty packet cannot be written (length 0 is the end marker)")
+        fileobj.write(varint(len(p)) + p)
+        k += 1
+    count = struct.pack("<Q", k)
+    fileobj.write(varint(0) + count + struct.pack("<I", zlib.crc32(count, zlib.crc32(model_id))))
+    return k
+
+
+def read_packet_stream(fileobj: IO[bytes], model_id: bytes) -> Iterator[bytes]:
+    """The packets of a packet stream, in order, checked against ``model_id``.
+
+    Yields
+    ------
+    bytes
+        Each packet (decode it with :func:`decode_packet`; a corrupted one
+        fails alone).
+
+    Raises
+    ------
+    SignalFormatError
+        On a foreign stream, a stream made with another model (names both
+        ids), or one that ends before its end marker.
+    """
+    head = fileobj.read(len(PACKET_STREAM_MAGIC) + 2 + 16)
+    if len(head) < len(PACKET_STREAM_MAGIC) + 18 or not head.startswith(PACKET_STREAM_MAGIC):
+        raise SignalFormatError("not a ubpe packet stream (bad magic bytes)")
+    (version,) = struct.unpack_from("<H", head, len(PACKET_STREAM_MAGIC))
+    if version != VERSION:
+        raise SignalFormatError(f"packet stream version {version} is not one this ubpe reads")
+    stream_id = head[-16:]
+    if stream_id != model_id:
+        raise SignalFormatError(f"the packet stream was made with model {stream_id.hex()}, "
+                                f"not with the model given ({model_id.hex()})")
+    k = 0
+    while True:
+        size = _read_stream_varint(fileobj, k)
+        if size == 0:
+            tail = fileobj.read(12)
+            if len(tail) < 12 or struct.unpack("<I", tail[8:])[0] != zlib.crc32(tail[:8],
+                                                                                 zlib.crc32(model_id)):
+                raise SignalFormatError("truncated or corrupted end marker of the packet stream")
+            if struct.unpack("<Q", tail[:8])[0] != k:
+                raise SignalFormatError(f"the end marker declares "
+                                        f"{struct.unpack('<Q', tail[:8])[0]} packets, {k} were read")
+            return
+        if size > 1 << 30:
+            raise SignalFormatError(f"packet {k} declares {size:,} bytes")
+        p = fileobj.read(size)
+        if len(p) < size:
+            raise SignalFormatError(f"truncated packet stream: packet {k} has {len(p)} of "
+                                    f"{size} bytes")
+        yield p
+        k += 1
+
+
+def _read_stream_varint(fileobj: IO[bytes], k: int) -> int:
+    v = shift = 0
+    while True:
+        b = fileobj.read(1)
+        if not b:
+            raise SignalFormatError(f"truncated packet stream: it ends after {k} packets, "
+                                    f"before its end marker")
+        v |= (b[0] & 0x7F) << shift
+        if b[0] < 0x80:
+            return v
+        shift += 7
+        if shift > 63:
+            raise SignalFormatError(f"packet {k}: length varint longer than 10 bytes")
