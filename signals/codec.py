@@ -115,7 +115,7 @@ def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
         header = {**header, "model": model.content_id()}
     for name, x in columns:
         x = np.asarray(x)
-        if model is not None and model.has_codec(name):
+        if model is not None and model.has_codec(name, x):
             ints, config = model.map_channel(name, x)
             payload = model.encode_channel(name, ints, level=level)
             sections.append((b"C", payload))

@@ -82,14 +82,19 @@ class SignalModel:
         self.codec = codec
         self.level = level
 
-    def fit(self, channels, names=None) -> SignalModel:
-        """Fit one quantizer per channel and the tokenizer on all of them.
+    def fit(self, channels, names=None, *, codec_channels=None) -> SignalModel:
+        """Fit one quantizer per channel and the tokenizer on all of them, and the codec part.
 
         Parameters
         ----------
         channels : sequence of array-like, each of shape (n_samples_i,)
             The channels, of any lengths (int or float, finite).
         names : sequence of str, optional
+        codec_channels : sequence of (str, array-like), optional
+            ``(name, values)`` to fit the codec part on, when they differ from
+            ``channels`` (``ubpe build`` passes a CSV file's exact integer
+            columns, as :func:`signals.compress_file` will code them). Several
+            entries may share a name (recordings of one channel).
 
         Raises
         ------
@@ -122,7 +127,9 @@ class SignalModel:
         self.codec_, self.codec_report_ = {}, []
         if self.codec:
             groups: dict[str, list[np.ndarray]] = {}
-            for name, c in zip(self.channel_names_, channels):
+            pairs = zip(self.channel_names_, channels) if codec_channels is None else \
+                [(str(n), np.asarray(c)) for n, c in codec_channels]
+            for name, c in pairs:
                 groups.setdefault(name, []).append(c)
             for name, cs in groups.items():
                 self._fit_codec(name, cs)
@@ -163,9 +170,15 @@ class SignalModel:
         self.codec_[name] = {"dtype": dtype.str, "map": mapping,
                              "model": fit_channel_model(ints)}
 
-    def has_codec(self, name: str) -> bool:
-        """Whether the codec part codes channel ``name``."""
-        return name in getattr(self, "codec_", {})
+    def has_codec(self, name: str, x: np.ndarray | None = None) -> bool:
+        """Whether the codec part codes channel ``name`` (and values ``x``, when given)."""
+        if name not in getattr(self, "codec_", {}):
+            return False
+        if x is None:
+            return True
+        entry = self.codec_[name]
+        return np.asarray(x).dtype.str == entry["dtype"] and \
+            _apply_mapping(np.asarray(x), entry["map"]) is not None
 
     def map_channel(self, name: str, x: np.ndarray) -> tuple[np.ndarray, dict]:
         """Channel ``name``'s values as int64 under the model's fixed mapping.
@@ -206,8 +219,7 @@ class SignalModel:
         return decode_channel(payload, n, model=self.codec_[name]["model"])
 
     def _codec_models(self) -> tuple[list[str], list[ChannelModel]]:
-        names = [n for n in self.channel_names_ if self.has_codec(n)]
-        names = list(dict.fromkeys(names))
+        names = list(self.codec_)
         if not names:
             raise ValueError("this model has no codec part (no channel kept one); compress "
                              "without a model")
