@@ -1,48 +1,75 @@
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from signals import SignalModel
+from signals import SignalModel, read_csv
 from ubpe.cli import main
+from ubpe.cli._common import csv_text, same_file, strip_suffix_name, suffix_name
+
+MAGIC = b"UBPE-SIG"
 
 
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
+def run(*args, input=None):
+    return CliRunner().invoke(main, [str(a) for a in args], input=input)
 
 
+def no_traceback(r):
+    return "Traceback" not in r.output and r.exception is None or isinstance(r.exception,
+                                                                              SystemExit)
+
+
+# ------------------------------------------------------------------- build
 def test_build_on_real_daphnet(tmp_path, daphnet_csv):
     out = tmp_path / "daphnet.ubpe.json"
     r = run("build", daphnet_csv, "--exclude", "is_anomaly", "--vocab-size", 2048,
-            "--doc-length", 1000, "-q", "-o", out)
+            "--doc-length", 1000, "-o", out)
     assert r.exit_code == 0, r.output
-    assert "skipped      daphnet_accel.csv: timestamp (not numeric)" in r.output
-    assert "channels     9\n" in r.output and "samples      63,360" in r.output
-    assert "documents    72" in r.output  # 9 channels x ceil(7040 / 1000)
-    assert "vocabulary   2,048 tokens (1,024 alphabet + 1,024 merges)" in r.output
-    assert "samples per token" in r.output and "wall time" in r.output
+    assert r.stdout == ""  # the summary goes to stderr
+    err = r.stderr
+    assert "skipped      daphnet_accel.csv: timestamp (not numeric)" in err
+    assert "channels     9\n" in err and "samples      63,360" in err
+    assert "documents    72" in err  # 9 channels x ceil(7040 / 1000)
+    assert "vocabulary   2,048 tokens (1,024 alphabet + 1,024 merges)" in err
+    assert "samples per token" in err and "wall time" in err and "content id sha256:" in err
+    assert "(bound" not in err  # per-channel lines need -v
     model = SignalModel.load(out)
     assert len(model.channel_names_) == 9 and model.tokenizer_.n_tokens_ == 2048
-    assert json.loads(out.read_text())["format"] == "ubpe.signal-model"
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "ubpe.signal-model" and doc["version"] == 2
+    assert doc["content_id"] == model.content_id()
 
 
-def test_build_on_real_ecg(tmp_path, ecg_csv):
+def test_build_quiet_verbose_and_stdout(tmp_path, ecg_csv):
     r = run("build", ecg_csv, "--levels", 512, "--vocab-size", 1024, "-q", "-o",
             tmp_path / "ecg.json")
+    assert r.exit_code == 0 and r.output == ""
+    r = run("build", ecg_csv, "--levels", 512, "--vocab-size", 1024, "-v", "-o",
+            tmp_path / "ecg2.json")
     assert r.exit_code == 0, r.output
-    assert "ecg_mV" in r.output and "samples      108,000" in r.output
+    assert "ecg_mV" in r.stderr and "samples      108,000" in r.stderr and "(bound" in r.stderr
+    r = run("build", ecg_csv, "--levels", 512, "--vocab-size", 1024, "-q", "-c")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["content_id"] == json.loads((tmp_path / "ecg.json").read_text())["content_id"]
 
 
 def test_help_documents_options():
     r = run("build", "--help")
     assert r.exit_code == 0
     for opt in ("--columns", "--exclude", "--levels", "--vocab-size", "--n-candidates",
-                "--doc-length", "--min-frequency", "Samples per training document"):
+                "--doc-length", "--min-frequency", "Samples per training document",
+                "--force", "--stdout", "--keep", "--quiet", "--verbose"):
         assert opt in r.output
 
 
 @pytest.mark.parametrize("content, extra, message", [
-    (None, [], "does not exist"),
+    (None, [], "No such file or directory"),
     ("t,a\nmon,1\ntue,2\n", ["--columns", "t"], "column 't': the column is not numeric"),
     ("a,b\n1,2\n3,nan\n", [], "line 3, column 'b': non-finite value 'nan'"),
     ("a\n1\n2\n", ["--levels", 64, "--vocab-size", 10],
@@ -56,13 +83,15 @@ def test_build_errors_are_one_line_and_leave_no_model(tmp_path, content, extra, 
         src.write_text(content)
     out = tmp_path / "model.json"
     r = run("build", src, *extra, "-q", "-o", out)
-    assert r.exit_code != 0
+    assert r.exit_code == 1
     assert message in r.output
-    assert "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1 and r.output.startswith(("ubpe: ", "Error: "))
+    assert no_traceback(r)
     assert not out.exists()
     assert [p.name for p in tmp_path.iterdir()] == (["in.csv"] if content is not None else [])
 
 
+# ---------------------------------------------------------- encode / decode
 @pytest.fixture(scope="module")
 def daphnet_model(tmp_path_factory, daphnet_csv):
     out = tmp_path_factory.mktemp("model") / "daphnet.json"
@@ -74,24 +103,33 @@ def daphnet_model(tmp_path_factory, daphnet_csv):
 
 @pytest.mark.parametrize("method", ["merges", "shortest", "weighted"])
 def test_encode_decode_round_trip_on_real_csv(tmp_path, daphnet_csv, daphnet_model, method):
-    import numpy as np
-
-    from signals import read_csv
     tokens, back = tmp_path / "t.npz", tmp_path / "back.csv"
     r = run("encode", daphnet_model, daphnet_csv, "--method", method, "-o", tokens)
     assert r.exit_code == 0, r.output
-    assert f"method {method}" in r.output
+    assert f"method {method}" in r.stderr
     r = run("decode", daphnet_model, tokens, "-o", back)
     assert r.exit_code == 0, r.output
     model = SignalModel.load(daphnet_model)
     orig, got = read_csv(daphnet_csv, exclude=["is_anomaly"]), read_csv(back)
     assert got.names == orig.names
-    for q, a, b in zip(model.quantizers_, orig.channels, got.channels):
-        assert np.abs(a - b).max() <= q.max_error_[0] + 1e-6  # 12 significant digits
+    decoded = model.decode(model.encode(orig.channels))
+    for a, b in zip(decoded, got.channels):
+        assert np.array_equal(a, b)  # exact: floats are written with their shortest repr
+
+
+def test_encode_decode_through_pipes(daphnet_csv, daphnet_model):
+    r = CliRunner().invoke(main, ["encode", str(daphnet_model), "-", "-c", "-q"],
+                           input=daphnet_csv.read_bytes())
+    assert r.exit_code == 0, r.output
+    tokens = r.stdout_bytes
+    assert tokens[:4] == b"PK\x03\x04"
+    r = CliRunner().invoke(main, ["decode", str(daphnet_model), "-", "-o", "-", "-q"],
+                           input=tokens)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("ankle_horiz_fwd,ankle_vert,")
 
 
 def test_encode_top_n_writes_alternatives(tmp_path, daphnet_csv, daphnet_model):
-    import numpy as np
     tokens = tmp_path / "t.npz"
     r = run("encode", daphnet_model, daphnet_csv, "--method", "weighted", "--top-n", 3,
             "-o", tokens)
@@ -103,17 +141,204 @@ def test_encode_top_n_writes_alternatives(tmp_path, daphnet_csv, daphnet_model):
         assert scores.shape == (1, 3) and (np.diff(scores, axis=1) <= 1e-12).all()
         best = model.tokenizer_.decode(z[f"tokens/{name}"])
         assert np.array_equal(model.tokenizer_.decode(z[f"alt2/{name}"]), best)
-    r = run("encode", daphnet_model, daphnet_csv, "--top-n", 2, "-o", tokens)
-    assert r.exit_code != 0 and "--top-n above 1 needs --method weighted" in r.output
+    r = run("encode", daphnet_model, daphnet_csv, "--top-n", 2, "-f", "-o", tokens)
+    assert r.exit_code == 2 and "--top-n above 1 needs --method weighted" in r.output
 
 
 def test_inspect_and_decode_errors(tmp_path, daphnet_model):
     r = run("inspect", daphnet_model)
     assert r.exit_code == 0 and "2,048 tokens (1,024 alphabet + 1,024 merges)" in r.output
+    assert "version 2" in r.stdout and "(checksum verified)" in r.stdout
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"not an npz")
     r = run("decode", daphnet_model, bad, "-o", tmp_path / "out.csv")
     assert r.exit_code == 1 and "not a token file" in r.output
     assert not (tmp_path / "out.csv").exists()
     r = run("inspect", bad)
-    assert r.exit_code == 1 and "not valid JSON" in r.output
+    assert r.exit_code == 1 and "not valid JSON" in r.output and no_traceback(r)
+    edited = tmp_path / "edited.json"
+    edited.write_text(daphnet_model.read_text().replace('"n_candidates": 8', '"n_candidates": 9'))
+    r = run("inspect", edited)
+    assert r.exit_code == 1 and "checksum mismatch" in r.output and no_traceback(r)
+    r = run("encode", edited, tmp_path / "x.csv", "-o", tmp_path / "t.npz")
+    assert r.exit_code == 1 and "checksum mismatch" in r.output
+
+
+# ------------------------------------------------------- the habits of xz
+@pytest.fixture
+def csv_file(tmp_path):
+    p = tmp_path / "in.csv"
+    p.write_text("time,a,b\n" + "".join(f"2024-01-0{i % 9 + 1},{i},{i * i % 7}\n"
+                                        for i in range(200)))
+    return p
+
+
+def test_output_equal_to_input_is_refused_even_with_force(tmp_path, csv_file):
+    # issue 13, item 1: 'ubpe compress in.csv -o in.csv' destroyed its input
+    before = csv_file.read_bytes()
+    os.link(csv_file, tmp_path / "hard.csv")
+    (tmp_path / "sym.csv").symlink_to(csv_file)
+    for out in (csv_file, tmp_path / "." / "in.csv", tmp_path / "hard.csv",
+                tmp_path / "sym.csv"):
+        for extra in ([], ["-f"]):
+            r = run("compress", csv_file, "-o", out, *extra)
+            assert r.exit_code == 1, (out, r.output)
+            assert "is an input; it is never overwritten" in r.output and no_traceback(r)
+            assert csv_file.read_bytes() == before
+    model = tmp_path / "m.json"
+    assert run("build", csv_file, "-q", "--vocab-size", 1100, "-o", model).exit_code == 0
+    r = run("compress", csv_file, "--model", model, "-o", model, "-f")
+    assert r.exit_code == 1 and "is an input" in r.output
+    r = run("decode", model, tmp_path / "t.npz", "-o", model, "-f")
+    assert r.exit_code == 1 and "is an input" in r.output
+
+
+def test_existing_output_needs_force(tmp_path, csv_file):
+    out = tmp_path / "in.csv.ubpe"
+    out.write_bytes(b"keep me")
+    r = run("compress", csv_file)
+    assert r.exit_code == 1 and "exists; use -f to overwrite it" in r.output
+    assert out.read_bytes() == b"keep me"
+    r = run("compress", csv_file, "-f", "-q")
+    assert r.exit_code == 0 and r.output == ""
+    assert out.read_bytes()[:8] == MAGIC
+    assert csv_file.exists()  # -k is the default: inputs are never deleted
+    r = run("compress", csv_file, "-f", "-k", "-q")
+    assert r.exit_code == 0 and csv_file.exists()
+
+
+def test_same_names_in_different_folders_never_collide(tmp_path):
+    # issue 13, item 8
+    data = {}
+    for folder, k in (("a", 3), ("b", 5)):
+        (tmp_path / folder).mkdir()
+        p = tmp_path / folder / "x.csv"
+        p.write_text("v\n" + "".join(f"{i * k % 11}\n" for i in range(100)))
+        data[folder] = p.read_bytes()
+    r = run("compress", tmp_path / "a" / "x.csv", tmp_path / "b" / "x.csv")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "a" / "x.csv.ubpe").exists() and (tmp_path / "b" / "x.csv.ubpe").exists()
+    for folder in data:
+        (tmp_path / folder / "x.csv").unlink()
+    r = run("decompress", tmp_path / "a" / "x.csv.ubpe", tmp_path / "b" / "x.csv.ubpe")
+    assert r.exit_code == 0, r.output
+    for folder, content in data.items():
+        assert (tmp_path / folder / "x.csv").read_bytes() == content
+    # the same file given twice, spelled two ways, would collide: refused before any write
+    r = run("compress", tmp_path / "a" / "x.csv.ubpe", tmp_path / "a" / "." / "x.csv.ubpe")
+    assert r.exit_code == 2 and "would both be written to" in r.output
+    assert not (tmp_path / "a" / "x.csv.ubpe.ubpe").exists()
+
+
+def test_output_names():
+    assert suffix_name(Path("a/x.csv"), ".ubpe") == Path("a/x.csv.ubpe")
+    assert strip_suffix_name(Path("a/x.csv.ubpe"), ".ubpe", ".csv") == Path("a/x.csv")
+    assert strip_suffix_name(Path("a/x.wav.ubpe"), ".ubpe", ".csv") == Path("a/x.wav.csv")
+    assert strip_suffix_name(Path("a/x.UBPE"), ".ubpe", ".csv") == Path("a/x.csv")
+    assert strip_suffix_name(Path("x.bin"), ".ubpe", ".csv") == Path("x.bin.csv")
+    assert strip_suffix_name(Path(".ubpe"), ".ubpe", ".csv") == Path(".ubpe.csv")
+    assert same_file("-", "-") is False
+
+
+def test_stdin_and_stdout(tmp_path, csv_file):
+    runner = CliRunner()
+    r = runner.invoke(main, ["compress", "-", "-q"], input=csv_file.read_bytes())
+    assert r.exit_code == 0, r.output
+    packed = r.stdout_bytes
+    assert packed[:8] == MAGIC and r.stderr == ""
+    r = runner.invoke(main, ["decompress", "-"], input=packed)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("a,b\n0,0\n1,1\n2,4\n")
+    assert read_csv_text(r.stdout) == {"a": list(range(200)), "b": [i * i % 7 for i in range(200)]}
+    assert "<stdin>: 2 channels, 400 samples; wrote standard output" in r.stderr
+    r = runner.invoke(main, ["compress", str(csv_file), "-c", "-q"])
+    assert r.exit_code == 0 and r.stdout_bytes[:8] == MAGIC
+    assert not (tmp_path / "in.csv.ubpe").exists()
+    r = runner.invoke(main, ["compress", str(csv_file), "-o", "-", "-q"])
+    assert r.exit_code == 0 and r.stdout_bytes[:8] == MAGIC
+    r = runner.invoke(main, ["inspect", "-"], input=packed)
+    assert r.exit_code == 0 and "2, 400 samples" in r.stdout
+
+
+def read_csv_text(text):
+    lines = text.strip().splitlines()
+    names = lines[0].split(",")
+    cols = list(zip(*(map(int, line.split(",")) for line in lines[1:])))
+    return {n: list(c) for n, c in zip(names, cols)}
+
+
+def test_usage_errors_exit_2(tmp_path, csv_file):
+    other = tmp_path / "other.csv"
+    other.write_text("v\n1\n2\n")
+    for args in (["compress", csv_file, other, "-o", tmp_path / "x.ubpe"],
+                 ["compress", csv_file, other, "-c"],
+                 ["compress", csv_file, "-c", "-o", tmp_path / "x.ubpe"],
+                 ["compress", "-", "-"],
+                 ["compress", csv_file, "--no-such-option"],
+                 ["build", csv_file],
+                 ["decompress"]):
+        r = run(*args)
+        assert r.exit_code == 2, (args, r.output)
+        assert no_traceback(r)
+    assert not list(tmp_path.glob("*.ubpe"))
+
+
+def test_bad_inputs_exit_1_after_trying_every_input(tmp_path, csv_file):
+    bad = tmp_path / "bad.ubpe"
+    bad.write_bytes(MAGIC + b"\x01\x00" + b"\xff" * 40)
+    good = tmp_path / "good.csv.ubpe"
+    assert run("compress", csv_file, "-o", good, "-q").exit_code == 0
+    r = run("decompress", bad, good, tmp_path / "missing.ubpe")
+    assert r.exit_code == 1
+    assert f"ubpe: {bad}: checksum mismatch" in r.stderr
+    assert "missing.ubpe" in r.stderr and "No such file" in r.stderr
+    assert no_traceback(r)
+    assert (tmp_path / "good.csv").exists() and not (tmp_path / "bad.csv").exists()
+    r = run("decompress", bad, "-o", tmp_path / "x.csv", "-v")
+    assert r.exit_code == 1 and "Traceback" in r.stderr  # -v shows the details
+
+
+def test_compress_summary_and_warnings(tmp_path, csv_file):
+    r = run("compress", csv_file)
+    assert r.exit_code == 0, r.output
+    assert r.stdout == ""
+    assert "warning: " in r.stderr and "column 'time' is not numeric; it is not stored" in r.stderr
+    assert "2 channels, 400 samples ->" in r.stderr and "bits per sample (lossless)" in r.stderr
+    assert "wall time" not in r.stderr
+    r = run("compress", csv_file, "-f", "-v")
+    assert "wall time" in r.stderr and "vocabulary" in r.stderr
+    r = run("compress", csv_file, "-f", "-q")
+    assert r.output == ""
+
+
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o077, 0o600)])
+def test_outputs_follow_the_umask(tmp_path, csv_file, mask, mode):
+    old = os.umask(mask)
+    try:
+        assert run("compress", csv_file, "-q").exit_code == 0
+        assert run("decompress", tmp_path / "in.csv.ubpe", "-o", tmp_path / "b.csv").exit_code == 0
+    finally:
+        os.umask(old)
+    assert (tmp_path / "in.csv.ubpe").stat().st_mode & 0o777 == mode
+    assert (tmp_path / "b.csv").stat().st_mode & 0o777 == mode
+
+
+def test_csv_text_is_exact_and_quotes_the_header():
+    text = csv_text(["a,b", 'say "hi"', "n"],
+                    [np.array([0.1, 1e308, -2.5e-300]), np.array([1 / 3, -0.0, 7.0]),
+                     np.array([2**62, -5, 0])], [False, False, True])
+    assert text.decode() == ('"a,b","say ""hi""",n\n'
+                             "0.1,0.3333333333333333,4611686018427387904\n"
+                             "1e+308,-0.0,-5\n"
+                             "-2.5e-300,7.0,0\n")
+
+
+def test_help_is_lazy_and_python_m_works():
+    code = ("import sys\nfrom ubpe.cli import main\ntry:\n    main(['--help'])\n"
+            "except SystemExit:\n    pass\n"
+            "assert 'numba' not in sys.modules and 'scipy' not in sys.modules, 'heavy import'\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "compress" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "ubpe", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "decompress" in r.stdout

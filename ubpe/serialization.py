@@ -340,6 +340,19 @@ def read_json(path, source=None) -> Any:
             chunks.append(piece)
             size += len(piece)
     data = b"".join(chunks)
+    return parse_json(data, source)
+
+
+def parse_json(data: bytes, source="document") -> Any:
+    """Parse a JSON document held in memory, within ``get_limits().max_document_bytes``.
+
+    Raises
+    ------
+    FormatError
+        If ``data`` is larger than the limit, is not UTF-8 JSON, or nests
+        too deeply.
+    """
+    cap = get_limits().max_document_bytes
     if len(data) > cap:
         raise FormatError(f"{source}: larger than {cap:,} bytes, the limit for a JSON "
                           f"document (see ubpe.serialization.limits)")

@@ -28,12 +28,27 @@ COMMANDS = {
 }
 
 
+# what a reader or loader may raise on bad input: one line on stderr and exit status 1,
+# never a traceback (the subcommands report each input themselves, see _common.run_jobs)
+BAD_INPUT = (ValueError, TypeError, OSError, LookupError, ArithmeticError, MemoryError,
+             RecursionError, EOFError)
+
+
+class BadInput(click.ClickException):
+    """An input or output that cannot be used: ``ubpe: <message>`` on stderr, exit status 1."""
+
+    exit_code = 1
+
+    def show(self, file=None) -> None:
+        click.echo(f"ubpe: {self.format_message()}", err=True)
+
+
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported only when they run.
 
-    Expected errors (bad input, bad files: ``ValueError``, ``TypeError``,
-    ``OSError``) become one line on stderr and exit status 1; usage errors
-    exit with 2 (click's convention, as xz and zstd do).
+    Exit status (as xz and zstd): 0 success; 1 bad input (the errors in
+    ``BAD_INPUT`` become one line on stderr, ``ubpe: <file>: <reason>``);
+    2 usage (click's convention).
     """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -55,8 +70,8 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except (ValueError, TypeError, OSError) as e:
-            raise click.ClickException(str(e)) from None
+        except BAD_INPUT as e:
+            raise BadInput(str(e) or type(e).__name__) from None
 
 
 @click.group(cls=LazyGroup)

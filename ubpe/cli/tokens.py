@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import time
 import warnings
 from pathlib import Path
@@ -11,16 +12,26 @@ import click
 import numpy as np
 
 from signals import SignalModel, read_csv
-from ubpe.serialization import atomic_write_bytes
 
-from ._common import METHODS, method_options, split_list, write_csv
+from ._common import (
+    METHODS,
+    STDIO,
+    Reporter,
+    input_path,
+    method_options,
+    output_options,
+    read_input,
+    single_output,
+    split_list,
+    write_csv,
+    write_output,
+)
+from .signal import load_model
 
 
 @click.command()
-@click.argument("files", nargs=-1, required=True,
-                type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Model file to write (JSON).")
+@click.argument("files", metavar="FILE.csv...", nargs=-1, required=True)
+@output_options("Model file to write (JSON; '-': standard output).")
 @click.option("--columns", metavar="A,B,...",
               help="Columns to read, by header name or 0-based index, comma-separated. "
                    "Default: every numeric column.")
@@ -40,46 +51,56 @@ from ._common import METHODS, method_options, split_list, write_csv
                    "Default: each channel is one document.")
 @click.option("--method", type=click.Choice(METHODS), default="merges", show_default=True,
               help="Encoder for the reported compression (see 'ubpe encode --help').")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-def build(files, output, columns, exclude, levels, vocab_size, n_candidates, min_frequency,
-          doc_length, method, quiet):
-    """Train a UBPE vocabulary on the numeric columns of CSV FILES.
+def build(files, output, to_stdout, force, report: Reporter, columns, exclude, levels,
+          vocab_size, n_candidates, min_frequency, doc_length, method):
+    """Train a UBPE vocabulary on the numeric columns of CSV FILES ('-': stdin).
 
     Each selected column of each file is one channel. Every channel is
     quantized to LEVELS integer codes (error at most half a bin, reported in
     the units of the input), cut into documents, and one vocabulary is
-    trained on all of them. Prints a summary; writes the model atomically.
+    trained on all of them. Prints a summary on stderr (-q: none, -v: the
+    error per channel); writes the model atomically, with a checksum.
     """
-
+    if list(files).count(STDIO) > 1:
+        raise click.UsageError("standard input ('-') can be read only once")
+    dst = single_output(files, output=output, to_stdout=to_stdout, force=force, binary=False)
     t0 = time.perf_counter()
-    tables = [read_csv(f, columns=split_list(columns), exclude=split_list(exclude))
-              for f in files]
+    tables = []
+    for f in files:
+        with input_path(f) as path:
+            tables.append(read_csv(path, columns=split_list(columns),
+                                   exclude=split_list(exclude)))
     names, channels = [], []
     for f, t in zip(files, tables):
-        prefix = f"{f.stem}:" if len(files) > 1 else ""
+        prefix = f"{Path(f).stem}:" if len(files) > 1 else ""
         names += [prefix + n for n in t.names]
         channels += t.channels
     model = SignalModel(levels, vocab_size, n_candidates=n_candidates,
                         min_frequency=min_frequency, doc_length=doc_length,
-                        progress=False if quiet else None)
+                        progress=False if report.quiet else None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(channels, names)
     tokens = model.encode(channels, method=method)
-    model.save(output)
+    if dst == STDIO:
+        from ubpe.serialization import seal
+        doc = model.to_dict()
+        write_output(dst, (json.dumps(seal(doc), indent=1) + "\n").encode())
+    else:
+        model.save(dst)
     wall = time.perf_counter() - t0
 
     n_samples = sum(c.size for c in channels)
     n_tokens = sum(t.size for t in tokens)
     n_docs = sum(len(range(0, c.size, doc_length)) if doc_length else 1 for c in channels)
     tok = model.tokenizer_
-    echo = click.echo
+    echo = report.info
     for w in caught:
-        echo(f"warning: {w.message}", err=True)
+        report.warn(str(w.message))
     echo(f"files        {len(files)}: {', '.join(str(f) for f in files)}")
     for f, t in zip(files, tables):
         if t.skipped:
-            echo(f"skipped      {f.name}: {', '.join(t.skipped)} (not numeric)")
+            echo(f"skipped      {Path(f).name}: {', '.join(t.skipped)} (not numeric)")
     echo(f"channels     {len(channels)}")
     echo(f"samples      {n_samples:,}")
     echo(f"documents    {n_docs:,}")
@@ -87,20 +108,24 @@ def build(files, output, columns, exclude, levels, vocab_size, n_candidates, min
          f"{len(tok.merges_):,} merges)")
     echo(f"compression  {n_samples / max(n_tokens, 1):.3f} samples per token "
          f"({n_tokens:,} tokens on the training data, method {method})")
-    echo("max quantization error per channel (input units; 0 = lossless):")
+    worst = max(float(q.error(c)[0]) for q, c in zip(model.quantizers_, channels))
+    echo(f"max error    {worst:.6g} (input units" + (", lossless)" if worst == 0 else ")"))
+    report.detail("max quantization error per channel (input units; 0 = lossless):")
     for name, q, c in zip(names, model.quantizers_, channels):
-        echo(f"  {name:<28} {q.error(c)[0]:.6g}  (bound {q.max_error_[0]:.6g})")
+        report.detail(f"  {name:<28} {q.error(c)[0]:.6g}  (bound {q.max_error_[0]:.6g})")
     echo(f"wall time    {wall:.2f} s")
-    echo(f"model        {output}")
+    echo(f"model        {'standard output' if dst == STDIO else dst}, content id "
+         f"{model.content_id()[:19]}...")
 
 
 def _read_model_channels(model, files):
     """Read the model's channels (by name) from CSV files, in the model's order."""
     by_name = {}
     for f in files:
-        prefix = f"{f.stem}:" if len(files) > 1 else ""
-        t = read_csv(f, columns=[n[len(prefix):] for n in model.channel_names_
-                                 if n.startswith(prefix)] or None)
+        prefix = f"{Path(f).stem}:" if len(files) > 1 else ""
+        with input_path(f) as path:
+            t = read_csv(path, columns=[n[len(prefix):] for n in model.channel_names_
+                                     if n.startswith(prefix)] or None)
         by_name.update({prefix + n: c for n, c in zip(t.names, t.channels)})
     missing = [n for n in model.channel_names_ if n not in by_name]
     if missing:
@@ -109,14 +134,11 @@ def _read_model_channels(model, files):
 
 
 @click.command()
-@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False,
-                                                                  path_type=Path))
-@click.argument("files", nargs=-1, required=True,
-                type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Token file to write (.npz).")
+@click.argument("model_path", metavar="MODEL")
+@click.argument("files", metavar="FILE.csv...", nargs=-1, required=True)
+@output_options("Token file to write (.npz; '-': standard output).")
 @method_options
-def encode(model_path, files, output, method, top_n, beam):
+def encode(model_path, files, output, to_stdout, force, report: Reporter, method, top_n, beam):
     """Tokenize the channels of CSV FILES with a model from 'ubpe build'.
 
     Writes an .npz with, per channel NAME: 'tokens/NAME' (int32 token ids of
@@ -127,7 +149,10 @@ def encode(model_path, files, output, method, top_n, beam):
     """
     if top_n > 1 and method != "weighted":
         raise click.UsageError("--top-n above 1 needs --method weighted")
-    model = SignalModel.load(model_path)
+    if [model_path, *files].count(STDIO) > 1:
+        raise click.UsageError("standard input ('-') can be read only once")
+    dst = single_output([model_path, *files], output=output, to_stdout=to_stdout, force=force)
+    model = load_model(model_path)
     channels = _read_model_channels(model, files)
     arrays = {}
     n_samples = n_tokens = 0
@@ -146,38 +171,41 @@ def encode(model_path, files, output, method, top_n, beam):
         n_tokens += arrays[f"tokens/{name}"].size
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]
-    atomic_write_bytes(output, buf.getvalue())
-    click.echo(f"{len(channels)} channels, {n_samples:,} samples -> {n_tokens:,} tokens "
-               f"({n_samples / max(n_tokens, 1):.3f} samples per token, method {method}); "
-               f"wrote {output}")
+    write_output(dst, buf.getvalue())
+    report.info(f"{len(channels)} channels, {n_samples:,} samples -> {n_tokens:,} tokens "
+                f"({n_samples / max(n_tokens, 1):.3f} samples per token, method {method}); "
+                f"wrote {'standard output' if dst == STDIO else dst}")
 
 
 @click.command()
-@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False,
-                                                                  path_type=Path))
-@click.argument("tokens_path", metavar="TOKENS.npz",
-                type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="CSV file to write.")
-def decode(model_path, tokens_path, output):
+@click.argument("model_path", metavar="MODEL")
+@click.argument("tokens_path", metavar="TOKENS.npz")
+@output_options("CSV file to write ('-': standard output).")
+def decode(model_path, tokens_path, output, to_stdout, force, report: Reporter):
     """Turn a token file from 'ubpe encode' back into a CSV of (quantized) samples.
 
     One column per channel, named as in the model; integer channels that
     were kept exactly are written as integers.
     """
-    model = SignalModel.load(model_path)
+    if model_path == tokens_path == STDIO:
+        raise click.UsageError("standard input ('-') can be read only once")
+    dst = single_output([model_path, tokens_path], output=output, to_stdout=to_stdout,
+                        force=force, binary=False)
+    model = load_model(model_path)
     try:
-        with np.load(tokens_path) as z:
+        with np.load(io.BytesIO(read_input(tokens_path)), allow_pickle=False) as z:
             tokens = [z[f"tokens/{n}"] for n in model.channel_names_]
     except KeyError as e:
         raise ValueError(f"{tokens_path}: no tokens for channel {e}; was it written by "
                          f"'ubpe encode' with this model?") from None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError, AttributeError) as e:
         raise ValueError(f"{tokens_path}: not a token file ({e})") from None
     values = model.decode(tokens)
     lengths = {v.size for v in values}
     if len(lengths) > 1:
         raise ValueError(f"channels have different lengths ({sorted(lengths)}); "
                          f"one CSV needs equal lengths")
-    write_csv(output, model.channel_names_, values,
-               [bool(q.lossless_[0]) for q in model.quantizers_])
+    write_csv(dst, model.channel_names_, values,
+              [bool(q.lossless_[0]) for q in model.quantizers_])
+    report.info(f"{len(values)} channels, {values[0].size if values else 0:,} samples; wrote "
+                f"{'standard output' if dst == STDIO else dst}")
