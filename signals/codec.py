@@ -383,8 +383,17 @@ def inspect(data: bytes) -> dict:
                       "quantizer": mapping["quantizer"]["kind"]
                       if mapping.get("kind") == "quantizer" else None,
                       "bytes": len(sections[c["payload"]].body)})
+    if header.get("source") == "csv" and isinstance(header.get("csv"), dict):
+        from .table import CsvParts
+        try:
+            csv_columns = CsvParts(header["csv"]).describe()
+        except (KeyError, TypeError, ValueError) as e:
+            raise SignalFormatError(f"header: inconsistent CSV layout ({e})") from None
+    else:
+        csv_columns = None
     return {"format": "ubpe.signal", "version": container.VERSION, "bytes": len(data),
-            "source": header.get("source"), "channels": chans,
+            "source": header.get("source"), "channels": chans, "model": header.get("model"),
+            "csv_columns": csv_columns,
             "bits_per_sample": 8 * len(data) / max(n_values, 1)}
 
 

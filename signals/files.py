@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import container, table
-from .codec import DEFAULT_LEVEL, decode_columns, encode_columns
+from .codec import DEFAULT_LEVEL, _as_array, decode_columns, encode_columns
 from .container import SignalFormatError
 
 CSV_SUFFIXES = (".csv", ".tsv", ".txt")
@@ -68,7 +68,8 @@ def kind_of(path: str | Path, data: bytes | None = None) -> str:
 
 def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int = DEFAULT_LEVEL,
                   max_error: float | None = None, csv_options: dict | None = None,
-                  channel_options: dict | None = None, model: Any = None) -> bytes:
+                  channel_options: dict | None = None, model: Any = None,
+                  quantizer: Any = None) -> bytes:
     """Compress a whole file given as bytes.
 
     Parameters
@@ -90,6 +91,9 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
         Passed to :func:`signals.channel.encode_channel`.
     model : SignalModel, optional
         Code the columns the model knows (by name) against it.
+    quantizer : Quantizer, optional
+        Lossy coding of the samples of arrays and WAV files through this
+        quantizer, fitted per channel.
 
     Returns
     -------
@@ -104,8 +108,9 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
     """
     opts: dict[str, Any] = {"level": level, "channel_options": channel_options, "model": model}
     if kind == "csv":
-        if max_error is not None:
-            raise ValueError(f"{path}: --max-error applies to arrays and WAV files; CSV files are "
+        if max_error is not None or quantizer is not None:
+            raise ValueError(f"{path}: --max-error and --quantizer apply to arrays and WAV files; "
+                             f"CSV files are "
                              f"always kept exactly (every cell comes back as written)")
         parts = table.encode_csv(data, path=path, **(csv_options or {}))
         header = {"source": "csv", "csv": parts.layout}
@@ -113,11 +118,12 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
     if kind == "wav":
         columns, head, tail, wav = _split_wav(data, path)
         header = {"source": "wav", "wav": wav}
-        return encode_columns(columns, header, blobs=[head, tail], max_error=max_error, **opts)
+        return encode_columns(columns, header, blobs=[head, tail], max_error=max_error,
+                              quantizer=quantizer, **opts)
     if kind in ("npy", "npz"):
         columns, arrays = _split_arrays(data, kind, path)
         header = {"source": kind, "arrays": arrays}
-        return encode_columns(columns, header, max_error=max_error, **opts)
+        return encode_columns(columns, header, max_error=max_error, quantizer=quantizer, **opts)
     raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(KINDS)}")
 
 
@@ -147,14 +153,21 @@ def decompress_file(data: bytes, *, model: Any = None) -> Decoded:
             if source == "npy":
                 np.save(buf, arrays[0][1], allow_pickle=False)
             else:
-                np.savez(buf, **dict(arrays))
+                np.savez(buf, **dict(arrays))  # type: ignore[arg-type]
             return Decoded(source, buf.getvalue(), "." + source)
+        if source in ("array", "arrays"):  # made by signals.compress: arrays as .npy / .npz
+            values = _as_array(header, columns)
+            buf = io.BytesIO()
+            if source == "array":
+                np.save(buf, values, allow_pickle=False)
+                return Decoded("npy", buf.getvalue(), ".npy")
+            np.savez(buf, **{c.name: c.values for c in columns})  # type: ignore[arg-type]
+            return Decoded("npz", buf.getvalue(), ".npz")
     except (KeyError, TypeError, ValueError) as e:
         if isinstance(e, SignalFormatError):
             raise
         raise SignalFormatError(f"header: inconsistent {source} layout ({e})") from None
-    raise SignalFormatError(f"this container holds {source or 'unknown'} data, not a file; "
-                            f"read it with signals.decompress")
+    raise SignalFormatError(f"header: unknown source {source!r}")
 
 
 # ---------------------------------------------------------------- WAV

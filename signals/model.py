@@ -124,7 +124,8 @@ class SignalModel:
             self.quantizers_.append(q)
             docs.extend(split_documents(q.encode(c), self.doc_length))
         self.tokenizer_.fit(docs)
-        self.codec_, self.codec_report_ = {}, []
+        self.codec_: dict[str, dict] = {}
+        self.codec_report_: list[dict] = []
         if self.codec:
             groups: dict[str, list[np.ndarray]] = {}
             pairs = zip(self.channel_names_, channels) if codec_channels is None else \
@@ -133,7 +134,7 @@ class SignalModel:
                 groups.setdefault(name, []).append(c)
             for name, cs in groups.items():
                 self._fit_codec(name, cs)
-        self._id = None
+        self._id: str | None = None
         return self
 
     # ------------------------------------------------------------ codec part
@@ -146,8 +147,9 @@ class SignalModel:
         if mapping is None:
             report["reason"] = "not integers at a fixed decimal scale"
             return
-        ints = [_apply_mapping(c, mapping) for c in chans]
-        if any(i is None for i in ints):
+        mapped = [_apply_mapping(c, mapping) for c in chans]
+        ints = [i for i in mapped if i is not None]
+        if len(ints) < len(mapped):
             report["reason"] = "not integers at a fixed decimal scale"
             return
         cuts = [int(x.size * (1 - VALIDATION)) for x in ints]
@@ -342,14 +344,20 @@ class SignalModel:
         """The fitted model as a JSON-ready document (what :meth:`save` writes, unsealed)."""
         if not hasattr(self, "quantizers_"):
             raise RuntimeError("this SignalModel is not fitted yet; call fit() or load()")
-        return {"format": FORMAT, "version": VERSION, "params": self.get_params(),
+        params = {k: v for k, v in self.get_params().items() if k not in ("codec", "level")}
+        return {"format": FORMAT, "version": VERSION, "params": params,
                 "channels": [{"name": n, "quantizer": q.to_dict()}
                              for n, q in zip(self.channel_names_, self.quantizers_)],
-                "tokenizer": self.tokenizer_.to_dict(),
-                "codec": {n: {"dtype": e["dtype"], "map": e["map"],
+                "tokenizer": self.tokenizer_.to_dict(), **self._codec_dict()}
+
+    def _codec_dict(self) -> dict:
+        """The codec part of the document (absent for a model without one, as in version 1-2)."""
+        if not getattr(self, "codec_report_", None):
+            return {}
+        return {"codec": {n: {"dtype": e["dtype"], "map": e["map"],
                               "model": e["model"].get_config()}
-                          for n, e in getattr(self, "codec_", {}).items()},
-                "codec_report": getattr(self, "codec_report_", [])}
+                          for n, e in self.codec_.items()},
+                "codec_level": self.level, "codec_report": self.codec_report_}
 
     def content_id(self) -> str:
         """The model's content id, ``"sha256:"`` and 64 hex digits.
@@ -360,6 +368,7 @@ class SignalModel:
         """
         if getattr(self, "_id", None) is None:
             self._id = content_id(self.to_dict())
+        assert self._id is not None
         return self._id
 
     def save(self, path) -> None:
@@ -429,14 +438,18 @@ class SignalModel:
         m.tokenizer_ = tok
         m.codec_, m.codec_report_ = {}, []
         try:
-            for name, e in (doc.get("codec") or {}).items():
-                if name not in names or not isinstance(e, dict):
+            for name, entry in (doc.get("codec") or {}).items():
+                if name not in names or not isinstance(entry, dict):
                     raise ValueError(f"codec entry {name!r} names no channel")
-                np.dtype(e["dtype"])
-                _check_mapping(e["map"])
-                m.codec_[name] = {"dtype": e["dtype"], "map": e["map"],
-                                  "model": ChannelModel.from_config(e["model"])}
+                np.dtype(entry["dtype"])
+                _check_mapping(entry["map"])
+                m.codec_[name] = {"dtype": entry["dtype"], "map": entry["map"],
+                                  "model": ChannelModel.from_config(entry["model"])}
             m.codec_report_ = list(doc.get("codec_report") or [])
+            if "codec_level" in doc:
+                m.level = int(doc["codec_level"])
+                if not 0 <= m.level <= 9:
+                    raise ValueError(f"codec level {m.level} is not in 0..9")
         except (KeyError, TypeError, ValueError) as e:
             raise FormatError(f"{source}: malformed codec part ({e})") from None
         m._id = None
@@ -492,41 +505,63 @@ def _integer_mapping(chans: list[np.ndarray]) -> dict | None:
 
     Integers map as they are (uint64 through its int64 bits); floats map
     at the smallest decimal scale ``s`` (0..9) where every training value is
-    exactly ``k / 10**s`` for an integer ``k``.
+    exactly ``k / 10**s`` for an integer ``k``. Either is then divided by
+    ``step``, the greatest common divisor of the training values (an ECG in
+    mV at 0.005 mV resolution has scale 3 and step 5).
     """
     kind = chans[0].dtype.kind
     if any(c.dtype.kind != kind for c in chans):
         return None
     if kind in "iub":
-        return {"kind": "int"}
-    if kind != "f":
+        m: dict | None = {"kind": "int", "step": 1}
+    elif kind == "f":
+        m = None
+        for scale in range(10):
+            trial = {"kind": "decimal", "scale": scale, "step": 1}
+            if all(_apply_mapping(c, trial) is not None for c in chans):
+                m = trial
+                break
+    else:
+        m = None
+    if m is None:
         return None
-    for scale in range(10):
-        m = {"kind": "decimal", "scale": scale}
-        if all(_apply_mapping(c, m) is not None for c in chans):
-            return m
-    return None
+    step = 0
+    for c in chans:
+        ints = _apply_mapping(c, m)
+        if ints is not None and ints.size and kind != "u":
+            step = int(np.gcd.reduce(np.abs(ints[ints != np.iinfo(np.int64).min]), initial=step))
+    m["step"] = max(step, 1) if step < 2**31 else 1
+    return m
 
 
 def _apply_mapping(x: np.ndarray, m: dict) -> np.ndarray | None:
+    step = int(m.get("step", 1))
     if m["kind"] == "int":
         if x.dtype.kind not in "iub":
             return None
-        return x.view(np.int64) if x.dtype == np.uint64 else x.astype(np.int64)
-    if x.dtype.kind != "f" or not np.isfinite(x).all():
-        return None
-    with np.errstate(over="ignore", invalid="ignore"):
-        k = np.round(x.astype(np.float64) * 10.0 ** m["scale"])
-    if np.abs(k).max(initial=0) >= 2.0 ** 53:
-        return None
-    ints = k.astype(np.int64)
+        ints = x.view(np.int64) if x.dtype == np.uint64 else x.astype(np.int64)
+    else:
+        if x.dtype.kind != "f" or not np.isfinite(x).all():
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):
+            k = np.round(x.astype(np.float64) * 10.0 ** m["scale"])
+        if np.abs(k).max(initial=0) >= 2.0 ** 53:
+            return None
+        ints = k.astype(np.int64)
+    if step > 1:
+        if np.any(ints % step):
+            return None
+        ints = ints // step
     back = _undo_mapping(ints, m, x.dtype)
-    if not np.array_equal(back.view(np.uint8), x.view(np.uint8)):
+    if not np.array_equal(back.view(np.uint8), np.ascontiguousarray(x).view(np.uint8)):
         return None  # not bit-exact (e.g. -0.0, or more decimals)
     return ints
 
 
 def _undo_mapping(ints: np.ndarray, m: dict, dtype: np.dtype) -> np.ndarray:
+    step = int(m.get("step", 1))
+    if step > 1:
+        ints = ints * step
     if m["kind"] == "int":
         return ints.view(np.uint64) if dtype == np.uint64 else ints.astype(dtype)
     return (ints.astype(np.float64) / 10.0 ** m["scale"]).astype(dtype)
@@ -537,3 +572,5 @@ def _check_mapping(m) -> None:
         raise ValueError(f"unknown mapping {m!r}")
     if m["kind"] == "decimal" and not (isinstance(m.get("scale"), int) and 0 <= m["scale"] <= 9):
         raise ValueError(f"bad decimal scale in {m!r}")
+    if not (isinstance(m.get("step", 1), int) and 1 <= m.get("step", 1) < 2**31):
+        raise ValueError(f"bad step in {m!r}")

@@ -31,7 +31,7 @@ MAX_CHANNELS = 16
 def _best_payload(x: np.ndarray, model: ChannelModel, level: int) -> bytes:
     """The model's tables or the packet's own, whichever codes smaller."""
     with_model = encode_channel(x, level=level, model=model)
-    if x.size > 512:  # short packets never win with their own tables; skip the try
+    if x.size > 512 or (x.size and (x == x[0]).all()):  # a constant costs 2 bytes on its own
         own = encode_channel(x, level=level)
         if len(own) < len(with_model):
             return own

@@ -41,7 +41,7 @@ def test_build_on_real_daphnet(tmp_path, daphnet_csv):
     model = SignalModel.load(out)
     assert len(model.channel_names_) == 9 and model.tokenizer_.n_tokens_ == 2048
     doc = json.loads(out.read_text())
-    assert doc["format"] == "ubpe.signal-model" and doc["version"] == 2
+    assert doc["format"] == "ubpe.signal-model" and doc["version"] == 3
     assert doc["content_id"] == model.content_id()
 
 
@@ -148,7 +148,7 @@ def test_encode_top_n_writes_alternatives(tmp_path, daphnet_csv, daphnet_model):
 def test_inspect_and_decode_errors(tmp_path, daphnet_model):
     r = run("inspect", daphnet_model)
     assert r.exit_code == 0 and "2,048 tokens (1,024 alphabet + 1,024 merges)" in r.output
-    assert "version 2" in r.stdout and "(checksum verified)" in r.stdout
+    assert "version 3" in r.stdout and "(checksum verified)" in r.stdout
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"not an npz")
     r = run("decode", daphnet_model, bad, "-o", tmp_path / "out.csv")
@@ -248,16 +248,17 @@ def test_stdin_and_stdout(tmp_path, csv_file):
     assert packed[:8] == MAGIC and r.stderr == ""
     r = runner.invoke(main, ["decompress", "-"], input=packed)
     assert r.exit_code == 0, r.output
-    assert r.stdout.startswith("a,b\n0,0\n1,1\n2,4\n")
-    assert read_csv_text(r.stdout) == {"a": list(range(200)), "b": [i * i % 7 for i in range(200)]}
-    assert "<stdin>: 2 channels, 400 samples; wrote standard output" in r.stderr
+    assert r.stdout_bytes == csv_file.read_bytes()  # every column, byte for byte
+    assert f"<stdin>: {len(packed):,} -> {len(csv_file.read_bytes()):,} bytes; wrote standard output" \
+        in r.stderr
     r = runner.invoke(main, ["compress", str(csv_file), "-c", "-q"])
     assert r.exit_code == 0 and r.stdout_bytes[:8] == MAGIC
     assert not (tmp_path / "in.csv.ubpe").exists()
     r = runner.invoke(main, ["compress", str(csv_file), "-o", "-", "-q"])
     assert r.exit_code == 0 and r.stdout_bytes[:8] == MAGIC
     r = runner.invoke(main, ["inspect", "-"], input=packed)
-    assert r.exit_code == 0 and "2, 400 samples" in r.stdout
+    assert r.exit_code == 0 and "source       csv" in r.stdout
+    assert "3, 600 values" in r.stdout and "timestamp" in r.stdout
 
 
 def read_csv_text(text):
@@ -302,11 +303,11 @@ def test_compress_summary_and_warnings(tmp_path, csv_file):
     r = run("compress", csv_file)
     assert r.exit_code == 0, r.output
     assert r.stdout == ""
-    assert "warning: " in r.stderr and "column 'time' is not numeric; it is not stored" in r.stderr
-    assert "2 channels, 400 samples ->" in r.stderr and "bits per sample (lossless)" in r.stderr
+    assert "warning: " not in r.stderr  # every column is kept, the date column too
+    assert "x, csv, 3 columns, 600 values) lossless; wrote" in r.stderr
     assert "wall time" not in r.stderr
     r = run("compress", csv_file, "-f", "-v")
-    assert "wall time" in r.stderr and "vocabulary" in r.stderr
+    assert "wall time" in r.stderr and "lossless" in r.stderr
     r = run("compress", csv_file, "-f", "-q")
     assert r.output == ""
 

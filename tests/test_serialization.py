@@ -85,7 +85,7 @@ def test_v1_models_resave_as_v2_with_the_same_content_id(tmp_path):
         assert new["checksum"].startswith("sha256:") and len(new["checksum"]) == 71
         assert new["content_id"] == content_id(v1) == content_id(new)
     m = SignalModel.load(tmp_path / "signal_model_v1.json")
-    assert json.loads((tmp_path / "signal_model_v1.json").read_text())["version"] == 2
+    assert json.loads((tmp_path / "signal_model_v1.json").read_text())["version"] == 3
     assert m.content_id() == content_id(json.loads((FROZEN / "signal_model_v1.json").read_text()))
 
 

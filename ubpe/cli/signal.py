@@ -7,8 +7,9 @@ import time
 import click
 import numpy as np
 
-from signals import QUANTIZERS, SignalModel, codec, read_signal
-from signals.predict import Delta
+import signals
+from signals import QUANTIZERS, SignalModel, container
+from signals.codec import DEFAULT_LEVEL
 from ubpe.serialization import check_document, parse_json
 
 from ._common import (
@@ -17,7 +18,6 @@ from ._common import (
     Job,
     Reporter,
     csv_text,
-    input_path,
     output_options,
     plan,
     read_input,
@@ -36,7 +36,7 @@ def load_model(source: str) -> SignalModel:
     """A signal model from a file or stdin (``"-"``), checksum and limits checked."""
     if source != STDIO:
         return SignalModel.load(source)
-    doc = check_document(parse_json(read_input(STDIO), "<stdin>"), "ubpe.signal-model", 2,
+    doc = check_document(parse_json(read_input(STDIO), "<stdin>"), "ubpe.signal-model", 3,
                          "<stdin>", checksum_since=2)
     return SignalModel.from_dict(doc, source="<stdin>")
 
@@ -45,7 +45,7 @@ def _inspect_document(doc: dict, where: str) -> None:
     echo = click.echo
     fmt, version = doc.get("format"), doc.get("version")
     if fmt == "ubpe.signal-model":
-        model = SignalModel.from_dict(check_document(doc, fmt, 2, where, checksum_since=2),
+        model = SignalModel.from_dict(check_document(doc, fmt, 3, where, checksum_since=2),
                                       source=where)
         tok = model.tokenizer_
         lengths = tok.token_lengths()[tok.alphabet_size:]
@@ -64,6 +64,13 @@ def _inspect_document(doc: dict, where: str) -> None:
         for name, q in zip(model.channel_names_, model.quantizers_):
             echo(f"  {name:<28} {q.kind}, {q.n_codes_[0]:,} codes, max error "
                  f"{q.max_error_[0]:.6g}" + (" (lossless)" if q.lossless_[0] else ""))
+        kept = [r for r in model.codec_report_ if r.get("kept")]
+        echo(f"codec        {len(kept)} of {len(model.codec_report_)} channels coded against the "
+             f"model (predictor and entropy tables)")
+        for r in model.codec_report_:
+            saved = (f", {r['bits_own']:.3f} -> {r['bits_model']:.3f} bits/sample held out"
+                     if r.get("bits_own") is not None else "")
+            echo(f"  {r['name']:<28} {'kept' if r.get('kept') else 'not kept'}{saved}")
         return
     if fmt == "ubpe.tokenizer":
         from ubpe import Tokenizer
@@ -78,6 +85,33 @@ def _inspect_document(doc: dict, where: str) -> None:
     raise ValueError(f"{where}: not a ubpe model or compressed file (format {fmt!r})")
 
 
+def _inspect_container(data: bytes) -> None:
+    echo = click.echo
+    info = signals.inspect(data)
+    n = sum(ch["n_samples"] for ch in info["channels"])
+    echo(f"format       ubpe.signal, version {info['version']}, {info['bytes']:,} bytes")
+    if info["version"] >= 2:
+        echo(f"source       {info['source']}" + (f", model {info['model']}" if info.get("model")
+                                                 else ""))
+    if info.get("csv_columns"):
+        echo(f"csv columns  {len(info['csv_columns'])}, every cell exact:")
+        for c in info["csv_columns"]:
+            what = {"decimal": f"decimal, {c['scale']} digits after the point",
+                    "time": f"timestamp, {c['format']}", "category": "category codes",
+                    "text": "text (zstd)", "raw": "whole file verbatim"}.get(c["kind"], c["kind"])
+            echo(f"  {c['name']:<28} {what}, {c['exceptions']:,} cells kept verbatim")
+    echo(f"streams      {len(info['channels'])}, {n:,} values")
+    echo(f"bits/value   {info['bits_per_sample']:.3f}")
+    for ch in info["channels"]:
+        if info["version"] >= 2:
+            echo(f"  {ch['name']:<28} {ch['n_samples']:,} x {ch['dtype']}, {ch['bytes']:,} bytes, "
+                 f"{ch['mapping']}")
+        else:
+            q = ch["quantizer"] or "lossless"
+            echo(f"  {ch['name']:<28} {ch['n_samples']:,} samples, {q}, "
+                 f"max error {ch['max_error']:.6g}")
+
+
 @click.command()
 @click.argument("sources", metavar="FILE...", nargs=-1, required=True)
 @verbosity_options
@@ -90,76 +124,55 @@ def inspect(sources, report: Reporter):
         data = read_input(job.source)
         if len(sources) > 1:
             click.echo(f"{job.name}:")
-        if data[:len(codec.MAGIC)] == codec.MAGIC:
-            info = codec.inspect(data)
-            n = sum(ch["n_samples"] for ch in info["channels"])
-            click.echo(f"format       ubpe.signal, version {info['version']}, "
-                       f"{info['bytes']:,} bytes")
-            click.echo(f"channels     {len(info['channels'])}, {n:,} samples")
-            click.echo(f"bits/sample  {info['bits_per_sample']:.3f}")
-            click.echo(f"transform    {info['transform']}")
-            click.echo(f"vocabulary   {info['alphabet_size']:,} symbols + {info['n_merges']:,} merges")
-            for ch in info["channels"]:
-                q = ch["quantizer"] or "lossless"
-                click.echo(f"  {ch['name']:<28} {ch['n_samples']:,} samples, {ch['n_tokens']:,} "
-                           f"tokens, {q}, max error {ch['max_error']:.6g}")
+        if data[:len(container.MAGIC)] == container.MAGIC:
+            _inspect_container(data)
             return
         _inspect_document(parse_json(data, job.name), job.name)
 
     run_jobs([Job(s, STDIO) for s in sources], report, work)
 
 
-def _raw_size(channels) -> int:
-    """Bytes of the samples as binary (float64, or the smallest integer width)."""
-    total = 0
-    for c in channels:
-        if c.dtype.kind == "f" or c.size == 0:
-            total += c.size * 8
-        else:
-            big = max(abs(int(c.min())), abs(int(c.max())))
-            total += c.size * max(1, (big.bit_length() + 8) // 8)
-    return total
+def _model_option(f):
+    return click.option("--model", "model_path", type=click.Path(exists=True, dir_okay=False),
+                        help="A model from 'ubpe build': the channels it knows are coded "
+                             "against it, and the file stores its content id (decompress "
+                             "needs the same model).")(f)
 
 
 @click.command()
 @click.argument("sources", metavar="FILE...", nargs=-1, required=True)
 @output_options("Compressed file to write ('-': standard output). Default: each input's "
                 "name with .ubpe added, in its folder (a/x.csv -> a/x.csv.ubpe).")
-@click.option("--model", "model_path", type=click.Path(exists=True, dir_okay=False),
-              help="Reuse a model from 'ubpe build' (its quantizers and vocabulary).")
-@click.option("--columns", metavar="A,B,...", help="Columns to read (names or 0-based indices).")
-@click.option("--exclude", metavar="A,B,...", help="Columns to leave out.")
-@click.option("--quantizer", type=click.Choice(["auto", "uniform", "quantile", "gaussian",
-                                                "mulaw", "lloydmax"]),
-              default="auto", show_default=True,
-              help="auto: integer columns exactly, float columns uniform. Any other choice "
-                   "quantizes every column (lossy).")
+@_model_option
+@click.option("--level", default=DEFAULT_LEVEL, show_default=True, type=click.IntRange(0, 9),
+              help="0 fastest .. 9 smallest, as xz's and zstd's presets.")
+@click.option("--max-error", type=click.FloatRange(0, min_open=True), default=None,
+              help="Lossy: every value comes back within this absolute error (arrays and WAV; "
+                   "CSV files are always exact). Default: lossless.")
+@click.option("--quantizer", type=click.Choice(sorted(QUANTIZERS)), default=None,
+              help="Lossy: quantize every channel of arrays and WAV files with this quantizer "
+                   "(--levels levels); the bound is stored and shown by 'ubpe inspect'.")
 @click.option("--levels", default=1024, show_default=True, type=click.IntRange(2, 2**30),
-              help="Quantization levels per channel.")
-@click.option("--transform", type=click.Choice(["predictor", "delta", "none"]),
-              default="predictor", show_default=True,
-              help="predictor: FLAC's fixed predictors chosen per 256-sample block; "
-                   "delta: first differences; none: codes as they are.")
-@click.option("--vocab-size", default="auto", show_default=True,
-              help="UBPE vocabulary size (residual alphabet included), or 'auto' to keep "
-                   "the smallest file of 0, 64, 256 and 1024 merges.")
-@click.option("--n-candidates", default=16, show_default=True, type=click.IntRange(1),
-              help="Merges considered per training round.")
-def compress(sources, output, to_stdout, force, report: Reporter, model_path, columns, exclude,
-             quantizer, levels, transform, vocab_size, n_candidates):
-    """Compress signal files (CSV columns, .npz/.npy arrays, PCM .wav) into .ubpe files.
+              help="Quantization levels per channel, with --quantizer.")
+@click.option("--skip-rows", type=click.IntRange(0), default=None,
+              help="CSV: lines above the header (kept exactly). Default: detected.")
+@click.option("--comment", metavar="CHAR", default=None,
+              help="CSV: lines starting with CHAR are comments (kept exactly).")
+@click.option("--delimiter", metavar="CHAR", default=None, help="CSV: field delimiter. Default: "
+              "detected.")
+@click.option("--columns", metavar="A,B,...",
+              help="CSV: columns to code as numbers (others are kept as text).")
+@click.option("--exclude", metavar="A,B,...", help="CSV: columns never coded as numbers.")
+def compress(sources, output, to_stdout, force, report: Reporter, model_path, level, max_error,
+             quantizer, levels, skip_rows, comment, delimiter, columns, exclude):
+    """Compress files (CSV, .npy/.npz arrays, PCM .wav) into .ubpe files, losslessly.
 
-    FILE '-' reads standard input (CSV, or .npy/.npz/.wav by their magic
-    bytes) and writes standard output unless -o is given. Integer channels
-    are kept exactly (decompress gives them back bit for bit); float
-    channels are quantized, with the error bound reported. Columns that are
-    not numeric (a timestamp) are not stored: a warning names them.
+    What comes back from 'ubpe decompress' is the same file: a CSV byte for
+    byte (every column, the lines above the header, quoting, line endings);
+    a WAV byte for byte; arrays with their names, dtypes and shapes. Lossy
+    only with --max-error or --quantizer. FILE '-' reads standard input and
+    writes standard output unless -o is given.
     """
-    if vocab_size != "auto":
-        try:
-            vocab_size = int(vocab_size)
-        except ValueError:
-            raise click.BadParameter("an integer or 'auto'", param_hint="--vocab-size") from None
     jobs = plan(sources, output=output, to_stdout=to_stdout, force=force,
                 name_rule=lambda p: suffix_name(p, SUFFIX),
                 other_inputs=[model_path] if model_path else [])
@@ -170,39 +183,29 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, co
         except BAD_INPUT as e:
             report.error(model_path, e)
             report.exit()
-    q = "auto" if quantizer == "auto" else QUANTIZERS[quantizer](levels)
-    tf = {"predictor": "auto", "delta": Delta(1), "none": "none"}[transform]
+    csv_options = {"skip_rows": skip_rows, "comment": comment, "delimiter": delimiter,
+                   "columns": split_list(columns), "exclude": split_list(exclude)}
+    q = QUANTIZERS[quantizer](levels) if quantizer else None
 
     def work(job: Job) -> None:
         t0 = time.perf_counter()
-        with input_path(job.source) as path:
-            if model is not None:
-                table = read_signal(path, columns=model.channel_names_)
-            else:
-                table = read_signal(path, columns=split_list(columns),
-                                    exclude=split_list(exclude))
-        for f in table.skipped:
-            report.warn(f"{job.name}: column {f!r} is not numeric; it is not stored")
-        data = codec.compress(table.channels, quantizer=q, n_levels=levels, transform=tf,
-                              vocab_size=vocab_size, n_candidates=n_candidates, model=model,
-                              names=table.names)
+        raw = read_input(job.source)
+        kind = signals.files.kind_of(job.source if job.source != STDIO else "", raw)
+        data = signals.compress_file(raw, kind, path=job.name, level=level, max_error=max_error,
+                                     quantizer=q, csv_options=csv_options, model=model)
         write_output(job.output, data)
-        info = codec.inspect(data)
-        n = sum(c.size for c in table.channels)
+        info = signals.inspect(data)
+        n = sum(c["n_samples"] for c in info["channels"])
         worst = max((c["max_error"] for c in info["channels"]), default=0.0)
         where = "standard output" if job.output == STDIO else job.output
-        report.info(f"{job.name}: {len(table.channels)} channels, {n:,} samples -> "
-                    f"{len(data):,} bytes, {info['bits_per_sample']:.3f} bits per sample "
-                    + ("(lossless)" if worst == 0 else f"(max error {worst:.6g})")
+        report.info(f"{job.name}: {len(raw):,} -> {len(data):,} bytes "
+                    f"({len(raw) / max(len(data), 1):.2f}x, {kind}, {len(info['channels'])} "
+                    f"columns, {n:,} values) "
+                    + ("lossless" if worst == 0 else f"max error {worst:.6g}")
                     + f"; wrote {where}")
-        raw = _raw_size(table.channels)
-        report.detail(f"  size         {raw / len(data):.1f}x smaller than the samples as binary "
-                      f"({raw:,} bytes)")
-        report.detail(f"  vocabulary   {info['alphabet_size']:,} symbols + "
-                      f"{info['n_merges']:,} merges")
         for ch in info["channels"]:
-            report.detail(f"  {ch['name']:<28} {ch['n_samples']:,} samples, "
-                          f"{ch['quantizer'] or 'lossless'}, max error {ch['max_error']:.6g}")
+            report.detail(f"  {ch['name']:<28} {ch['n_samples']:,} x {ch['dtype']}, "
+                          f"{ch['bytes']:,} bytes, {ch['mapping']}")
         report.detail(f"  wall time    {time.perf_counter() - t0:.2f} s")
 
     run_jobs(jobs, report, work)
@@ -210,28 +213,39 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, co
 
 @click.command()
 @click.argument("sources", metavar="FILE.ubpe...", nargs=-1, required=True)
-@output_options("CSV file to write ('-': standard output). Default: each input's name "
-                "without .ubpe, in its folder (a/x.csv.ubpe -> a/x.csv; a/x.wav.ubpe -> "
-                "a/x.wav.csv).")
-def decompress(sources, output, to_stdout, force, report: Reporter):
-    """Decode .ubpe files to CSV: the same columns, integers exact, floats as quantized.
+@output_options("File to write ('-': standard output). Default: each input's name without "
+                ".ubpe, in its folder (a/x.csv.ubpe -> a/x.csv).")
+@_model_option
+def decompress(sources, output, to_stdout, force, report: Reporter, model_path):
+    """Give back the files that 'ubpe compress' compressed, exactly.
 
     FILE '-' reads standard input and writes standard output unless -o is given.
     """
     jobs = plan(sources, output=output, to_stdout=to_stdout, force=force,
-                name_rule=lambda p: strip_suffix_name(p, SUFFIX, ".csv"), binary=False)
+                name_rule=lambda p: strip_suffix_name(p, SUFFIX, ""),
+                other_inputs=[model_path] if model_path else [])
+    model = None
+    if model_path:
+        try:
+            model = load_model(model_path)
+        except BAD_INPUT as e:
+            report.error(model_path, e)
+            report.exit()
 
     def work(job: Job) -> None:
         data = read_input(job.source)
-        values = codec.decompress(data)
-        info = codec.inspect(data)
-        channels = info["channels"]
-        values = [values] if np.ndim(values) == 1 and len(channels) == 1 else list(values)
-        write_output(job.output, csv_text([c["name"] for c in channels], values,
-                                          [c["quantizer"] is None for c in channels]))
+        if container.container_version(data) == 1:
+            values = signals.decompress(data)
+            info = signals.inspect(data)
+            channels = info["channels"]
+            values = [values] if np.ndim(values) == 1 and len(channels) == 1 else list(values)
+            out = csv_text([c["name"] for c in channels], values,
+                           [c["quantizer"] is None for c in channels])
+        else:
+            out = signals.decompress_file(data, model=model).data
+        write_output(job.output, out)
         where = "standard output" if job.output == STDIO else job.output
-        n = sum(np.size(v) for v in values)
-        report.info(f"{job.name}: {len(values)} channels, {n:,} samples; wrote {where}")
+        report.info(f"{job.name}: {len(data):,} -> {len(out):,} bytes; wrote {where}")
 
     run_jobs(jobs, report, work)
 

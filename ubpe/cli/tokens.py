@@ -12,6 +12,7 @@ import click
 import numpy as np
 
 from signals import SignalModel, read_csv
+from signals.table import encode_csv
 
 from ._common import (
     METHODS,
@@ -51,25 +52,43 @@ from .signal import load_model
                    "Default: each channel is one document.")
 @click.option("--method", type=click.Choice(METHODS), default="merges", show_default=True,
               help="Encoder for the reported compression (see 'ubpe encode --help').")
+@click.option("--skip-rows", type=click.IntRange(0), default=None,
+              help="Lines above the header. Default: detected (e.g. NREL's metadata line).")
+@click.option("--comment", metavar="CHAR", default=None, help="Comment lines start with CHAR.")
+@click.option("--delimiter", metavar="CHAR", default=None, help="Field delimiter. Default: "
+              "detected.")
 def build(files, output, to_stdout, force, report: Reporter, columns, exclude, levels,
-          vocab_size, n_candidates, min_frequency, doc_length, method):
+          vocab_size, n_candidates, min_frequency, doc_length, method, skip_rows, comment,
+          delimiter):
     """Train a UBPE vocabulary on the numeric columns of CSV FILES ('-': stdin).
 
-    Each selected column of each file is one channel. Every channel is
-    quantized to LEVELS integer codes (error at most half a bin, reported in
-    the units of the input), cut into documents, and one vocabulary is
-    trained on all of them. Prints a summary on stderr (-q: none, -v: the
-    error per channel); writes the model atomically, with a checksum.
+    Each selected column of each file is one channel. The model holds two parts:
+
+    \b
+    - a compression model ('ubpe compress --model'): per channel, a predictor
+      and entropy tables fitted on the exact integer form of the column, kept
+      only where they lower the bits of a held-out 30% (the decision is
+      printed);
+    - a tokenizer ('ubpe encode'): every channel is quantized to LEVELS codes
+      (error at most half a bin, in the input's units), cut into documents,
+      and one UBPE vocabulary is trained on all of them.
+
+    Prints a summary on stderr (-q: none, -v: details per channel); writes
+    the model atomically, with a checksum and a content id.
     """
     if list(files).count(STDIO) > 1:
         raise click.UsageError("standard input ('-') can be read only once")
     dst = single_output(files, output=output, to_stdout=to_stdout, force=force, binary=False)
     t0 = time.perf_counter()
-    tables = []
+    tables, codec_channels = [], []
+    csv_options = {"skip_rows": skip_rows, "comment": comment, "delimiter": delimiter}
     for f in files:
         with input_path(f) as path:
-            tables.append(read_csv(path, columns=split_list(columns),
-                                   exclude=split_list(exclude)))
+            t = read_csv(path, columns=split_list(columns), exclude=split_list(exclude),
+                         **csv_options)
+            tables.append(t)
+            parts = encode_csv(Path(path).read_bytes(), path=str(f), **csv_options)
+        codec_channels += [(n, c) for n, c in parts.int_columns if n in t.names]
     names, channels = [], []
     for f, t in zip(files, tables):
         prefix = f"{Path(f).stem}:" if len(files) > 1 else ""
@@ -80,7 +99,7 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
                         progress=False if report.quiet else None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model.fit(channels, names)
+        model.fit(channels, names, codec_channels=codec_channels)
     tokens = model.encode(channels, method=method)
     if dst == STDIO:
         from ubpe.serialization import seal
@@ -113,6 +132,11 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
     report.detail("max quantization error per channel (input units; 0 = lossless):")
     for name, q, c in zip(names, model.quantizers_, channels):
         report.detail(f"  {name:<28} {q.error(c)[0]:.6g}  (bound {q.max_error_[0]:.6g})")
+    for r in model.codec_report_:
+        bits = (f"{r['bits_own']:.3f} -> {r['bits_model']:.3f} bits/sample held out"
+                if r["bits_own"] is not None else "")
+        echo(f"codec        {r['name']}: {'kept' if r['kept'] else 'not kept'}"
+             + (f", {bits}" if bits else "") + f" ({r['reason']})")
     echo(f"wall time    {wall:.2f} s")
     echo(f"model        {'standard output' if dst == STDIO else dst}, content id "
          f"{model.content_id()[:19]}...")
