@@ -36,10 +36,14 @@ from typing import Any
 
 import numpy as np
 
+from numba import njit
+
 from . import entropy as E
 from . import predict as P
 
-RAW, CONST, CODED, MODEL = 0, 1, 2, 3
+MATCH_ROWS = 4
+
+RAW, CONST, CODED, MODEL, CODED2 = 0, 1, 2, 3, 4
 DEFAULT_LEVEL = 5
 MAX_LEVEL = 9
 
@@ -51,22 +55,25 @@ class _Preset:
     lpc_orders: tuple[int, ...]
     contexts: tuple[int, ...]  # context counts tried
     hybrid: tuple[tuple[int, int], ...]  # (k, msb) tried
+    match: tuple[tuple[int, int], ...] = ()  # (context length, run before use) tried
 
 
+_M = ((4, 1), (8, 0), (16, 0))
 PRESETS = {
     0: _Preset("fixed", 1024, (), (1,), ((4, 2),)),
     1: _Preset("fixed", 1024, (), (1, 4, 8), ((4, 2),)),
     2: _Preset("linear", 4096, (8,), (1, 4, 8), ((4, 2),)),
-    3: _Preset("linear", 4096, (16,), (1, 4, 8, 12), ((4, 2),)),
-    4: _Preset("linear", 4096, (8, 16), (1, 4, 8, 12), ((4, 2),)),
-    5: _Preset("linear", 4096, (8, 16, 32), (1, 4, 8, 12, 16), ((4, 2),)),
-    6: _Preset("linear", 4096, (8, 16, 24, 32), (1, 4, 8, 12, 16), ((4, 2), (3, 2))),
+    3: _Preset("linear", 4096, (16,), (1, 4, 8, 12), ((4, 2),), ((8, 0),)),
+    4: _Preset("linear", 4096, (8, 16), (1, 4, 8, 12), ((4, 2),), ((8, 0),)),
+    5: _Preset("linear", 4096, (8, 16, 32), (1, 4, 8, 12, 16), ((4, 2),), ((8, 0),)),
+    6: _Preset("linear", 4096, (8, 16, 24, 32), (1, 4, 8, 12, 16), ((4, 2), (3, 2)), _M),
     7: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 24),
-               ((4, 2), (3, 2), (5, 2))),
+               ((4, 2), (3, 2), (5, 2)), _M),
     8: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
-               ((4, 2), (3, 2), (5, 2), (4, 3))),
+               ((4, 2), (3, 2), (5, 2), (4, 3)), _M + ((2, 2), (32, 0))),
     9: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
-               ((2, 2), (3, 2), (4, 2), (5, 2), (6, 2), (4, 3), (3, 1))),
+               ((2, 2), (3, 2), (4, 2), (5, 2), (6, 2), (4, 3), (3, 1)),
+               _M + ((2, 2), (32, 0), (6, 1), (12, 0))),
 }
 
 
@@ -156,7 +163,8 @@ def _thresholds(stat: np.ndarray, n_contexts: int) -> np.ndarray:
     """Bin edges (strictly increasing, 1..255) cutting ``stat`` into about equal bins."""
     if n_contexts <= 1 or stat.size == 0:
         return np.zeros(0, np.int64)
-    qs = np.quantile(stat, np.arange(1, n_contexts) / n_contexts, method="higher")
+    cdf = np.cumsum(np.bincount(stat, minlength=E.CTX_RANGE))
+    qs = np.searchsorted(cdf, np.arange(1, n_contexts) * (stat.size / n_contexts), side="right")
     return np.unique(np.clip(qs.astype(np.int64), 1, 255))
 
 
@@ -220,6 +228,209 @@ def _decode_tokens(rd: _Reader, n: int, k: int, msb: int, cmap, freqs, cum, look
     return z
 
 
+# ------------------------------------------------------ fused mode-4 coding
+@njit(cache=True)
+def _decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs, cum, lookup,
+                  block, kinds, orders, shifts, coefs, mh, t, tbits):
+    """rANS tokens -> raw bits -> residuals -> samples, one pass; returns (x, ok)."""
+    x = np.empty(n, np.int64)
+    nw = words.shape[0]
+    if nw < 2:
+        return x, False
+    st = (np.uint64(words[0]) << np.uint64(16)) | np.uint64(words[1])
+    wpos = 2
+    mask = np.uint64(E.SCALE - 1)
+    direct = 1 << k
+    bpos = 0
+    b1 = 0
+    b2 = 0
+    b3 = 0
+    size = 1 << tbits if mh > 0 else 1
+    table = np.full(size, -1, np.int64)
+    hmask = size - 1
+    ptr = -1
+    mlen = 0
+    for i in range(n):
+        blk = i // block
+        h = -1
+        if mh > 0 and i >= mh:
+            h = P._hash(x, i, mh, hmask)
+            if ptr < 0:
+                ptr = table[h]
+                mlen = 0
+        use = ptr >= 0 and mlen >= t
+        row = cmap[2 * b1 + b2 + b3]
+        if use:
+            row += nc * P._bucket(mlen, t)
+        slot = st & mask
+        s = lookup[row, slot]
+        if s < 0:
+            return x, False
+        st = np.uint64(freqs[row, s]) * (st >> np.uint64(E.SCALE_BITS)) + slot - np.uint64(cum[row, s])
+        if st < np.uint64(E.RANS_L):
+            if wpos >= nw:
+                return x, False
+            st = (st << np.uint64(16)) | np.uint64(words[wpos])
+            wpos += 1
+        b3 = b2
+        b2 = b1
+        b1 = bitlen[s]
+        if s < direct:
+            z = np.uint64(s)
+        else:
+            e = k + ((s - direct) >> msb)
+            nb = e - msb
+            if e > 63 or bpos + nb > total_bits:
+                return x, False
+            m = np.uint64((s - direct) & ((1 << msb) - 1))
+            w = bpos >> 6
+            o = bpos & 63
+            v = raw[w] >> np.uint64(o)
+            if o + nb > 64:
+                v |= raw[w + 1] << np.uint64(64 - o)
+            if nb < 64:
+                v &= (np.uint64(1) << np.uint64(nb)) - np.uint64(1)
+            z = (((np.uint64(1) << np.uint64(msb)) | m) << np.uint64(nb)) | v
+            bpos += nb
+        r = np.int64(z >> np.uint64(1)) ^ -np.int64(z & np.uint64(1))
+        if use:
+            pred = x[ptr]
+        else:
+            pred = P._lpc_predict(x, i, kinds[blk], orders[blk], shifts[blk], coefs, blk)
+        x[i] = r + pred
+        if ptr >= 0:
+            if x[ptr] == x[i]:
+                mlen += 1
+                ptr += 1
+            else:
+                ptr = -1
+                mlen = 0
+        if h >= 0:
+            table[h] = i
+    return x, wpos == nw and st == np.uint64(E.RANS_L) and total_bits - bpos < 8
+
+
+def _rows_tables(tokens, stat, mb, width, n_mb, contexts):
+    """Best (bits, thresholds, freqs, table bytes, rows) over the context counts tried."""
+    best: Any = None
+    fine = np.bincount((mb.astype(np.int64) * E.CTX_RANGE + stat) * width + tokens,
+                       minlength=n_mb * E.CTX_RANGE * width).reshape(n_mb, E.CTX_RANGE, width)
+    for c in contexts:
+        th = _thresholds(stat, c)
+        nc = th.size + 1
+        starts = np.concatenate([[0], th])
+        counts = np.add.reduceat(fine, starts, axis=1).reshape(n_mb * nc, width)
+        q = E.quantize_counts(counts)
+        f = E.freqs_from_code_rows(q)
+        table = E.write_codes(q)
+        bits = E.coded_bits(counts, f) + 8 * (len(table) + nc)
+        if best is None or bits < best[0]:
+            best = (bits, th, f, table)
+    bits, th, f, table = best
+    rows = E.context_map(th)[stat] + (th.size + 1) * mb.astype(np.int64)
+    return bits, th, f, table, rows
+
+
+def _code_residuals(r, mb, n_mb, preset: _Preset):
+    """(estimated bits, entropy sections) for residuals ``r`` with match buckets ``mb``."""
+    z = P.zigzag(r).view(np.uint64)
+    best: Any = None
+    for k, msb in preset.hybrid:
+        tokens, nbits = E.hybrid_split(z, k, msb)
+        width = int(tokens.max()) + 1
+        stat = E.context_stat(tokens, E.token_bitlen(k, msb, width))
+        bits, th, f, table, rows = _rows_tables(tokens, stat, mb, width, n_mb, preset.contexts)
+        bits += float(nbits.sum(dtype=np.int64))
+        if best is None or bits < best[0]:
+            best = (bits, k, msb, tokens, nbits, th, f, table, rows, width)
+    bits, k, msb, tokens, nbits, th, f, table, rows, width = best
+
+    def emit() -> bytes:
+        cum, _ = E.build_tables(f)
+        words = E.rans_encode_rows(tokens, rows, f, cum)
+        raw, total = E.pack_raw_bits(z, nbits)
+        return b"".join([bytes([k << 4 | msb, th.size + 1]), th.astype(np.uint8).tobytes(),
+                         bytes([n_mb]), _varint(width), _varint(len(table)), table.tobytes(),
+                         _varint(words.size), words.astype("<u2").tobytes(),
+                         raw.astype("<u8").tobytes()[:(total + 7) // 8]])
+    return bits, emit
+
+
+def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
+    block = preset.block_size
+    orders = np.array(preset.lpc_orders if preset.predictor == "linear" else (), np.int64)
+    kinds, ords, shifts, coefs = P.block_lpc_analyze(x, block, orders, 14)
+    side = P.block_side_bytes(kinds, ords, shifts, coefs)
+    tbits = int(min(22, max(10, int(x.size).bit_length() + 1)))
+    # the match model, where a pass with it saves estimated bits (else off)
+    r, mb, mh, t, gain = None, None, 0, 0, 0.0
+    for mh_, t_ in preset.match:
+        r_, mb_, g = P.predict_fused_gain(x, block, kinds, ords, shifts, coefs, mh_, t_, tbits)
+        if g > max(gain, 64.0):
+            r, mb, mh, t, gain = r_, mb_, mh_, t_, g
+    if r is None:
+        r, mb = P.predict_fused(x, block, kinds, ords, shifts, coefs, 0, 0, tbits)
+    _, emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
+    return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
+                     bytes([mh, t, tbits]), emit()])
+
+
+def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
+    block = rd.varint(1 << 30)
+    if block < 1:
+        raise ValueError("predictor block size 0")
+    n_blocks = -(-n // block)
+    side = np.frombuffer(rd.take(rd.varint(rd.remaining())), np.uint8)
+    if n_blocks > side.size // 2 + 1:
+        raise ValueError(f"{n_blocks} predictor blocks cannot fit in {side.size} bytes")
+    kinds, orders, shifts, coefs, ok = P.parse_block_side(side, n_blocks)
+    if not ok:
+        raise ValueError(f"predictor parameters do not describe {n_blocks} blocks")
+    mh, t, tbits = rd.byte(), rd.byte(), rd.byte()
+    if mh > 32 or not 1 <= tbits <= 24:
+        raise ValueError(f"bad match parameters ({mh}, {t}, {tbits})")
+    hk = rd.byte()
+    k, msb = hk >> 4, hk & 15
+    if k > E.MAX_K or msb > min(k, E.MAX_MSB):
+        raise ValueError(f"bad hybrid parameters k={k}, msb={msb}")
+    nc = rd.byte()
+    if not 1 <= nc <= E.MAX_CONTEXTS:
+        raise ValueError(f"bad context count {nc}")
+    th = np.frombuffer(rd.take(nc - 1), np.uint8).astype(np.int64)
+    if th.size and (np.any(np.diff(th) <= 0) or th[0] < 1):
+        raise ValueError("context thresholds are not increasing")
+    n_mb = rd.byte()
+    if n_mb != (1 if mh == 0 else P.MATCH_BUCKETS):
+        raise ValueError(f"bad match bucket count {n_mb}")
+    width = rd.varint(E.alphabet_size(k, msb))
+    if width < 1:
+        raise ValueError("empty token table")
+    table = np.frombuffer(rd.take(rd.varint(rd.remaining())), np.uint8)
+    q, used, ok = E.read_codes(table, nc * n_mb, width)
+    if not ok or used != table.size:
+        raise ValueError("inconsistent token tables")
+    f = E.freqs_from_code_rows(q)
+    cum, lookup = E.build_tables(f)
+    return _decode_words(rd, n, k, msb, E.context_map(th), nc, f, cum, lookup,
+                         block, kinds, orders, shifts, coefs, mh, t, tbits)
+
+
+def _decode_words(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders, shifts, coefs,
+                  mh, t, tbits) -> np.ndarray:
+    n_words = rd.varint(rd.remaining() // 2)
+    words = np.frombuffer(rd.take(2 * n_words), "<u2").astype(np.uint16)
+    if n * E.MIN_TOKEN_BITS > 16 * n_words + 64:
+        raise ValueError(f"{n} samples cannot fit in {n_words} rANS words")
+    rest = rd.take(rd.remaining())
+    raw = np.frombuffer(rest + bytes(-len(rest) % 8 + 8), "<u8").astype(np.uint64)
+    x, ok = _decode_fused(words, raw, 8 * len(rest), n, k, msb,
+                          E.token_bitlen(k, msb, f.shape[1]), cmap, nc, f, cum, lookup,
+                          block, kinds, orders, shifts, coefs, mh, t, tbits)
+    if not ok:
+        raise ValueError("inconsistent rANS words or raw bits")
+    return x
+
+
 # ------------------------------------------------------------------ model
 @dataclass
 class ChannelModel:
@@ -255,6 +466,14 @@ class ChannelModel:
             cum, lookup = E.build_tables(f)
             self._tables = (E.context_map(self.thresholds), f, cum, lookup)
         return self._tables
+
+    def block_params(self):
+        """(kinds, orders, shifts, coefs) of the predictor as one block."""
+        c = np.zeros((1, 32), np.int64)
+        c[0, :self.coefs.size] = self.coefs
+        if self.coefs.size:
+            return (np.array([1]), np.array([self.coefs.size]), np.array([self.shift]), c)
+        return (np.array([0]), np.array([P.WARMUP_ORDER]), np.array([0]), c)
 
     def get_config(self) -> dict[str, Any]:
         """Plain JSON: ``{"kind": "channel_model", ...}`` with arrays as lists or base64."""
@@ -396,7 +615,7 @@ def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None 
         z = P.zigzag(_model_residual(x, model)).view(np.uint64)
         tokens, nbits = E.hybrid_split(z, model.k, model.msb)
         stat = E.context_stat(tokens, E.token_bitlen(model.k, model.msb, f.shape[1]))
-        words = E.rans_encode_ctx(tokens, stat, cmap, f, cum)
+        words = E.rans_encode_rows(tokens, cmap[stat], f, cum)
         rb, total = E.pack_raw_bits(z, nbits)
         out = b"".join([bytes([MODEL]), _varint(words.size), words.astype("<u2").tobytes(),
                         rb.astype("<u8").tobytes()[:(total + 7) // 8]])
@@ -406,10 +625,7 @@ def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None 
     if x.size == 1 or (x == x[0]).all():
         v = int(x[0])
         return bytes([CONST]) + _varint((v << 1) ^ (v >> 63) if v >= 0 else ((-v) << 1) - 1)
-    preset = PRESETS[level]
-    r, pred = _predict(x, preset)
-    z = P.zigzag(r).view(np.uint64)
-    out = bytes([CODED]) + _varint(len(pred)) + pred + _entropy_part(z, preset)
+    out = _encode_fused(x, PRESETS[level])
     return out if len(out) < len(raw) else raw
 
 
@@ -456,10 +672,10 @@ def decode_channel(payload: bytes, n: int, *, model: ChannelModel | None = None)
         if model is None:
             raise ValueError("this payload was made with a channel model; pass model=")
         cmap, f, cum, lookup = model.tables()
-        z = _decode_tokens(rd, n, model.k, model.msb, cmap, f, cum, lookup)
-        out = np.empty(n, np.int64)
-        P.model_lpc_inverse(P.unzigzag(z.view(np.int64)), model.coefs, model.shift, out)
-        return out
+        return _decode_words(rd, n, model.k, model.msb, cmap, f.shape[0], f, cum, lookup,
+                             max(n, 1), *model.block_params(), 0, 0, 1)
+    if mode == CODED2:
+        return _decode_fused_payload(rd, n)
     if mode != CODED:
         raise ValueError(f"unknown payload mode {mode}")
     pred = rd.take(rd.varint(rd.remaining()))
