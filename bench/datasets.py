@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+
 def _default_data() -> Path:
     """The nearest ``shared/data`` above the repository (a checkout's ``../shared/data``)."""
     for up in Path(__file__).resolve().parents[1:]:

@@ -57,7 +57,6 @@ def main(argv=None):
     if not sets:
         print("no data found; nothing to do")
         return
-    rows = []
     head = (["file", "n"] + [f"L{lv}" for lv in args.levels]
             + ["pcodec 8", "pcodec 12", "WavPack", "FLAC", "xz -9e", "zpaq -m5", "zstd -19",
                "best AV", "best all"]

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
 from numba import njit
 
 from . import entropy as E
@@ -467,7 +466,7 @@ class ChannelModel:
             self._tables = (E.context_map(self.thresholds), f, cum, lookup)
         return self._tables
 
-    def block_params(self):
+    def block_params(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(kinds, orders, shifts, coefs) of the predictor as one block."""
         c = np.zeros((1, 32), np.int64)
         c[0, :self.coefs.size] = self.coefs
