@@ -42,8 +42,9 @@ from . import predict as P
 
 MATCH_ROWS = 4
 
-RAW, CONST, CODED, MODEL, CODED2 = 0, 1, 2, 3, 4
+RAW, CONST, CODED, MODEL, CODED2, RANKED = 0, 1, 2, 3, 4, 5
 DEFAULT_LEVEL = 5
+RANK_LEVEL = 3  # levels from here try the distinct-value dictionary (mode 5)
 MAX_LEVEL = 9
 
 
@@ -55,24 +56,26 @@ class _Preset:
     contexts: tuple[int, ...]  # context counts tried
     hybrid: tuple[tuple[int, int], ...]  # (k, msb) tried
     match: tuple[tuple[int, int], ...] = ()  # (context length, run before use) tried
+    search: bool = False  # choose the match model by coded size (else by estimated gain)
 
 
-_M = ((4, 1), (8, 0), (16, 0))
+_M3 = ((1, 0), (2, 0), (2, 1))
+_M = ((1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (4, 0), (8, 0))
 PRESETS = {
     0: _Preset("fixed", 1024, (), (1,), ((4, 2),)),
     1: _Preset("fixed", 1024, (), (1, 4, 8), ((4, 2),)),
-    2: _Preset("linear", 4096, (8,), (1, 4, 8), ((4, 2),)),
-    3: _Preset("linear", 4096, (16,), (1, 4, 8, 12), ((4, 2),), ((8, 0),)),
-    4: _Preset("linear", 4096, (8, 16), (1, 4, 8, 12), ((4, 2),), ((8, 0),)),
-    5: _Preset("linear", 4096, (8, 16, 32), (1, 4, 8, 12, 16), ((4, 2),), ((8, 0),)),
+    2: _Preset("linear", 4096, (8,), (1, 4, 8), ((4, 2),), ((2, 0),)),
+    3: _Preset("linear", 4096, (16,), (1, 4, 8, 12), ((4, 2),), _M3),
+    4: _Preset("linear", 4096, (8, 16), (1, 4, 8, 12), ((4, 2),), _M3),
+    5: _Preset("linear", 4096, (8, 16, 32), (1, 4, 8, 12, 16), ((4, 2),), _M3),
     6: _Preset("linear", 4096, (8, 16, 24, 32), (1, 4, 8, 12, 16), ((4, 2), (3, 2)), _M),
     7: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 24),
-               ((4, 2), (3, 2), (5, 2)), _M),
+               ((4, 2), (3, 2), (5, 2)), _M, True),
     8: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
-               ((4, 2), (3, 2), (5, 2), (4, 3)), _M + ((2, 2), (32, 0))),
-    9: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
+               ((4, 2), (3, 2), (5, 2), (4, 3)), _M + ((16, 0),), True),
+    9: _Preset("linear", 4096, (4, 8, 12, 16, 20, 24, 28, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
                ((2, 2), (3, 2), (4, 2), (5, 2), (6, 2), (4, 3), (3, 1)),
-               _M + ((2, 2), (32, 0), (6, 1), (12, 0))),
+               _M + ((16, 0), (6, 1), (3, 1)), True),
 }
 
 
@@ -362,14 +365,35 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
     side = P.block_side_bytes(kinds, ords, shifts, coefs)
     tbits = int(min(22, max(10, int(x.size).bit_length() + 1)))
     # the match model, where a pass with it saves estimated bits (else off)
-    r, mb, mh, t, gain = None, None, 0, 0, 0.0
-    for mh_, t_ in preset.match:
-        r_, mb_, g = P.predict_fused_gain(x, block, kinds, ords, shifts, coefs, mh_, t_, tbits)
-        if g > max(gain, 64.0):
-            r, mb, mh, t, gain = r_, mb_, mh_, t_, g
-    if r is None:
-        r, mb = P.predict_fused(x, block, kinds, ords, shifts, coefs, 0, 0, tbits)
-    _, emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
+    if preset.search:
+        best: Any = None
+        fixed = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14)
+        for params in ((kinds, ords, shifts, coefs), fixed):
+            sd = P.block_side_bytes(*params)
+            for mh, t in ((0, 0),) + preset.match:
+                r, mb = P.predict_fused(x, block, *params, mh, t, tbits)
+                bits, emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
+                bits += 8 * len(sd)
+                if best is None or bits < best[0]:
+                    best = (bits, emit, mh, t, sd)
+        _, emit, mh, t, side = best
+    else:
+        r, mb, mh, t, gain = None, None, 0, 0, 0.0
+        for mh_, t_ in preset.match:
+            r_, mb_, g = P.predict_fused_gain(x, block, kinds, ords, shifts, coefs, mh_, t_, tbits)
+            if g > max(gain, 64.0):
+                r, mb, mh, t, gain = r_, mb_, mh_, t_, g
+        if r is None:
+            r, mb = P.predict_fused(x, block, kinds, ords, shifts, coefs, 0, 0, tbits)
+        bits, emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
+        if mh and (mb > 0).mean() > 0.5 and kinds.any():
+            # the match model predicts most samples: LPC coefficients may not pay for themselves
+            k2, o2, s2, c2 = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14)
+            r2, mb2 = P.predict_fused(x, block, k2, o2, s2, c2, mh, t, tbits)
+            side2 = P.block_side_bytes(k2, o2, s2, c2)
+            bits2, emit2 = _code_residuals(r2, mb2, P.MATCH_BUCKETS, preset)
+            if bits2 + 8 * len(side2) < bits + 8 * len(side):
+                emit, side = emit2, side2
     return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
                      bytes([mh, t, tbits]), emit()])
 
@@ -625,7 +649,41 @@ def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None 
         v = int(x[0])
         return bytes([CONST]) + _varint((v << 1) ^ (v >> 63) if v >= 0 else ((-v) << 1) - 1)
     out = _encode_fused(x, PRESETS[level])
+    if level >= RANK_LEVEL:
+        ranked = _encode_ranked(x, level)
+        if ranked is not None and len(ranked) < len(out):
+            out = ranked
     return out if len(out) < len(raw) else raw
+
+
+def _encode_ranked(x: np.ndarray, level: int) -> bytes | None:
+    """Mode 5, for sparse value sets: the sorted distinct values (their differences, coded as a
+    channel) and each sample's index among them (coded as a channel); None where not sparse."""
+    u = np.unique(x)
+    m = u.size
+    if m < 2 or m > x.size // 4:
+        return None
+    span = float(u[-1]) - float(u[0])
+    if span < 2 * m:
+        return None  # dense already: ranks would only cost the dictionary
+    d = P.differences(u, 1)
+    head = encode_channel(d, level=min(level, RANK_LEVEL))
+    body = encode_channel(np.searchsorted(u, x).astype(np.int64), level=level)
+    return b"".join([bytes([RANKED]), _varint(m), _varint(len(head)), head, body])
+
+
+def _decode_ranked(rd: _Reader, n: int) -> np.ndarray:
+    m = rd.varint(n)
+    if m < 2:
+        raise ValueError(f"ranked payload with {m} distinct values")
+    head = rd.take(rd.varint(rd.remaining()))
+    u = np.cumsum(decode_channel(head, m))
+    if np.any(u[1:] <= u[:-1]):
+        raise ValueError("ranked payload: distinct values are not increasing")
+    idx = decode_channel(rd.take(rd.remaining()), n)
+    if idx.size and (idx.min() < 0 or idx.max() >= m):
+        raise ValueError("ranked payload: an index is out of range")
+    return u[idx]
 
 
 def decode_channel(payload: bytes, n: int, *, model: ChannelModel | None = None) -> np.ndarray:
@@ -675,6 +733,8 @@ def decode_channel(payload: bytes, n: int, *, model: ChannelModel | None = None)
                              max(n, 1), *model.block_params(), 0, 0, 1)
     if mode == CODED2:
         return _decode_fused_payload(rd, n)
+    if mode == RANKED:
+        return _decode_ranked(rd, n)
     if mode != CODED:
         raise ValueError(f"unknown payload mode {mode}")
     pred = rd.take(rd.varint(rd.remaining()))
