@@ -371,7 +371,8 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
         for params in ((kinds, ords, shifts, coefs), fixed):
             sd = P.block_side_bytes(*params)
             for mh, t in ((0, 0),) + preset.match:
-                r, mb = P.predict_fused(x, block, *params, mh, t, tbits)
+                r, mb = P.predict_fused(x, block, params[0], params[1], params[2], params[3],
+                                        mh, t, tbits)
                 bits, emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
                 bits += 8 * len(sd)
                 if best is None or bits < best[0]:
