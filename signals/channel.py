@@ -29,18 +29,23 @@ Payload layout (byte 0 is the mode)::
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from . import entropy as E
 from . import predict as P
 
-RAW, CONST, CODED, MODEL = 0, 1, 2, 3
+MATCH_ROWS = 4
+
+RAW, CONST, CODED, MODEL, CODED2, RANKED = 0, 1, 2, 3, 4, 5
 DEFAULT_LEVEL = 5
+RANK_LEVEL = 3  # levels from here try the distinct-value dictionary (mode 5)
 MAX_LEVEL = 9
 
 
@@ -51,22 +56,27 @@ class _Preset:
     lpc_orders: tuple[int, ...]
     contexts: tuple[int, ...]  # context counts tried
     hybrid: tuple[tuple[int, int], ...]  # (k, msb) tried
+    match: tuple[tuple[int, int], ...] = ()  # (context length, run before use) tried
+    search: bool = False  # choose the match model by coded size (else by estimated gain)
 
 
+_M3 = ((1, 0), (2, 0), (2, 1))
+_M = ((1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (4, 0), (8, 0))
 PRESETS = {
     0: _Preset("fixed", 1024, (), (1,), ((4, 2),)),
     1: _Preset("fixed", 1024, (), (1, 4, 8), ((4, 2),)),
-    2: _Preset("linear", 4096, (8,), (1, 4, 8), ((4, 2),)),
-    3: _Preset("linear", 4096, (16,), (1, 4, 8, 12), ((4, 2),)),
-    4: _Preset("linear", 4096, (8, 16), (1, 4, 8, 12), ((4, 2),)),
-    5: _Preset("linear", 4096, (8, 16, 32), (1, 4, 8, 12, 16), ((4, 2),)),
-    6: _Preset("linear", 4096, (8, 16, 24, 32), (1, 4, 8, 12, 16), ((4, 2), (3, 2))),
+    2: _Preset("linear", 4096, (8,), (1, 4, 8), ((4, 2),), ((2, 0),)),
+    3: _Preset("linear", 4096, (16,), (1, 4, 8, 12), ((4, 2),), _M3),
+    4: _Preset("linear", 4096, (8, 16), (1, 4, 8, 12), ((4, 2),), _M3),
+    5: _Preset("linear", 4096, (8, 16, 32), (1, 4, 8, 12, 16), ((4, 2),), _M3),
+    6: _Preset("linear", 4096, (8, 16, 24, 32), (1, 4, 8, 12, 16), ((4, 2), (3, 2)), _M),
     7: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 24),
-               ((4, 2), (3, 2), (5, 2))),
+               ((4, 2), (3, 2), (5, 2)), _M, True),
     8: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
-               ((4, 2), (3, 2), (5, 2), (4, 3))),
-    9: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
-               ((2, 2), (3, 2), (4, 2), (5, 2), (6, 2), (4, 3), (3, 1))),
+               ((4, 2), (3, 2), (5, 2), (4, 3)), _M + ((16, 0),), True),
+    9: _Preset("linear", 4096, (4, 8, 12, 16, 20, 24, 28, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
+               ((2, 2), (3, 2), (4, 2), (5, 2), (6, 2), (4, 3), (3, 1)),
+               _M + ((16, 0), (6, 1), (3, 1)), True),
 }
 
 
@@ -156,7 +166,8 @@ def _thresholds(stat: np.ndarray, n_contexts: int) -> np.ndarray:
     """Bin edges (strictly increasing, 1..255) cutting ``stat`` into about equal bins."""
     if n_contexts <= 1 or stat.size == 0:
         return np.zeros(0, np.int64)
-    qs = np.quantile(stat, np.arange(1, n_contexts) / n_contexts, method="higher")
+    cdf = np.cumsum(np.bincount(stat, minlength=E.CTX_RANGE))
+    qs = np.searchsorted(cdf, np.arange(1, n_contexts) * (stat.size / n_contexts), side="right")
     return np.unique(np.clip(qs.astype(np.int64), 1, 255))
 
 
@@ -220,77 +231,348 @@ def _decode_tokens(rd: _Reader, n: int, k: int, msb: int, cmap, freqs, cum, look
     return z
 
 
+# ------------------------------------------------------ fused mode-4 coding
+@njit(cache=True)
+def _decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs, cum, lookup,
+                  block, kinds, orders, shifts, coefs, mh, t, tbits):
+    """rANS tokens -> raw bits -> residuals -> samples, one pass; returns (x, ok)."""
+    x = np.empty(n, np.int64)
+    nw = words.shape[0]
+    if nw < 2:
+        return x, False
+    st = (np.uint64(words[0]) << np.uint64(16)) | np.uint64(words[1])
+    wpos = 2
+    mask = np.uint64(E.SCALE - 1)
+    direct = 1 << k
+    bpos = 0
+    b1 = 0
+    b2 = 0
+    b3 = 0
+    size = 1 << tbits if mh > 0 else 1
+    table = np.full(size, -1, np.int64)
+    hmask = size - 1
+    ptr = -1
+    mlen = 0
+    for i in range(n):
+        blk = i // block
+        h = -1
+        if mh > 0 and i >= mh:
+            h = P._hash(x, i, mh, hmask)
+            if ptr < 0:
+                ptr = table[h]
+                mlen = 0
+        use = ptr >= 0 and mlen >= t
+        row = cmap[2 * b1 + b2 + b3]
+        if use:
+            row += nc * P._bucket(mlen, t)
+        slot = st & mask
+        s = lookup[row, slot]
+        if s < 0:
+            return x, False
+        st = np.uint64(freqs[row, s]) * (st >> np.uint64(E.SCALE_BITS)) + slot - np.uint64(cum[row, s])
+        if st < np.uint64(E.RANS_L):
+            if wpos >= nw:
+                return x, False
+            st = (st << np.uint64(16)) | np.uint64(words[wpos])
+            wpos += 1
+        b3 = b2
+        b2 = b1
+        b1 = bitlen[s]
+        if s < direct:
+            z = np.uint64(s)
+        else:
+            e = k + ((s - direct) >> msb)
+            nb = e - msb
+            if e > 63 or bpos + nb > total_bits:
+                return x, False
+            m = np.uint64((s - direct) & ((1 << msb) - 1))
+            w = bpos >> 6
+            o = bpos & 63
+            v = raw[w] >> np.uint64(o)
+            if o + nb > 64:
+                v |= raw[w + 1] << np.uint64(64 - o)
+            if nb < 64:
+                v &= (np.uint64(1) << np.uint64(nb)) - np.uint64(1)
+            z = (((np.uint64(1) << np.uint64(msb)) | m) << np.uint64(nb)) | v
+            bpos += nb
+        r = np.int64(z >> np.uint64(1)) ^ -np.int64(z & np.uint64(1))
+        if use:
+            pred = x[ptr]
+        else:
+            pred = P._lpc_predict(x, i, kinds[blk], orders[blk], shifts[blk], coefs, blk)
+        x[i] = r + pred
+        if ptr >= 0:
+            if x[ptr] == x[i]:
+                mlen += 1
+                ptr += 1
+            else:
+                ptr = -1
+                mlen = 0
+        if h >= 0:
+            table[h] = i
+    return x, wpos == nw and st == np.uint64(E.RANS_L) and total_bits - bpos < 8
+
+
+def _rows_tables(tokens, stat, mb, width, n_mb, contexts):
+    """Best (bits, thresholds, freqs, table bytes, rows) over the context counts tried."""
+    best: Any = None
+    fine = np.bincount((mb.astype(np.int64) * E.CTX_RANGE + stat) * width + tokens,
+                       minlength=n_mb * E.CTX_RANGE * width).reshape(n_mb, E.CTX_RANGE, width)
+    for c in contexts:
+        th = _thresholds(stat, c)
+        nc = th.size + 1
+        starts = np.concatenate([[0], th])
+        counts = np.add.reduceat(fine, starts, axis=1).reshape(n_mb * nc, width)
+        q = E.quantize_counts(counts)
+        f = E.freqs_from_code_rows(q)
+        table = E.write_codes(q)
+        bits = E.coded_bits(counts, f) + 8 * (len(table) + nc)
+        if best is None or bits < best[0]:
+            best = (bits, th, f, table)
+    bits, th, f, table = best
+    rows = E.context_map(th)[stat] + (th.size + 1) * mb.astype(np.int64)
+    return bits, th, f, table, rows
+
+
+def _code_residuals(r, mb, n_mb, preset: _Preset):
+    """(estimated bits, entropy sections) for residuals ``r`` with match buckets ``mb``."""
+    z = P.zigzag(r).view(np.uint64)
+    best: Any = None
+    for k, msb in preset.hybrid:
+        tokens, nbits = E.hybrid_split(z, k, msb)
+        width = int(tokens.max()) + 1
+        stat = E.context_stat(tokens, E.token_bitlen(k, msb, width))
+        bits, th, f, table, rows = _rows_tables(tokens, stat, mb, width, n_mb, preset.contexts)
+        bits += float(nbits.sum(dtype=np.int64))
+        if best is None or bits < best[0]:
+            best = (bits, k, msb, tokens, nbits, th, f, table, rows, width)
+    bits, k, msb, tokens, nbits, th, f, table, rows, width = best
+
+    def emit() -> bytes:
+        cum, _ = E.build_tables(f)
+        words = E.rans_encode_rows(tokens, rows, f, cum)
+        raw, total = E.pack_raw_bits(z, nbits)
+        return b"".join([bytes([k << 4 | msb, th.size + 1]), th.astype(np.uint8).tobytes(),
+                         bytes([n_mb]), _varint(width), _varint(len(table)), table.tobytes(),
+                         _varint(words.size), words.astype("<u2").tobytes(),
+                         raw.astype("<u8").tobytes()[:(total + 7) // 8]])
+    return bits, emit
+
+
+def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
+    block = preset.block_size
+    orders = np.array(preset.lpc_orders if preset.predictor == "linear" else (), np.int64)
+    kinds, ords, shifts, coefs = P.block_lpc_analyze(x, block, orders, 14)
+    side = P.block_side_bytes(kinds, ords, shifts, coefs)
+    tbits = int(min(22, max(10, int(x.size).bit_length() + 1)))
+    # the match model, where a pass with it saves estimated bits (else off)
+    if preset.search:
+        best: Any = None
+        fixed = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14)
+        for params in ((kinds, ords, shifts, coefs), fixed):
+            sd = P.block_side_bytes(*params)
+            for mh, t in ((0, 0),) + preset.match:
+                r, mb = P.predict_fused(x, block, params[0], params[1], params[2], params[3],
+                                        mh, t, tbits)
+                bits, emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
+                bits += 8 * len(sd)
+                if best is None or bits < best[0]:
+                    best = (bits, emit, mh, t, sd)
+        _, emit, mh, t, side = best
+    else:
+        r, mb, mh, t, gain = None, None, 0, 0, 0.0
+        for mh_, t_ in preset.match:
+            r_, mb_, g = P.predict_fused_gain(x, block, kinds, ords, shifts, coefs, mh_, t_, tbits)
+            if g > max(gain, 64.0):
+                r, mb, mh, t, gain = r_, mb_, mh_, t_, g
+        if r is None:
+            r, mb = P.predict_fused(x, block, kinds, ords, shifts, coefs, 0, 0, tbits)
+        bits, emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
+        if mh and (mb > 0).mean() > 0.5 and kinds.any():
+            # the match model predicts most samples: LPC coefficients may not pay for themselves
+            k2, o2, s2, c2 = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14)
+            r2, mb2 = P.predict_fused(x, block, k2, o2, s2, c2, mh, t, tbits)
+            side2 = P.block_side_bytes(k2, o2, s2, c2)
+            bits2, emit2 = _code_residuals(r2, mb2, P.MATCH_BUCKETS, preset)
+            if bits2 + 8 * len(side2) < bits + 8 * len(side):
+                emit, side = emit2, side2
+    return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
+                     bytes([mh, t, tbits]), emit()])
+
+
+def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
+    block = rd.varint(1 << 30)
+    if block < 1:
+        raise ValueError("predictor block size 0")
+    n_blocks = -(-n // block)
+    side = np.frombuffer(rd.take(rd.varint(rd.remaining())), np.uint8)
+    if n_blocks > side.size // 2 + 1:
+        raise ValueError(f"{n_blocks} predictor blocks cannot fit in {side.size} bytes")
+    kinds, orders, shifts, coefs, ok = P.parse_block_side(side, n_blocks)
+    if not ok:
+        raise ValueError(f"predictor parameters do not describe {n_blocks} blocks")
+    mh, t, tbits = rd.byte(), rd.byte(), rd.byte()
+    if mh > 32 or not 1 <= tbits <= 24:
+        raise ValueError(f"bad match parameters ({mh}, {t}, {tbits})")
+    hk = rd.byte()
+    k, msb = hk >> 4, hk & 15
+    if k > E.MAX_K or msb > min(k, E.MAX_MSB):
+        raise ValueError(f"bad hybrid parameters k={k}, msb={msb}")
+    nc = rd.byte()
+    if not 1 <= nc <= E.MAX_CONTEXTS:
+        raise ValueError(f"bad context count {nc}")
+    th = np.frombuffer(rd.take(nc - 1), np.uint8).astype(np.int64)
+    if th.size and (np.any(np.diff(th) <= 0) or th[0] < 1):
+        raise ValueError("context thresholds are not increasing")
+    n_mb = rd.byte()
+    if n_mb != (1 if mh == 0 else P.MATCH_BUCKETS):
+        raise ValueError(f"bad match bucket count {n_mb}")
+    width = rd.varint(E.alphabet_size(k, msb))
+    if width < 1:
+        raise ValueError("empty token table")
+    table = np.frombuffer(rd.take(rd.varint(rd.remaining())), np.uint8)
+    q, used, ok = E.read_codes(table, nc * n_mb, width)
+    if not ok or used != table.size:
+        raise ValueError("inconsistent token tables")
+    f = E.freqs_from_code_rows(q)
+    cum, lookup = E.build_tables(f)
+    return _decode_words(rd, n, k, msb, E.context_map(th), nc, f, cum, lookup,
+                         block, kinds, orders, shifts, coefs, mh, t, tbits)
+
+
+def _decode_words(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders, shifts, coefs,
+                  mh, t, tbits) -> np.ndarray:
+    n_words = rd.varint(rd.remaining() // 2)
+    words = np.frombuffer(rd.take(2 * n_words), "<u2").astype(np.uint16)
+    if n * E.MIN_TOKEN_BITS > 16 * n_words + 64:
+        raise ValueError(f"{n} samples cannot fit in {n_words} rANS words")
+    rest = rd.take(rd.remaining())
+    raw = np.frombuffer(rest + bytes(-len(rest) % 8 + 8), "<u8").astype(np.uint64)
+    x, ok = _decode_fused(words, raw, 8 * len(rest), n, k, msb,
+                          E.token_bitlen(k, msb, f.shape[1]), cmap, nc, f, cum, lookup,
+                          block, kinds, orders, shifts, coefs, mh, t, tbits)
+    if not ok:
+        raise ValueError("inconsistent rANS words or raw bits")
+    return x
+
+
 # ------------------------------------------------------------------ model
+MODEL_TBITS = 10  # match-model hash table of a packet (1024 entries)
+
+
 @dataclass
 class ChannelModel:
-    """A trained per-channel codec: predictor and static entropy tables.
+    """A trained per-channel codec: predictor, match model and static entropy tables.
 
     Built by :func:`fit_channel_model`; payloads made with it
     (``encode_channel(x, model=m)``) carry no tables and decode only with it.
 
     Attributes
     ----------
+    kind : int
+        0: FLAC fixed predictor of order ``order``; 1: LPC.
+    order : int
     coefs : ndarray of int64, shape (order,)
-        Integer LPC coefficients (``x[i-1], x[i-2], ...``), prediction ``(coefs . past) >> shift``.
+        LPC coefficients for ``x[i-1], x[i-2], ...``; prediction ``(coefs . past) >> shift``.
     shift : int
+    mh, t : int
+        Match model: context length (0: off) and exact predictions before use.
     k, msb : int
         Hybrid-integer parameters of the tables.
     thresholds : ndarray of int64
         Context bin edges (n_contexts - 1).
-    codes : ndarray of int64, shape (n_contexts, alphabet_size(k, msb))
-        Log-scale frequency codes (every token has a nonzero code: unseen residuals stay codable).
+    codes : ndarray of int64, shape (n_contexts * n_buckets, alphabet_size(k, msb))
+        Log-scale frequency codes; every token has a nonzero code (the escape:
+        any int64 input stays codable).
     """
 
+    kind: int
+    order: int
     coefs: np.ndarray
     shift: int
+    mh: int
+    t: int
     k: int
     msb: int
     thresholds: np.ndarray
     codes: np.ndarray
     _tables: Any = field(default=None, repr=False, compare=False)
 
+    @property
+    def n_buckets(self) -> int:
+        return 1 if self.mh == 0 else P.MATCH_BUCKETS
+
     def tables(self):
+        """(context map, freqs, cum, lookup), built once."""
         if self._tables is None:
             f = E.freqs_from_code_rows(self.codes)
             cum, lookup = E.build_tables(f)
             self._tables = (E.context_map(self.thresholds), f, cum, lookup)
         return self._tables
 
+    def block_params(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(kinds, orders, shifts, coefs) of the predictor as one block."""
+        c = np.zeros((1, 32), np.int64)
+        c[0, :self.coefs.size] = self.coefs
+        return (np.array([self.kind]), np.array([self.order]), np.array([self.shift]), c)
+
     def get_config(self) -> dict[str, Any]:
-        """Plain JSON: ``{"kind": "channel_model", ...}`` with arrays as lists or base64."""
-        return {"kind": "channel_model", "coefs": [int(c) for c in self.coefs], "shift": self.shift,
-                "k": self.k, "msb": self.msb, "thresholds": [int(t) for t in self.thresholds],
-                "codes": base64.b64encode(self.codes.astype(np.uint8).tobytes()).decode(),
-                "n_contexts": int(self.codes.shape[0])}
+        """Plain JSON: ``{"kind": "channel_model", ...}``; the codes as base64 bytes."""
+        return {"kind": "channel_model", "version": 1,
+                "predictor": {"kind": self.kind, "order": self.order, "shift": self.shift,
+                              "coefs": [int(c) for c in self.coefs]},
+                "match": [self.mh, self.t], "k": self.k, "msb": self.msb,
+                "thresholds": [int(t) for t in self.thresholds],
+                "rows": int(self.codes.shape[0]),
+                "codes": base64.b64encode(self.codes.astype(np.uint8).tobytes()).decode()}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> ChannelModel:
-        """Rebuild from :meth:`get_config`; ValueError on an inconsistent config."""
+        """Rebuild from :meth:`get_config`.
+
+        Raises
+        ------
+        ValueError
+            On a config of another kind or version, or inconsistent values.
+        """
         try:
+            if config.get("kind") != "channel_model" or config.get("version") != 1:
+                raise ValueError("not a version-1 channel model config")
             k, msb = int(config["k"]), int(config["msb"])
             if not (0 <= k <= E.MAX_K and 0 <= msb <= min(k, E.MAX_MSB)):
                 raise ValueError(f"bad hybrid parameters k={k}, msb={msb}")
-            th = np.array(config["thresholds"], np.int64)
-            nc = int(config["n_contexts"])
-            if th.size != nc - 1 or not 1 <= nc <= E.MAX_CONTEXTS:
-                raise ValueError("thresholds do not match n_contexts")
-            if th.size and (np.any(np.diff(th) <= 0) or th.min() < 1 or th.max() > 255):
+            pr = config["predictor"]
+            kind, order, shift = int(pr["kind"]), int(pr["order"]), int(pr["shift"])
+            coefs = np.array(pr["coefs"], np.int64)
+            if kind == 0:
+                if not 0 <= order <= P.MAX_ORDER or coefs.size:
+                    raise ValueError("bad fixed predictor")
+            elif kind == 1:
+                if coefs.shape != (order,) or not 1 <= order <= 32 or not 0 <= shift <= 30 \
+                        or np.abs(coefs).max() > 32767:
+                    raise ValueError("bad LPC predictor")
+            else:
+                raise ValueError(f"unknown predictor kind {kind}")
+            mh, t = (int(v) for v in config["match"])
+            if not (0 <= mh <= 32 and 0 <= t <= 255):
+                raise ValueError("bad match parameters")
+            th = np.array(config["thresholds"], np.int64).reshape(-1)
+            if th.size >= E.MAX_CONTEXTS or (th.size and (np.any(np.diff(th) <= 0) or th.min() < 1
+                                                           or th.max() > 255)):
                 raise ValueError("thresholds must be increasing in 1..255")
+            rows = (th.size + 1) * (1 if mh == 0 else P.MATCH_BUCKETS)
+            if int(config["rows"]) != rows:
+                raise ValueError(f"{config['rows']} table rows, expected {rows}")
             raw = base64.b64decode(config["codes"], validate=True)
             width = E.alphabet_size(k, msb)
-            if len(raw) != nc * width:
-                raise ValueError(f"codes: {len(raw)} bytes, expected {nc * width}")
-            codes = np.frombuffer(raw, np.uint8).astype(np.int64).reshape(nc, width)
+            if len(raw) != rows * width:
+                raise ValueError(f"codes: {len(raw)} bytes, expected {rows * width}")
+            codes = np.frombuffer(raw, np.uint8).astype(np.int64).reshape(rows, width)
             if codes.max(initial=0) > E.MAX_QCODE or np.any(codes == 0):
                 raise ValueError("codes out of range (every token needs a nonzero code)")
-            coefs = np.array(config["coefs"], np.int64)
-            shift = int(config["shift"])
-            if coefs.ndim != 1 or coefs.size > 32 or not 0 <= shift <= 30 or \
-                    (coefs.size and np.abs(coefs).max() >= 1 << 20):
-                raise ValueError("bad predictor coefficients")
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, AttributeError, binascii.Error) as e:
             raise ValueError(f"malformed channel model config ({type(e).__name__}: {e})") from None
-        return cls(coefs, shift, k, msb, th, codes)
+        return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes)
 
     def content_id(self) -> str:
         """SHA-256 (hex, first 16 digits) of the canonical JSON config."""
@@ -298,61 +580,152 @@ class ChannelModel:
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def _model_residual(x: np.ndarray, m: ChannelModel) -> np.ndarray:
-    out = np.empty_like(x)
-    P.model_lpc_residual(x, m.coefs, m.shift, out)
-    return out
+def _model_tokens(x: np.ndarray, m: ChannelModel):
+    """(z, tokens, raw bit counts, table rows) of one packet under model ``m``."""
+    kinds, orders, shifts, coefs = m.block_params()
+    r, mb = P.predict_fused(x, max(x.size, 1), kinds, orders, shifts, coefs, m.mh, m.t, MODEL_TBITS)
+    z = P.zigzag(r).view(np.uint64)
+    tokens, nbits = E.hybrid_split(z, m.k, m.msb)
+    stat = E.context_stat(tokens, E.token_bitlen(m.k, m.msb, E.alphabet_size(m.k, m.msb)))
+    return z, tokens, nbits, stat, mb
 
 
-def fit_channel_model(signals: list[np.ndarray], *, order: int = 16, n_contexts: int = 8,
-                      k: int = 4, msb: int = 2, precision: int = 14) -> ChannelModel:
+def _packets(xs: list[np.ndarray], size: int) -> list[np.ndarray]:
+    return [x[i:i + size] for x in xs for i in range(0, x.size, size)]
+
+
+def _fit_codes(stats, tokens, mbs, m: ChannelModel, n_contexts: int):
+    """Thresholds and smoothed codes for model ``m`` from packet statistics."""
+    width = E.alphabet_size(m.k, m.msb)
+    stat = np.concatenate(stats)
+    th = _thresholds(stat, n_contexts)
+    nc = th.size + 1
+    rows = E.context_map(th)[stat] + nc * np.concatenate(mbs).astype(np.int64)
+    nr = nc * m.n_buckets
+    counts = np.bincount(rows * width + np.concatenate(tokens), minlength=nr * width).reshape(nr, width)
+    # escape: every token gets a small share (additive smoothing)
+    codes = np.maximum(E.quantize_counts(counts.astype(np.float64) + 0.5), 1)
+    return th, codes
+
+
+def _packet_bits(model: ChannelModel, packets: list[np.ndarray]) -> float:
+    """Coded bits of these packets under ``model`` (tables and raw bits; no framing)."""
+    cmap, f, _, _ = model.tables()
+    total = 0.0
+    logs = E.SCALE_BITS - np.log2(np.maximum(f, 1))
+    for p in packets:
+        _, tokens, nbits, stat, mb = _model_tokens(p, model)
+        rows = cmap[stat] + (model.thresholds.size + 1) * mb.astype(np.int64)
+        total += float(logs[rows, tokens].sum()) + float(nbits.sum(dtype=np.int64)) + 32
+    return total
+
+
+def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
+                      lpc_orders: tuple[int, ...] = (2, 4, 8, 16, 32),
+                      match: tuple[tuple[int, int], ...] = ((0, 0), (1, 0), (2, 0), (2, 1), (4, 0)),
+                      contexts: tuple[int, ...] = (1, 2, 4, 8, 12, 16), k: int = 4, msb: int = 2,
+                      validation: float = 0.25, max_samples: int = 400_000) -> ChannelModel:
     """Fit a channel model on a corpus of recordings of one kind of source.
+
+    Every stage is chosen by the bits it spends on a validation split, coded
+    in packets of ``packet_size`` as :func:`encode_channel` codes them:
+    the predictor (FLAC fixed orders 1-3, or an LPC of each order in
+    ``lpc_orders`` fitted by least squares on the training split), the match
+    model, and the number of contexts. The tables are then fitted on all of
+    the data, with additive smoothing so that every token keeps a nonzero
+    frequency (any int64 input stays codable).
 
     Parameters
     ----------
     signals : list of 1-D int64 arrays
-        The training recordings (any lengths).
-    order : int, default 16
-        LPC order of the shared predictor (0: second differences only).
-    n_contexts : int, default 8
-        Context bins of the entropy tables.
-    k, msb : int
-        Hybrid-integer parameters.
-    precision : int, default 14
-        Bits of the largest quantized LPC coefficient.
+        Training recordings (any lengths). At most ``max_samples`` are used
+        (evenly spread packets), to bound the fitting time.
+    packet_size : int, default 256
+        The packet length the model is tuned for.
+    lpc_orders, match, contexts, k, msb :
+        Candidates tried: LPC orders, match-model (context length, run)
+        pairs, context counts; the hybrid-integer parameters.
+    validation : float, default 0.25
+        Share held out for the choices: whole recordings where there are 4
+        or more, else the end of each recording.
 
     Returns
     -------
     ChannelModel
 
+    Raises
+    ------
+    ValueError
+        If ``signals`` holds no samples or a non-integer array.
+
     Notes
     -----
-    The predictor is least squares over all recordings (normal equations of
-    the stacked lagged samples), quantized as FLAC quantizes LPC coefficients.
-    Tables get every token of the alphabet a nonzero frequency (an escape):
-    any int64 input stays codable.
+    LPC fitting: normal equations of the lagged samples (covariance method),
+    quantized as FLAC quantizes LPC coefficients.
     """
-    xs = [np.asarray(s, np.int64) for s in signals if np.asarray(s).size]
-    coefs, shift = P.fit_lpc_corpus(xs, order, precision)
-    m = ChannelModel(coefs, shift, k, msb, np.zeros(0, np.int64),
-                     np.ones((1, E.alphabet_size(k, msb)), np.int64))
-    width = E.alphabet_size(k, msb)
-    toks, stats = [], []
-    for x in xs:
-        z = P.zigzag(_model_residual(x, m)).view(np.uint64)
-        t, _ = E.hybrid_split(z, k, msb)
-        toks.append(t)
-        stats.append(E.context_stat(t, E.token_bitlen(k, msb, width)))
-    tokens = np.concatenate(toks) if toks else np.zeros(0, np.int32)
-    stat = np.concatenate(stats) if stats else np.zeros(0, np.int64)
-    th = _thresholds(stat, n_contexts)
-    cmap = E.context_map(th)
-    counts = np.bincount(cmap[stat] * width + tokens,
-                         minlength=(th.size + 1) * width).reshape(th.size + 1, width)
-    # escape: every token gets at least a small share (additive smoothing)
-    codes = E.quantize_counts(counts.astype(np.float64) + 0.5)
-    codes = np.maximum(codes, 1)
-    return ChannelModel(coefs, shift, k, msb, th, codes)
+    xs = []
+    for sig in signals:
+        a = np.asarray(sig)
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise ValueError("fit_channel_model takes 1-D integer arrays")
+        if a.size:
+            xs.append(a.view(np.int64) if a.dtype == np.uint64 else a.astype(np.int64))
+    if not xs:
+        raise ValueError("fit_channel_model needs at least one sample")
+    if len(xs) >= 4:
+        cut = max(1, int(round(len(xs) * (1 - validation))))
+        train, val = xs[:cut], xs[cut:]
+    else:
+        train = [x[:max(1, int(x.size * (1 - validation)))] for x in xs]
+        val = [x[max(1, int(x.size * (1 - validation))):] for x in xs]
+        val = [v for v in val if v.size]
+        if not val:
+            val = train
+    tr_p = _packets(train, packet_size)
+    va_p = _packets(val, packet_size)
+    budget = max(1, max_samples // packet_size)
+    if len(tr_p) > budget:
+        tr_p = [tr_p[i] for i in np.linspace(0, len(tr_p) - 1, budget).astype(int)]
+    if len(va_p) > budget // 2:
+        va_p = [va_p[i] for i in np.linspace(0, len(va_p) - 1, max(1, budget // 2)).astype(int)]
+    preds = [(0, o, np.zeros(0, np.int64), 0) for o in (1, 2, 3)]
+    for o in lpc_orders:
+        c, sh = P.fit_lpc_corpus(train, o)
+        if c.size == o:
+            preds.append((1, o, c, sh))
+
+    def fitted(kind, order, coefs, shift, mh, t, nctx, train_packets):
+        m = ChannelModel(kind, order, coefs, shift, mh, t, k, msb, np.zeros(0, np.int64),
+                         np.ones((1, 1), np.int64))
+        parts = [_model_tokens(p, m) for p in train_packets]
+        th, codes = _fit_codes([q[3] for q in parts], [q[1] for q in parts], [q[4] for q in parts],
+                               m, nctx)
+        return ChannelModel(kind, order, coefs, shift, mh, t, k, msb, th, codes)
+
+    best: Any = None
+    for kind, order, coefs, shift in preds:  # predictor, with no match model and 8 contexts
+        m = fitted(kind, order, coefs, shift, 0, 0, 8, tr_p)
+        bits = _packet_bits(m, va_p)
+        if best is None or bits < best[0]:
+            best = (bits, m)
+    base = best[1]
+    for mh, t in match:  # then the match model
+        if mh == 0:
+            continue
+        m = fitted(base.kind, base.order, base.coefs, base.shift, mh, t, 8, tr_p)
+        bits = _packet_bits(m, va_p)
+        if bits < best[0]:
+            best = (bits, m)
+    chosen = best[1]
+    best = None
+    for nctx in contexts:  # then the context count
+        m = fitted(chosen.kind, chosen.order, chosen.coefs, chosen.shift, chosen.mh, chosen.t, nctx,
+                   tr_p)
+        bits = _packet_bits(m, va_p)
+        if best is None or bits < best[0]:
+            best = (bits, nctx)
+    c = chosen
+    return fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, best[1], tr_p + va_p)
 
 
 # ------------------------------------------------------------------ API
@@ -393,24 +766,58 @@ def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None 
     raw = bytes([RAW]) + x.astype("<i8").tobytes()
     if model is not None:
         cmap, f, cum, _ = model.tables()
-        z = P.zigzag(_model_residual(x, model)).view(np.uint64)
-        tokens, nbits = E.hybrid_split(z, model.k, model.msb)
-        stat = E.context_stat(tokens, E.token_bitlen(model.k, model.msb, f.shape[1]))
-        words = E.rans_encode_ctx(tokens, stat, cmap, f, cum)
+        z, tokens, nbits, stat, mb = _model_tokens(x, model)
+        rows = cmap[stat] + (model.thresholds.size + 1) * mb.astype(np.int64)
+        words = E.rans_encode_rows(tokens, rows, f, cum)
         rb, total = E.pack_raw_bits(z, nbits)
         out = b"".join([bytes([MODEL]), _varint(words.size), words.astype("<u2").tobytes(),
                         rb.astype("<u8").tobytes()[:(total + 7) // 8]])
+        if level > 0:  # the model's tables or the packet's own, whichever codes smaller
+            own = encode_channel(x, level=level)
+            if len(own) < len(out):
+                out = own
         return out if len(out) < len(raw) else raw
     if x.size == 0:
         return bytes([RAW])
     if x.size == 1 or (x == x[0]).all():
         v = int(x[0])
         return bytes([CONST]) + _varint((v << 1) ^ (v >> 63) if v >= 0 else ((-v) << 1) - 1)
-    preset = PRESETS[level]
-    r, pred = _predict(x, preset)
-    z = P.zigzag(r).view(np.uint64)
-    out = bytes([CODED]) + _varint(len(pred)) + pred + _entropy_part(z, preset)
+    out = _encode_fused(x, PRESETS[level])
+    if level >= RANK_LEVEL:
+        ranked = _encode_ranked(x, level)
+        if ranked is not None and len(ranked) < len(out):
+            out = ranked
     return out if len(out) < len(raw) else raw
+
+
+def _encode_ranked(x: np.ndarray, level: int) -> bytes | None:
+    """Mode 5, for sparse value sets: the sorted distinct values (their differences, coded as a
+    channel) and each sample's index among them (coded as a channel); None where not sparse."""
+    u = np.unique(x)
+    m = u.size
+    if m < 2 or m > x.size // 4:
+        return None
+    span = float(u[-1]) - float(u[0])
+    if span < 2 * m:
+        return None  # dense already: ranks would only cost the dictionary
+    d = P.differences(u, 1)
+    head = encode_channel(d, level=min(level, RANK_LEVEL))
+    body = encode_channel(np.searchsorted(u, x).astype(np.int64), level=level)
+    return b"".join([bytes([RANKED]), _varint(m), _varint(len(head)), head, body])
+
+
+def _decode_ranked(rd: _Reader, n: int) -> np.ndarray:
+    m = rd.varint(n)
+    if m < 2:
+        raise ValueError(f"ranked payload with {m} distinct values")
+    head = rd.take(rd.varint(rd.remaining()))
+    u = np.cumsum(decode_channel(head, m))
+    if np.any(u[1:] <= u[:-1]):
+        raise ValueError("ranked payload: distinct values are not increasing")
+    idx = decode_channel(rd.take(rd.remaining()), n)
+    if idx.size and (idx.min() < 0 or idx.max() >= m):
+        raise ValueError("ranked payload: an index is out of range")
+    return u[idx]
 
 
 def decode_channel(payload: bytes, n: int, *, model: ChannelModel | None = None) -> np.ndarray:
@@ -456,10 +863,14 @@ def decode_channel(payload: bytes, n: int, *, model: ChannelModel | None = None)
         if model is None:
             raise ValueError("this payload was made with a channel model; pass model=")
         cmap, f, cum, lookup = model.tables()
-        z = _decode_tokens(rd, n, model.k, model.msb, cmap, f, cum, lookup)
-        out = np.empty(n, np.int64)
-        P.model_lpc_inverse(P.unzigzag(z.view(np.int64)), model.coefs, model.shift, out)
-        return out
+        kinds, orders, shifts, coefs = model.block_params()
+        return _decode_words(rd, n, model.k, model.msb, cmap, model.thresholds.size + 1, f, cum,
+                             lookup, max(n, 1), kinds, orders, shifts, coefs, model.mh, model.t,
+                             MODEL_TBITS)
+    if mode == CODED2:
+        return _decode_fused_payload(rd, n)
+    if mode == RANKED:
+        return _decode_ranked(rd, n)
     if mode != CODED:
         raise ValueError(f"unknown payload mode {mode}")
     pred = rd.take(rd.varint(rd.remaining()))

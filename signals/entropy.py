@@ -453,3 +453,26 @@ def coded_bits(counts, freqs):
                     return np.inf
                 total += counts[c, s] * (SCALE_BITS - np.log2(freqs[c, s]))
     return total
+
+
+@njit(cache=True)
+def rans_encode_rows(tokens, rows, freqs, cum):
+    """rANS-code tokens, token ``i`` with table row ``rows[i]``; uint16 words in decode order."""
+    n = tokens.shape[0]
+    out = np.empty(n + 2, np.uint16)
+    pos = 0
+    x = np.uint64(RANS_L)
+    x_lim = np.uint64((RANS_L >> SCALE_BITS) << 16)
+    for i in range(n - 1, -1, -1):
+        c = rows[i]
+        s = tokens[i]
+        f = np.uint64(freqs[c, s])
+        if x >= x_lim * f:
+            out[pos] = np.uint16(x & np.uint64(0xFFFF))
+            pos += 1
+            x >>= np.uint64(16)
+        x = ((x // f) << np.uint64(SCALE_BITS)) + (x % f) + np.uint64(cum[c, s])
+    out[pos] = np.uint16(x & np.uint64(0xFFFF))
+    out[pos + 1] = np.uint16(x >> np.uint64(16))
+    pos += 2
+    return out[:pos][::-1].copy()

@@ -428,3 +428,275 @@ def fit_lpc_corpus(xs: list[np.ndarray], order: int, precision: int = 14) -> tup
     if np.abs(coefs).max() >= 1 << 20:
         return np.zeros(0, np.int64), 0
     return coefs, shift
+
+
+# ------------------------------------------- block LPC with an LZP match model
+# The per-channel payload's predictor (signals.channel): per block, FLAC's
+# fixed predictors or a quantized LPC (Levinson-Durbin on the Hann-windowed
+# autocorrelation, FLAC format specification "SUBFRAME_LPC"), optionally
+# overridden by a match model: as LZP (C. Bloom, "LZP: a new data compression
+# algorithm", DCC 1996), the last position where the previous ``mh`` samples
+# occurred predicts the next sample, once that match has predicted ``T``
+# samples in a row exactly. All arithmetic is int64 with wrap-around, the
+# same in both directions, so the inverse is exact for any values.
+
+MATCH_BUCKETS = 4  # 0: no match in use; 1..3: match in use, by run length
+
+
+@njit(cache=True)
+def _levinson(r, order):
+    """LPC coefficients of every order 1..order from autocorrelation ``r``; row p-1 holds order p."""
+    a = np.zeros((order, order))
+    err = r[0]
+    cur = np.zeros(order)
+    for p in range(order):
+        if err <= 0:
+            break
+        acc = r[p + 1]
+        for j in range(p):
+            acc -= cur[j] * r[p - j]
+        k = acc / err
+        new = cur.copy()
+        new[p] = k
+        for j in range(p):
+            new[j] = cur[j] - k * cur[p - 1 - j]
+        cur = new
+        err *= 1 - k * k
+        a[p, :p + 1] = cur[:p + 1]
+    return a
+
+
+@njit(cache=True, inline="always")
+def _lpc_predict(x, i, kind, order, shift, coefs, b):
+    if kind == 0 or i < order:  # fixed predictor (or LPC warm-up at the signal start)
+        k = order if kind == 0 else min(i, WARMUP_ORDER)
+        k = min(k, i)
+        if k == 0:
+            return 0
+        if k == 1:
+            return x[i - 1]
+        if k == 2:
+            return 2 * x[i - 1] - x[i - 2]
+        if k == 3:
+            return 3 * x[i - 1] - 3 * x[i - 2] + x[i - 3]
+        return 4 * x[i - 1] - 6 * x[i - 2] + 4 * x[i - 3] - x[i - 4]
+    acc = 0
+    for j in range(order):
+        acc += coefs[b, j] * x[i - 1 - j]
+    return acc >> shift
+
+
+@njit(cache=True)
+def _cost(e):
+    a = abs(float(e))
+    return np.log2(1.0 + a)
+
+
+@njit(cache=True)
+def block_lpc_analyze(x, block, lpc_orders, precision):
+    """Per block: kind (0 fixed, 1 LPC), order, shift and int16-range coefficients (numba).
+
+    The choice minimises ``sum log2(1 + |e|)`` plus 16 bits per coefficient.
+    """
+    n = x.shape[0]
+    nb = (n + block - 1) // block
+    kinds = np.zeros(nb, np.int64)
+    orders = np.zeros(nb, np.int64)
+    shifts = np.zeros(nb, np.int64)
+    coefs = np.zeros((nb, 32), np.int64)
+    pmax = 0
+    for o in lpc_orders:
+        pmax = max(pmax, o)
+    for b in range(nb):
+        s = b * block
+        e = min(n, s + block)
+        # fixed orders 0..4: estimated bits from the mean absolute residual
+        best = np.inf
+        sums = np.zeros(MAX_ORDER + 1)
+        for i in range(s, e):
+            for k in range(MAX_ORDER + 1):
+                sums[k] += abs(float(x[i] - _lpc_predict(x, i, 0, k, 0, coefs, b)))
+        for k in range(MAX_ORDER + 1):
+            c = (e - s) * np.log2(1.0 + sums[k] / (e - s))
+            if c < best:
+                best = c
+                orders[b] = k
+        if pmax == 0:
+            continue
+        lo = max(0, s - pmax)
+        m = e - lo
+        if m <= pmax + 1:
+            continue
+        seg = np.empty(m)
+        mean = 0.0
+        for i in range(m):
+            mean += float(x[lo + i])
+        mean /= m
+        for i in range(m):
+            seg[i] = (float(x[lo + i]) - mean) * (0.5 - 0.5 * np.cos(2 * np.pi * (i + 0.5) / m))
+        r = np.zeros(pmax + 1)
+        for k in range(pmax + 1):
+            acc = 0.0
+            for i in range(k, m):
+                acc += seg[i] * seg[i - k]
+            r[k] = acc
+        if not r[0] > 0 or not np.isfinite(r[0]):
+            continue
+        r[0] *= 1 + 1e-9
+        a = _levinson(r, pmax)
+        for o in lpc_orders:
+            top = 0.0
+            for j in range(o):
+                top = max(top, abs(a[o - 1, j]))
+            if not (top > 0) or not np.isfinite(top):
+                continue
+            sh = precision - 1 - int(np.ceil(np.log2(top)))
+            sh = min(max(sh, 0), 30)
+            q = np.zeros((1, 32), np.int64)
+            ok = True
+            for j in range(o):
+                v = np.round(a[o - 1, j] * (1 << sh))
+                if abs(v) > 32767:
+                    ok = False
+                q[0, j] = np.int64(v)
+            if not ok:
+                continue
+            tot = 0.0
+            for i in range(s, e):
+                tot += abs(float(x[i] - _lpc_predict(x, i, 1, o, sh, q, 0)))
+            c = 16.0 * o + 24 + (e - s) * np.log2(1.0 + tot / (e - s))
+            if c < best:
+                best = c
+                kinds[b] = 1
+                orders[b] = o
+                shifts[b] = sh
+                coefs[b] = q[0]
+    return kinds, orders, shifts, coefs
+
+
+@njit(cache=True)
+def _hash(x, i, mh, mask):
+    h = 0
+    for j in range(1, mh + 1):
+        h = (h + x[i - j]) * 0x5BD1E995
+        h ^= h >> 27
+    return h & mask
+
+
+@njit(cache=True)
+def _bucket(mlen, t):
+    d = mlen - t
+    if d < 4:
+        return 1
+    if d < 16:
+        return 2
+    return 3
+
+
+@njit(cache=True)
+def predict_fused(x, block, kinds, orders, shifts, coefs, mh, t, tbits):
+    """Residuals (int64) and match buckets (uint8) of the block LPC + match predictor.
+
+    ``mh = 0`` turns the match model off (all buckets 0).
+    """
+    r, mb, _ = predict_fused_gain(x, block, kinds, orders, shifts, coefs, mh, t, tbits)
+    return r, mb
+
+
+@njit(cache=True)
+def predict_fused_gain(x, block, kinds, orders, shifts, coefs, mh, t, tbits):
+    """:func:`predict_fused`, plus the estimated bits the match model saves.
+
+    The gain is ``sum log2(1 + |e_lpc|) - log2(1 + |e_match|)`` over the
+    samples that the match model predicts.
+    """
+    n = x.shape[0]
+    r = np.empty(n, np.int64)
+    mb = np.zeros(n, np.uint8)
+    gain = 0.0
+    if mh == 0:
+        for b in range((n + block - 1) // block):
+            kind, order, shift = kinds[b], orders[b], shifts[b]
+            for i in range(b * block, min(n, (b + 1) * block)):
+                r[i] = x[i] - _lpc_predict(x, i, kind, order, shift, coefs, b)
+        return r, mb, gain
+    size = 1 << tbits
+    table = np.full(size, -1, np.int64)
+    mask = size - 1
+    ptr = -1
+    mlen = 0
+    for i in range(n):
+        b = i // block
+        h = -1
+        if i >= mh:
+            h = _hash(x, i, mh, mask)
+            if ptr < 0:
+                ptr = table[h]
+                mlen = 0
+        lp = _lpc_predict(x, i, kinds[b], orders[b], shifts[b], coefs, b)
+        if ptr >= 0 and mlen >= t:
+            pred = x[ptr]
+            mb[i] = _bucket(mlen, t)
+            gain += np.log2(1.0 + abs(float(x[i] - lp))) - np.log2(1.0 + abs(float(x[i] - pred)))
+        else:
+            pred = lp
+        r[i] = x[i] - pred
+        if ptr >= 0:
+            if x[ptr] == x[i]:
+                mlen += 1
+                ptr += 1
+            else:
+                ptr = -1
+                mlen = 0
+        if h >= 0:
+            table[h] = i
+    return r, mb, gain
+
+
+@njit(cache=True)
+def parse_block_side(side, n_blocks):
+    """Per-block parameters from their bytes: kind, order[, shift, int16 coefs]; (..., ok)."""
+    kinds = np.zeros(n_blocks, np.int64)
+    orders = np.zeros(n_blocks, np.int64)
+    shifts = np.zeros(n_blocks, np.int64)
+    coefs = np.zeros((n_blocks, 32), np.int64)
+    pos = 0
+    m = side.shape[0]
+    for b in range(n_blocks):
+        if pos + 2 > m:
+            return kinds, orders, shifts, coefs, False
+        kinds[b] = side[pos]
+        orders[b] = side[pos + 1]
+        pos += 2
+        if kinds[b] == 0:
+            if orders[b] > MAX_ORDER:
+                return kinds, orders, shifts, coefs, False
+        elif kinds[b] == 1:
+            o = orders[b]
+            if o < 1 or o > 32 or pos + 1 + 2 * o > m:
+                return kinds, orders, shifts, coefs, False
+            shifts[b] = side[pos]
+            if shifts[b] > 30:
+                return kinds, orders, shifts, coefs, False
+            pos += 1
+            for j in range(o):
+                v = np.int64(side[pos]) | (np.int64(side[pos + 1]) << 8)
+                if v >= 32768:
+                    v -= 65536
+                coefs[b, j] = v
+                pos += 2
+        else:
+            return kinds, orders, shifts, coefs, False
+    return kinds, orders, shifts, coefs, pos == m
+
+
+def block_side_bytes(kinds, orders, shifts, coefs) -> bytes:
+    """Inverse of :func:`parse_block_side`."""
+    out = bytearray()
+    for b in range(len(kinds)):
+        if kinds[b] == 0:
+            out += bytes([0, int(orders[b])])
+        else:
+            o = int(orders[b])
+            out += bytes([1, o, int(shifts[b])]) + coefs[b, :o].astype("<i2").tobytes()
+    return bytes(out)

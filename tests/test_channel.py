@@ -95,7 +95,11 @@ def test_model_payload_needs_the_model(model):
         decode_channel(encode_channel(x, model=model), 256)
 
 
-@pytest.mark.parametrize("bad", [{"k": 99}, {"codes": "!!"}, {"thresholds": [5, 3]}, {"coefs": "x"}])
+@pytest.mark.parametrize("bad", [
+    {"k": 99}, {"codes": "!!"}, {"thresholds": [5, 3]}, {"version": 2}, {"match": [1]},
+    {"predictor": {"kind": 1, "order": 2, "shift": 3, "coefs": "x"}},
+    {"predictor": {"kind": 1, "order": 2, "shift": 3, "coefs": [1, 2, 3]}},
+    {"predictor": {"kind": 7, "order": 2, "shift": 3, "coefs": []}}, {"rows": 99}])
 def test_bad_model_config_raises(model, bad):
     cfg = {**model.get_config(), **bad}
     with pytest.raises(ValueError):

@@ -1,0 +1,155 @@
+"""Short packets against a trained channel model (issue 15, per channel).
+
+    .venv/bin/python bench/packets.py [--data ../shared/data] [--sizes 256 1024 4096]
+                                      [--only ECG ...] [--no-slow]
+
+For every dev signal (bench/datasets.py): train ``fit_channel_model`` on the
+first 70% (of the recordings where the set has several, else of the
+samples), then code the other 30% in independent packets of each size.
+Per packet we count the payload plus a varint of its sample count (the
+container's CRC and framing are not counted here; say so when comparing).
+Peers on the same packets, in the same run: pcodec 8 and 12 (standalone
+format, its header included), FLAC (soundfile, level 8), WavPack ``-hhx6``
+(CLI, per packet; ``--no-slow`` skips it) and zstd -19 with a dictionary
+trained (``zstandard.train_dictionary``) on the same 70%, cut in packets.
+Printed: bits/sample, ratio against the best peer, and speeds in M samples/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.datasets import DEFAULT_DATA, load_all  # noqa: E402
+from bench.peers import int_width, wavpack_peer  # noqa: E402
+from signals.channel import decode_channel, encode_channel, fit_channel_model  # noqa: E402
+
+
+def split(ds):
+    """(train list, test 1-D array) per channel."""
+    out = []
+    for ci, c in enumerate(ds.channels):
+        recs = ds.recordings[ci] if ds.recordings else None
+        if recs and len(recs) >= 4:
+            k = int(round(0.7 * len(recs)))
+            out.append((recs[:k], np.concatenate(recs[k:])))
+        else:
+            k = int(0.7 * c.size)
+            out.append(([c[:k]], c[k:]))
+    return out
+
+
+def packets_of(x, size):
+    return [x[i:i + size] for i in range(0, x.size, size)]
+
+
+def varint_len(n):
+    return max(1, (int(n).bit_length() + 6) // 7)
+
+
+def timed(fn):
+    fn()  # warm-up
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 4096])
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--no-slow", action="store_true")
+    args = ap.parse_args(argv)
+    import pcodec
+    import zstandard
+    try:
+        import soundfile as sf
+    except ImportError:
+        sf = None
+        print("[packets] soundfile missing: FLAC skipped", file=sys.stderr)
+    sets = load_all(args.data, args.only)
+    head = ["file", "packet", "ours (model)", "ours (no model)", "pcodec 8", "pcodec 12", "FLAC",
+            "WavPack", "zstd+dict", "best peer", "ratio", "ours MS/s c/d", "pcodec 8 MS/s c/d",
+            "model bytes", "fit s"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    ratios = {s: [] for s in args.sizes}
+    for name, ds in sets.items():
+        parts = split(ds)
+        t0 = time.perf_counter()
+        models = [fit_channel_model(tr) for tr, _ in parts]
+        fit_s = time.perf_counter() - t0
+        model_bytes = sum(len(str(m.get_config())) for m in models)
+        for size in args.sizes:
+            tot = {k: 0 for k in ("model", "plain", "p8", "p12", "flac", "wv", "zd")}
+            n = 0
+            t_ours = [0.0, 0.0]
+            t_pc = [0.0, 0.0]
+            for (train, test), m in zip(parts, models):
+                pk = packets_of(test, size)
+                n += test.size
+                over = sum(varint_len(p.size) for p in pk)
+                blobs, te = timed(lambda: [encode_channel(p, model=m) for p in pk])
+                back, td = timed(lambda: [decode_channel(b, p.size, model=m) for b, p in zip(blobs, pk)])
+                assert all(np.array_equal(a, b) for a, b in zip(pk, back))
+                t_ours[0] += te
+                t_ours[1] += td
+                tot["model"] += sum(map(len, blobs)) + over
+                tot["plain"] += sum(len(encode_channel(p)) for p in pk) + over
+                w = int_width([test] + train)
+                arrs = [p.astype(f"int{8 * w}") for p in pk]
+                for lv, key in ((8, "p8"), (12, "p12")):
+                    cfg = pcodec.ChunkConfig(compression_level=lv)
+                    cb, te = timed(lambda: [pcodec.standalone.simple_compress(a, cfg) for a in arrs])
+                    _, td = timed(lambda: [pcodec.standalone.simple_decompress(b) for b in cb])
+                    tot[key] += sum(map(len, cb))
+                    if lv == 8:
+                        t_pc[0] += te
+                        t_pc[1] += td
+                if sf is not None and w <= 4:
+                    for a in arrs:
+                        buf = io.BytesIO()
+                        sf.write(buf, a.astype(np.int16 if w == 2 else np.int32), 8000, format="FLAC",
+                                 subtype="PCM_16" if w == 2 else "PCM_24", compression_level=1.0)
+                        tot["flac"] += len(buf.getvalue())
+                else:
+                    tot["flac"] = None
+                if not args.no_slow and size <= 1024 and tot["wv"] is not None:
+                    r = wavpack_peer(pk, 8000)
+                    tot["wv"] = None if r is None else tot["wv"] + r.n_bytes
+                elif args.no_slow or size > 1024:
+                    tot["wv"] = None
+                trp = [p.astype(f"<i{w}").tobytes() for t in train for p in packets_of(t, size)]
+                try:
+                    d = zstandard.train_dictionary(16384, trp)
+                    zc = zstandard.ZstdCompressor(level=19, dict_data=d)
+                    tot["zd"] += sum(len(zc.compress(a.astype(f"<i{w}").tobytes())) for a in arrs)
+                except zstandard.ZstdError:
+                    tot["zd"] = None
+            bits = {k: (8 * v / n if v is not None else None) for k, v in tot.items()}
+            peers = [bits[k] for k in ("p8", "p12", "flac", "wv", "zd") if bits[k] is not None]
+            best = min(peers)
+            ratios[size].append(bits["model"] / best)
+            f = lambda v: "-" if v is None else f"{v:.3f}"
+            print("| " + " | ".join([
+                name, str(size), f(bits["model"]), f(bits["plain"]), f(bits["p8"]), f(bits["p12"]),
+                f(bits["flac"]), f(bits["wv"]), f(bits["zd"]), f(best), f"{bits['model'] / best:.3f}",
+                f"{n / t_ours[0] / 1e6:.1f} / {n / t_ours[1] / 1e6:.1f}",
+                f"{n / t_pc[0] / 1e6:.1f} / {n / t_pc[1] / 1e6:.1f}", str(model_bytes),
+                f"{fit_s:.2f}"]) + " |", flush=True)
+    for s in args.sizes:
+        if ratios[s]:
+            print(f"packets of {s}: mean ratio to the best peer {np.mean(ratios[s]):.3f}, "
+                  f"worst {max(ratios[s]):.3f}")
+
+
+if __name__ == "__main__":
+    main()
