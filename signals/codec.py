@@ -77,7 +77,8 @@ def _map_column(name: str, x: np.ndarray, quantizer: Quantizer | None,
         m = map_to_int64(x, max_error=max_error)
     except ValueError as e:
         raise ValueError(f"channel {name!r}: {e}") from None
-    return m.ints, m.config, m.extra, float(max_error or 0.0)
+    bound = float(m.config.get("max_error", 0.0)) if "max_error" in m.config else 0.0
+    return m.ints, m.config, m.extra, bound
 
 
 def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,

@@ -1,0 +1,55 @@
+"""Lossy only when asked: the --max-error bound holds on every dev signal (issue 12)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import signals
+from signals import read_csv, read_signal
+
+ROOT = Path(__file__).resolve().parent.parent
+DEV = ROOT.parent / "shared" / "data" / "signals"
+LOCAL = [ROOT / "examples" / "data" / "mitbih208_ecg.csv", ROOT / "examples" / "data" /
+         "daphnet_accel.csv", ROOT / "tests" / "data" / "speech_0880.wav",
+         ROOT / "tests" / "data" / "pywt_ecg_small.npz"]
+
+
+def dev_channels():
+    files = sorted(DEV.glob("*.csv")) + sorted(DEV.glob("*.npz")) + \
+        sorted((DEV / "librivox_speech_16k").glob("*.wav"))[:2] if DEV.is_dir() else LOCAL
+    for f in files:
+        t = read_csv(f) if f.suffix == ".csv" else read_signal(f)
+        for name, c in zip(t.names, t.channels):
+            yield f"{f.name}:{name}", np.asarray(c, np.float64)
+
+
+@pytest.mark.slow
+def test_max_error_bound_on_every_dev_signal():
+    seen = 0
+    for name, x in dev_channels():
+        finite = x[np.isfinite(x)]
+        for rel in (1e-3, 1e-2):
+            e = rel * (float(np.ptp(finite)) or 1.0)
+            data = signals.compress(x, max_error=e)
+            back = signals.decompress(data)
+            ok = np.isfinite(x)
+            assert np.array_equal(np.isnan(back), np.isnan(x)), name
+            assert np.abs(back[ok] - x[ok]).max(initial=0) <= e, (name, rel)
+            info = signals.inspect(data)["channels"][0]
+            # lossy coding, or lossless where that is smaller (within any bound)
+            assert (info["max_error"] == e and "max error" in info["mapping"]) or \
+                (info["max_error"] == 0 and info["mapping"].startswith("lossless")), name
+        assert len(signals.compress(x, max_error=0.01 * (float(np.ptp(finite)) or 1))) <= \
+            len(signals.compress(x)), name
+        seen += 1
+    assert seen >= 5
+
+
+def test_lossless_is_the_default_and_says_so():
+    x = np.array([0.1, 0.2, 0.30000000000000004, -0.0, np.inf, np.nan])
+    data = signals.compress(x)
+    assert signals.decompress(data).view(np.uint64).tolist() == x.view(np.uint64).tolist()
+    assert signals.inspect(data)["channels"][0]["mapping"].startswith("lossless")
+    with pytest.raises(ValueError, match="max_error"):
+        signals.compress(x, max_error=-1.0)
