@@ -379,7 +379,7 @@ class Sniffed:
 def _fields(line: bytes, delimiter: str) -> list[str]:
     text = _s(line).rstrip("\r\n")
     try:
-        return next(csv.reader([text], delimiter=delimiter, strict=False), [])
+        return next(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=False), [])
     except csv.Error:
         return text.split(delimiter)
 
@@ -397,17 +397,25 @@ def _pattern(fields: list[str]) -> list[str]:
 
 
 def _head_lines(text: bytes, start: int, count: int) -> list[tuple[int, bytes]]:
-    """Up to ``count`` lines from byte ``start``: (start offset, line with its ending)."""
+    """Up to ``count`` lines from byte ``start``: (start offset, line with its ending).
+
+    A line ending inside a quoted field (an odd number of quotes before it on
+    the line) does not end the line.
+    """
     out: list[tuple[int, bytes]] = []
     pos = start
     n = len(text)
     while pos < n and len(out) < count:
-        j = text.find(b"\n", pos)
-        k = text.find(b"\r", pos, j if j >= 0 else n)
-        if k >= 0 and (j < 0 or k + 1 < j):   # a lone CR ends the line
-            end = k + 1
-        else:
-            end = n if j < 0 else j + 1
+        end = pos
+        while True:
+            j = text.find(b"\n", end)
+            k = text.find(b"\r", end, j if j >= 0 else n)
+            if k >= 0 and (j < 0 or k + 1 < j):   # a lone CR ends the line
+                end = k + 1
+            else:
+                end = n if j < 0 else j + 1
+            if end >= n or text.count(b'"', pos, end) % 2 == 0 or end - pos > 1 << 20:
+                break
         out.append((pos, text[pos:end]))
         pos = end
     return out
@@ -479,14 +487,17 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
         raise CsvError(f"{path}: no lines below the {len(preamble)} skipped or comment lines")
     sample = rest[:_SAMPLE_LINES]
     if delimiter is None:
-        delimiter = ","
+        # the first candidate that splits every sampled line alike, else the lower half alike
         tail = sample[len(sample) // 2:] if len(sample) > 2 else sample
-        for d in _DELIMITERS:
-            if any(_b(d) in ln for _, ln in tail):
-                counts = {len(_fields(ln, d)) for _, ln in tail}
-                if len(counts) == 1 and counts.pop() > 1:
-                    delimiter = d
-                    break
+        found = {}
+        for part in (sample, tail):
+            for d in _DELIMITERS:
+                if any(_b(d) in ln for _, ln in part):
+                    counts = {len(_fields(ln, d)) for _, ln in part}
+                    if len(counts) == 1 and counts.pop() > 1:
+                        found.setdefault(id(part), d)
+                        break
+        delimiter = found.get(id(sample), found.get(id(tail), ","))
     counts_all = [len(_fields(ln, delimiter)) for _, ln in sample]
     if skip_rows is None and len(counts_all) > 2:
         # leading lines whose field count differs from that of every line below them
@@ -522,13 +533,13 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
     body_line = 1 + sum(len(ln) > 0 for ln in preamble) + (header is not None)
     body = text[start:]
     inserted: list[tuple[int, bytes]] = []
-    blank = len(names) > 1 and (body.startswith((b"\n", b"\r")) or b"\n\n" in body
-                                or b"\r\n\r\n" in body or b"\r\r" in body)
+    blank = (body.startswith((b"\n", b"\r")) or b"\n\n" in body
+             or b"\n\r\n" in body or b"\r\r" in body)
     has_comment = cm is not None and (body.startswith(cm) or b"\n" + cm in body or b"\r" + cm in body)
     if blank or has_comment:
         kept: list[bytes] = []
         for ln in body.splitlines(keepends=True):
-            if (cm is not None and ln.startswith(cm)) or (len(names) > 1 and not ln.strip(b"\r\n")):
+            if (cm is not None and ln.startswith(cm)) or not ln.strip(b"\r\n"):
                 inserted.append((len(kept), ln))
             else:
                 kept.append(ln)
@@ -579,24 +590,18 @@ def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.Array]:
         return [pa.array([], pa.binary()) for _ in range(width)]
     names = [f"c{j}" for j in range(width)]
     has_quote = b'"' in s.body
-    bad: list[Any] = []
-
-    def handler(row: Any) -> str:
-        bad.append(row)
-        return "error"
-
     try:
         table = pacsv.read_csv(
             io.BytesIO(s.body),
             read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 24),
             parse_options=pacsv.ParseOptions(delimiter=s.delimiter, quote_char='"' if has_quote else False,
                                              double_quote=True, newlines_in_values=has_quote,
-                                             ignore_empty_lines=False, invalid_row_handler=handler),
+                                             ignore_empty_lines=False),
             convert_options=pacsv.ConvertOptions(column_types={c: pa.binary() for c in names},
                                                  strings_can_be_null=False,
                                                  quoted_strings_can_be_null=False))
     except pa.ArrowInvalid as e:
-        if bad or "columns" in str(e):
+        if "columns" in str(e):
             raise _ragged_line(s, path) from None
         raise CsvError(f"{path}: cannot parse the rows ({e})") from None
     return [table.column(j).combine_chunks() for j in range(width)]
@@ -1069,7 +1074,7 @@ def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None
         the message names the line), an unknown column in ``columns`` or
         ``exclude``, or an empty file.
     """
-    if not data.strip():
+    if not data.removeprefix(BOM).strip():
         return _raw_parts(data, "empty")
     s = sniff(data, skip_rows=skip_rows, comment=comment, delimiter=delimiter, path=path)
     cols = parse_table(s, path)
