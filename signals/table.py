@@ -489,15 +489,15 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
     if delimiter is None:
         # the first candidate that splits every sampled line alike, else the lower half alike
         tail = sample[len(sample) // 2:] if len(sample) > 2 else sample
-        found = {}
-        for part in (sample, tail):
+        found: list[str | None] = [None, None]
+        for which, part in enumerate((sample, tail)):
             for d in _DELIMITERS:
                 if any(_b(d) in ln for _, ln in part):
                     counts = {len(_fields(ln, d)) for _, ln in part}
                     if len(counts) == 1 and counts.pop() > 1:
-                        found.setdefault(id(part), d)
+                        found[which] = d
                         break
-        delimiter = found.get(id(sample), found.get(id(tail), ","))
+        delimiter = found[0] or found[1] or ","
     counts_all = [len(_fields(ln, delimiter)) for _, ln in sample]
     if skip_rows is None and len(counts_all) > 2:
         # leading lines whose field count differs from that of every line below them
