@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from signals.table import CsvError, CsvParts, decode_csv, encode_csv
 
 DATA = Path(__file__).resolve().parent / "data"
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "signals"
+SHARED = next((p / "shared" / "data" / "signals" for p in Path(__file__).resolve().parents
+               if (p / "shared" / "data" / "signals").is_dir()), Path("../shared/data/signals"))
 FIXTURES = ["heartpy_ppg_300.csv", "pvlib_tmy3_723170_48h.csv", "daphnet_accel_150.csv",
             "seattle_temps_150.csv", "seattle_weather_150.csv"]
 
