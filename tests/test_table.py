@@ -125,7 +125,9 @@ def test_timestamps_with_fractions_and_invalid_dates():
 def test_time_of_day_24_00():
     p = roundtrip(b"d,t,x\n01/01/1988,23:00,1\n01/01/1988,24:00,2\n01/02/1988,01:00,3\n")
     assert column(p, "t")["kind"] == "time" and ints(p)["t"].tolist() == [1380, 1440, 60]
-    assert column(p, "d")["order"] == "mdy"
+    assert column(p, "d")["format"] == "MM/DD/YYYY" and column(p, "t")["format"] == "hh:mm"
+    p = roundtrip(b"d\n13.01.1988\n14.01.1988\n")
+    assert column(p, "d")["format"] == "DD.MM.YYYY" and ints(p)["d"].tolist() == [6586, 6587]
 
 
 # ---------------------------------------------------------------- dialect and layout
