@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from numba import njit
+from numba.typed import List
 
 __all__ = ["CsvError", "CsvParts", "encode_csv", "decode_csv", "sniff", "parse_table", "Sniffed"]
 
@@ -452,9 +453,11 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
     """
     bom = data.startswith(BOM)
     text = data[3:] if bom else data
-    if not text.strip():
+    if not text[:4096].strip() and not text.strip():
         raise CsvError(f"{path}: the file is empty")
-    n_lf, n_crlf, n_cr = text.count(b"\n"), text.count(b"\r\n"), text.count(b"\r")
+    n_cr = text.count(b"\r")
+    n_lf = text.count(b"\n")
+    n_crlf = text.count(b"\r\n") if n_cr else 0
     if n_lf == 0 and n_cr:
         eol = "\r"
     elif n_crlf * 2 > n_lf:
@@ -531,8 +534,9 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
     body_line = 1 + sum(len(ln) > 0 for ln in preamble) + (header is not None)
     body = text[start:]
     inserted: list[tuple[int, bytes]] = []
-    blank = (body.startswith((b"\n", b"\r")) or b"\n\n" in body
-             or b"\n\r\n" in body or b"\r\r" in body)
+    blank = body.startswith((b"\n", b"\r")) or b"\n\n" in body
+    if n_cr and not blank:
+        blank = b"\n\r\n" in body or b"\r\r" in body
     has_comment = cm is not None and (body.startswith(cm) or b"\n" + cm in body or b"\r" + cm in body)
     if blank or has_comment:
         kept: list[bytes] = []
@@ -889,7 +893,7 @@ def _time_fields(template: str) -> list[tuple[int, int, str]] | None:
     return out
 
 
-def _time_args(fields: list, template: bytes) -> tuple:
+def _time_args(fields: list, template: bytes) -> tuple[np.ndarray, np.ndarray, bool, bool, int, int]:
     kinds = [k for _, _, k in fields]
     arr = np.array([[a, e, _KINDS.index(k)] for a, e, k in fields], np.int64).reshape(-1, 3)
     has_date = "Y" in kinds
@@ -1030,16 +1034,85 @@ def _decode_column(spec: dict, ints: list[np.ndarray], blobs: list[bytes], n: in
     return arr
 
 
-def _quote(arr: pa.Array, mode: str, delimiter: str) -> pa.Array:
-    q = pa.scalar(b'"', _LB)
-    quoted = pc.binary_join_element_wise(q, pc.replace_substring(arr, '"', '""'), q, pa.scalar(b"", _LB))
-    if mode == "all":
-        return quoted
-    special = "[" + "".join("\\" + ch if ch in "\\^]-[" else ch for ch in '"\r\n' + delimiter) + "]"
-    need = pc.match_substring_regex(arr, special)
-    if not pc.any(need).as_py():
-        return arr
-    return pc.if_else(need, quoted, arr)
+@njit(cache=True)
+def _join_rows(offs, datas, quote_all, scan, delim, eol):  # pragma: no cover - compiled
+    """CSV rows from columns of fields: (row offsets int64 (n + 1,), bytes uint8).
+
+    ``offs[j]`` (n + 1,) are offsets into ``datas[j]``. A field is quoted when
+    its column's ``quote_all`` is set or, for columns with ``scan`` set, it
+    holds the delimiter, a quote, CR or LF (RFC 4180); quotes inside are doubled.
+    """
+    ncol = len(offs)
+    n = offs[0].size - 1
+    row_len = np.full(n, ncol - 1 + eol.size, np.int64)
+    for j in range(ncol):
+        o = offs[j]
+        d = datas[j]
+        for i in range(n):
+            a = o[i]
+            e = o[i + 1]
+            extra = 0
+            if quote_all[j]:
+                extra = 2
+                for p in range(a, e):
+                    if d[p] == 34:
+                        extra += 1
+            elif scan[j]:
+                need = False
+                nq = 0
+                for p in range(a, e):
+                    c = d[p]
+                    if c == 34:
+                        nq += 1
+                        need = True
+                    elif c == delim or c == 10 or c == 13:
+                        need = True
+                if need:
+                    extra = 2 + nq
+            row_len[i] += e - a + extra
+    row_off = np.zeros(n + 1, np.int64)
+    row_off[1:] = np.cumsum(row_len)
+    out = np.empty(row_off[n], np.uint8)
+    pos = row_off[:n].copy()
+    for j in range(ncol):
+        o = offs[j]
+        d = datas[j]
+        last = j == ncol - 1
+        for i in range(n):
+            k = pos[i]
+            a = o[i]
+            e = o[i + 1]
+            need = quote_all[j]
+            if scan[j] and not need:
+                for p in range(a, e):
+                    c = d[p]
+                    if c == 34 or c == delim or c == 10 or c == 13:
+                        need = True
+                        break
+            if need:
+                out[k] = 34
+                k += 1
+                for p in range(a, e):
+                    out[k] = d[p]
+                    k += 1
+                    if d[p] == 34:
+                        out[k] = 34
+                        k += 1
+                out[k] = 34
+                k += 1
+            else:
+                for p in range(a, e):
+                    out[k] = d[p]
+                    k += 1
+            if last:
+                for q in range(eol.size):
+                    out[k] = eol[q]
+                    k += 1
+            else:
+                out[k] = delim
+                k += 1
+            pos[i] = k
+    return row_off, out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1050,14 +1123,23 @@ def _assemble(layout: dict, cols: list[pa.Array], blobs: list[bytes], ints: list
     """The body rows from printed columns, then replaced rows and inserted lines."""
     eol = _b(layout["eol"])
     n = int(layout["n_rows"])
-    if n == 0:
-        rows = pa.array([], pa.large_binary())
-    else:
-        cols = [_quote(c.cast(pa.large_binary()), q, layout["delimiter"])
-                for c, q in zip(cols, layout["quote"])]
-        joined = (pc.binary_join_element_wise(*cols, pa.scalar(_b(layout["delimiter"]), _LB))
-                  if len(cols) > 1 else cols[0])
-        rows = pc.binary_join_element_wise(joined, pa.scalar(eol, _LB), pa.scalar(b"", _LB))
+    delim = _b(layout["delimiter"])
+    if len(delim) != 1 or len(cols) != len(layout["quote"]):
+        raise ValueError("corrupt CSV parts: delimiter or quoting")
+    offs, datas = List(), List()
+    for c in cols:
+        o, d = _binary_buffers(c)
+        offs.append(o)
+        datas.append(d)
+    quote_all = np.array([q == "all" for q in layout["quote"]], np.bool_)
+    # fields printed here hold no delimiter, quote or line break: no need to look
+    scan = np.array([not (c["kind"] in ("decimal", "time") and not c.get("n_exceptions")
+                          and not any(ch in c.get("template", "") for ch in '"\r\n' + layout["delimiter"]))
+                     for c in layout["columns"]], np.bool_)
+    row_off, out = _join_rows(offs, datas, quote_all, scan, delim[0], np.frombuffer(eol, np.uint8))
+    if not layout.get("replaced") and not layout.get("inserted"):
+        return out.tobytes()
+    rows = _from_buffers(row_off, out).cast(_LB)
     rep = layout.get("replaced")
     if rep:
         idx = ints[rep["rows"]]
@@ -1130,7 +1212,8 @@ def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None
         the message names the line), an unknown column in ``columns`` or
         ``exclude``, or an empty file.
     """
-    if not data.removeprefix(BOM).strip():
+    rest = data.removeprefix(BOM)
+    if not rest[:4096].strip() and not rest.strip():
         return _raw_parts(data, "empty")
     s = sniff(data, skip_rows=skip_rows, comment=comment, delimiter=delimiter, path=path)
     cols = parse_table(s, path)
@@ -1210,8 +1293,15 @@ def decode_csv(parts: CsvParts) -> bytes:
         If the parts are inconsistent (a count, index or code out of range):
         corrupt input, never a silently wrong file.
     """
+    try:
+        return _decode(parts)
+    except (pa.ArrowException, KeyError, TypeError, IndexError) as e:
+        raise ValueError(f"corrupt CSV parts: {type(e).__name__}: {e}") from None
+
+
+def _decode(parts: CsvParts) -> bytes:
     lay = parts.layout
-    if lay.get("format") != "ubpe-csv" or lay.get("version") != LAYOUT_VERSION:
+    if not isinstance(lay, dict) or lay.get("format") != "ubpe-csv" or lay.get("version") != LAYOUT_VERSION:
         raise ValueError("corrupt CSV parts: not a ubpe-csv layout of version 1")
     if lay["kind"] == "raw":
         if len(parts.blobs) != 1:
