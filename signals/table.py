@@ -245,6 +245,33 @@ def _print_decimals(values, dec, scale, skip):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _decimal_values(digits, dec, scale, as_float):  # pragma: no cover - compiled
+    """Scaled int64 values (``digits * 10**(scale - dec)``) or float64 (``digits / 10**dec``).
+
+    Returns (ints, floats, exact): ``exact`` is False when a scaled value would
+    need more than 18 digits, or a float's digits exceed 2**53 (then one
+    division is not the correctly rounded value of the text).
+    """
+    n = digits.size
+    p10 = np.ones(19, np.int64)
+    for k in range(1, 19):
+        p10[k] = p10[k - 1] * 10
+    ints = np.zeros(0 if as_float else n, np.int64)
+    floats = np.zeros(n if as_float else 0, np.float64)
+    for i in range(n):
+        v = digits[i]
+        if as_float:
+            if abs(v) >= 2**53:
+                return ints, floats, False
+            floats[i] = v / float(p10[dec[i]])
+        else:
+            if abs(v) >= p10[18 - scale + dec[i]]:
+                return ints, floats, False
+            ints[i] = v * p10[scale - dec[i]]
+    return ints, floats, True
+
+
+@njit(cache=True)
 def _trailing_zeros(values, scale):  # pragma: no cover - compiled
     """Decimals each value needs at ``scale`` (trailing zeros dropped)."""
     n = values.size
@@ -264,17 +291,21 @@ def _trailing_zeros(values, scale):  # pragma: no cover - compiled
 
 
 def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets int64 of shape (n + 1,), data uint8) of a binary or string array."""
+    """(offsets int32 or int64 of shape (n + 1,), starting at 0, data uint8) of a binary array."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     large = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
     odt: Any = np.int64 if large else np.int32
     n = len(arr)
     bufs = arr.buffers()
-    offs = np.frombuffer(bufs[1], odt, n + 1 + arr.offset)[arr.offset:].astype(np.int64)
+    if bufs[1] is None:
+        return np.zeros(n + 1, odt), np.zeros(0, np.uint8)
+    offs = np.frombuffer(bufs[1], odt, n + 1, arr.offset * np.dtype(odt).itemsize)
     data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    base = int(offs[0]) if n else 0
-    return offs - base, data[base:base + (int(offs[-1]) - base if n else 0)]
+    base = int(offs[0])
+    if base:
+        offs = offs - odt(base)
+    return offs, data[base:base + int(offs[-1])]
 
 
 def _from_buffers(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
@@ -455,15 +486,18 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
     text = data[3:] if bom else data
     if not text[:4096].strip() and not text.strip():
         raise CsvError(f"{path}: the file is empty")
-    n_cr = text.count(b"\r")
-    n_lf = text.count(b"\n")
-    n_crlf = text.count(b"\r\n") if n_cr else 0
+    # the line ending of most lines of the head; rows that end otherwise are kept whole by encode_csv
+    head_text = text[:1 << 16]
+    n_cr = head_text.count(b"\r")
+    n_lf = head_text.count(b"\n")
+    n_crlf = head_text.count(b"\r\n") if n_cr else 0
     if n_lf == 0 and n_cr:
         eol = "\r"
     elif n_crlf * 2 > n_lf:
         eol = "\r\n"
     else:
         eol = "\n"
+    any_cr = bool(n_cr) or b"\r" in text
     final_newline = text.endswith((b"\n", b"\r"))
     if not final_newline:
         text = text + _b(eol)
@@ -535,7 +569,7 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
     body = text[start:]
     inserted: list[tuple[int, bytes]] = []
     blank = body.startswith((b"\n", b"\r")) or b"\n\n" in body
-    if n_cr and not blank:
+    if any_cr and not blank:
         blank = b"\n\r\n" in body or b"\r\r" in body
     has_comment = cm is not None and (body.startswith(cm) or b"\n" + cm in body or b"\r" + cm in body)
     if blank or has_comment:
@@ -1129,7 +1163,7 @@ def _assemble(layout: dict, cols: list[pa.Array], blobs: list[bytes], ints: list
     offs, datas = List(), List()
     for c in cols:
         o, d = _binary_buffers(c)
-        offs.append(o)
+        offs.append(o.astype(np.int64, copy=False))
         datas.append(d)
     quote_all = np.array([q == "all" for q in layout["quote"]], np.bool_)
     # fields printed here hold no delimiter, quote or line break: no need to look
