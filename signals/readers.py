@@ -10,7 +10,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .table import CsvError, Sniffed, _binary_buffers, _scan_decimals, parse_table, resolve_columns, sniff
+from .table import (
+    CsvError,
+    Sniffed,
+    _binary_buffers,
+    _decimal_values,
+    _scan_decimals,
+    parse_table,
+    resolve_columns,
+    sniff,
+)
 
 __all__ = ["CsvChannels", "CsvError", "read_csv", "read_signal"]
 
@@ -74,17 +83,18 @@ def _column(col: pa.Array, name: str, s: Sniffed, path: str,
     """(values, scale, scaled) of one numeric column; raises CsvError naming the first bad cell."""
     offs, data = _binary_buffers(col)
     digits, dec, ok = _scan_decimals(offs, data)
-    p10 = 10 ** np.arange(19, dtype=np.int64)
     if ok.all():
         scale = int(dec.max()) if dec.size else 0
-        mag = np.abs(digits)
         if scale == 0:
             return digits, 0, False
-        if decimals == "scaled" and (mag < p10[18 - scale] * p10[dec]).all():
-            return digits * p10[scale - dec], scale, True
-        if (mag < 2**53).all():
-            # both exact in binary64: one correctly rounded division gives the nearest double
-            return digits / p10[dec].astype(np.float64), scale, False
+        if decimals == "scaled":
+            ints, _, exact = _decimal_values(digits, dec, scale, False)
+            if exact:
+                return ints, scale, True
+        # both exact in binary64: one correctly rounded division gives the nearest double
+        _, floats, exact = _decimal_values(digits, dec, scale, True)
+        if exact:
+            return floats, scale, False
     else:
         scale = -1
     where = lambda r: f"{path}, line {_line_of(s, r)}, column {name!r}"  # noqa: E731
@@ -176,8 +186,13 @@ def read_csv(path: str | Path, columns: list[str | int] | None = None,
     out_names, channels, skipped, scales, scaled = [], [], [], [], []
     for c in wanted:
         name, col = names[c], cols[c]
-        nonempty = pc.filter(col, pc.greater(pc.binary_length(col), 0))
-        first = bytes(nonempty[0].as_py()).decode("utf-8", "replace").strip() if len(nonempty) else ""
+        lens = np.diff(_binary_buffers(col)[0][:1001])
+        r0 = int(np.argmax(lens > 0)) if (lens > 0).any() else -1
+        if r0 < 0:
+            nonempty = pc.filter(col, pc.greater(pc.binary_length(col), 0))
+            first = bytes(nonempty[0].as_py()).decode("utf-8", "replace").strip() if len(nonempty) else ""
+        else:
+            first = bytes(col[r0].as_py()).decode("utf-8", "replace").strip()
         if first and not _first_float(first):
             if explicit:
                 r = int(np.argmax(np.diff(_binary_buffers(col)[0]) > 0))

@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from numba import njit
+from numba.typed import List
 
 __all__ = ["CsvError", "CsvParts", "encode_csv", "decode_csv", "sniff", "parse_table", "Sniffed"]
 
@@ -102,8 +103,6 @@ class CsvParts:
         out = []
         for c in lay["columns"]:
             fmt = c.get("format", "")
-            if c["kind"] == "time":
-                fmt = c["template"]
             out.append({"name": c["name"], "kind": c["kind"], "scale": c.get("scale"),
                         "format": fmt, "exceptions": c.get("n_exceptions", 0), "exact": True})
         return out
@@ -246,6 +245,33 @@ def _print_decimals(values, dec, scale, skip):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _decimal_values(digits, dec, scale, as_float):  # pragma: no cover - compiled
+    """Scaled int64 values (``digits * 10**(scale - dec)``) or float64 (``digits / 10**dec``).
+
+    Returns (ints, floats, exact): ``exact`` is False when a scaled value would
+    need more than 18 digits, or a float's digits exceed 2**53 (then one
+    division is not the correctly rounded value of the text).
+    """
+    n = digits.size
+    p10 = np.ones(19, np.int64)
+    for k in range(1, 19):
+        p10[k] = p10[k - 1] * 10
+    ints = np.zeros(0 if as_float else n, np.int64)
+    floats = np.zeros(n if as_float else 0, np.float64)
+    for i in range(n):
+        v = digits[i]
+        if as_float:
+            if abs(v) >= 2**53:
+                return ints, floats, False
+            floats[i] = v / float(p10[dec[i]])
+        else:
+            if abs(v) >= p10[18 - scale + dec[i]]:
+                return ints, floats, False
+            ints[i] = v * p10[scale - dec[i]]
+    return ints, floats, True
+
+
+@njit(cache=True)
 def _trailing_zeros(values, scale):  # pragma: no cover - compiled
     """Decimals each value needs at ``scale`` (trailing zeros dropped)."""
     n = values.size
@@ -265,17 +291,21 @@ def _trailing_zeros(values, scale):  # pragma: no cover - compiled
 
 
 def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets int64 of shape (n + 1,), data uint8) of a binary or string array."""
+    """(offsets int32 or int64 of shape (n + 1,), starting at 0, data uint8) of a binary array."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     large = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
     odt: Any = np.int64 if large else np.int32
     n = len(arr)
     bufs = arr.buffers()
-    offs = np.frombuffer(bufs[1], odt, n + 1 + arr.offset)[arr.offset:].astype(np.int64)
+    if bufs[1] is None:
+        return np.zeros(n + 1, odt), np.zeros(0, np.uint8)
+    offs = np.frombuffer(bufs[1], odt, n + 1, arr.offset * np.dtype(odt).itemsize)
     data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    base = int(offs[0]) if n else 0
-    return offs - base, data[base:base + (int(offs[-1]) - base if n else 0)]
+    base = int(offs[0])
+    if base:
+        offs = offs - odt(base)
+    return offs, data[base:base + int(offs[-1])]
 
 
 def _from_buffers(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
@@ -379,7 +409,7 @@ class Sniffed:
 def _fields(line: bytes, delimiter: str) -> list[str]:
     text = _s(line).rstrip("\r\n")
     try:
-        return next(csv.reader([text], delimiter=delimiter, strict=False), [])
+        return next(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=False), [])
     except csv.Error:
         return text.split(delimiter)
 
@@ -397,17 +427,25 @@ def _pattern(fields: list[str]) -> list[str]:
 
 
 def _head_lines(text: bytes, start: int, count: int) -> list[tuple[int, bytes]]:
-    """Up to ``count`` lines from byte ``start``: (start offset, line with its ending)."""
+    """Up to ``count`` lines from byte ``start``: (start offset, line with its ending).
+
+    A line ending inside a quoted field (an odd number of quotes before it on
+    the line) does not end the line.
+    """
     out: list[tuple[int, bytes]] = []
     pos = start
     n = len(text)
     while pos < n and len(out) < count:
-        j = text.find(b"\n", pos)
-        k = text.find(b"\r", pos, j if j >= 0 else n)
-        if k >= 0 and (j < 0 or k + 1 < j):   # a lone CR ends the line
-            end = k + 1
-        else:
-            end = n if j < 0 else j + 1
+        end = pos
+        while True:
+            j = text.find(b"\n", end)
+            k = text.find(b"\r", end, j if j >= 0 else n)
+            if k >= 0 and (j < 0 or k + 1 < j):   # a lone CR ends the line
+                end = k + 1
+            else:
+                end = n if j < 0 else j + 1
+            if end >= n or text.count(b'"', pos, end) % 2 == 0 or end - pos > 1 << 20:
+                break
         out.append((pos, text[pos:end]))
         pos = end
     return out
@@ -446,15 +484,20 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
     """
     bom = data.startswith(BOM)
     text = data[3:] if bom else data
-    if not text.strip():
+    if not text[:4096].strip() and not text.strip():
         raise CsvError(f"{path}: the file is empty")
-    n_lf, n_crlf, n_cr = text.count(b"\n"), text.count(b"\r\n"), text.count(b"\r")
+    # the line ending of most lines of the head; rows that end otherwise are kept whole by encode_csv
+    head_text = text[:1 << 16]
+    n_cr = head_text.count(b"\r")
+    n_lf = head_text.count(b"\n")
+    n_crlf = head_text.count(b"\r\n") if n_cr else 0
     if n_lf == 0 and n_cr:
         eol = "\r"
     elif n_crlf * 2 > n_lf:
         eol = "\r\n"
     else:
         eol = "\n"
+    any_cr = bool(n_cr) or b"\r" in text
     final_newline = text.endswith((b"\n", b"\r"))
     if not final_newline:
         text = text + _b(eol)
@@ -479,14 +522,17 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
         raise CsvError(f"{path}: no lines below the {len(preamble)} skipped or comment lines")
     sample = rest[:_SAMPLE_LINES]
     if delimiter is None:
-        delimiter = ","
+        # the first candidate that splits every sampled line alike, else the lower half alike
         tail = sample[len(sample) // 2:] if len(sample) > 2 else sample
-        for d in _DELIMITERS:
-            if any(_b(d) in ln for _, ln in tail):
-                counts = {len(_fields(ln, d)) for _, ln in tail}
-                if len(counts) == 1 and counts.pop() > 1:
-                    delimiter = d
-                    break
+        found: list[str | None] = [None, None]
+        for which, part in enumerate((sample, tail)):
+            for d in _DELIMITERS:
+                if any(_b(d) in ln for _, ln in part):
+                    counts = {len(_fields(ln, d)) for _, ln in part}
+                    if len(counts) == 1 and counts.pop() > 1:
+                        found[which] = d
+                        break
+        delimiter = found[0] or found[1] or ","
     counts_all = [len(_fields(ln, delimiter)) for _, ln in sample]
     if skip_rows is None and len(counts_all) > 2:
         # leading lines whose field count differs from that of every line below them
@@ -522,13 +568,14 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
     body_line = 1 + sum(len(ln) > 0 for ln in preamble) + (header is not None)
     body = text[start:]
     inserted: list[tuple[int, bytes]] = []
-    blank = len(names) > 1 and (body.startswith((b"\n", b"\r")) or b"\n\n" in body
-                                or b"\r\n\r\n" in body or b"\r\r" in body)
+    blank = body.startswith((b"\n", b"\r")) or b"\n\n" in body
+    if any_cr and not blank:
+        blank = b"\n\r\n" in body or b"\r\r" in body
     has_comment = cm is not None and (body.startswith(cm) or b"\n" + cm in body or b"\r" + cm in body)
     if blank or has_comment:
         kept: list[bytes] = []
         for ln in body.splitlines(keepends=True):
-            if (cm is not None and ln.startswith(cm)) or (len(names) > 1 and not ln.strip(b"\r\n")):
+            if (cm is not None and ln.startswith(cm)) or not ln.strip(b"\r\n"):
                 inserted.append((len(kept), ln))
             else:
                 kept.append(ln)
@@ -579,24 +626,18 @@ def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.Array]:
         return [pa.array([], pa.binary()) for _ in range(width)]
     names = [f"c{j}" for j in range(width)]
     has_quote = b'"' in s.body
-    bad: list[Any] = []
-
-    def handler(row: Any) -> str:
-        bad.append(row)
-        return "error"
-
     try:
         table = pacsv.read_csv(
             io.BytesIO(s.body),
             read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 24),
             parse_options=pacsv.ParseOptions(delimiter=s.delimiter, quote_char='"' if has_quote else False,
                                              double_quote=True, newlines_in_values=has_quote,
-                                             ignore_empty_lines=False, invalid_row_handler=handler),
+                                             ignore_empty_lines=False),
             convert_options=pacsv.ConvertOptions(column_types={c: pa.binary() for c in names},
                                                  strings_can_be_null=False,
                                                  quoted_strings_can_be_null=False))
     except pa.ArrowInvalid as e:
-        if bad or "columns" in str(e):
+        if "columns" in str(e):
             raise _ragged_line(s, path) from None
         raise CsvError(f"{path}: cannot parse the rows ({e})") from None
     return [table.column(j).combine_chunks() for j in range(width)]
@@ -719,116 +760,188 @@ _TIME_RE = re.compile(
     r"|(?P<g1b>DD)(?P<s1b>[-/.])(?P<g2b>DD)(?P=s1b)(?P<g3b>D{4}))(?P<sep>[ T])?)?"
     r"(?P<time>(?P<h>D{1,2}):(?P<mi>DD)(?::(?P<sec>DD)(?:[.,](?P<frac>D{1,9}))?)?)?"
     r"(?P<tail>[^D]*)$")
+# field kinds, in the order a value is composed: year, month, day, hour, minute, second, fraction
+_KINDS = "YMDhmsf"
 
 
-def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """Days since 1970-01-01 of proleptic Gregorian dates (H. Hinnant, "chrono-Compatible
+@njit(cache=True)
+def _days_from_civil(y, m, d):  # pragma: no cover - compiled
+    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant, "chrono-Compatible
     Low-Level Date Algorithms", https://howardhinnant.github.io/date_algorithms.html)."""
-    y = y - (m <= 2)
+    if m <= 2:
+        y -= 1
     era = y // 400
     yoe = y - era * 400
-    doy = (153 * np.where(m > 2, m - 3, m + 9) + 2) // 5 + d - 1
+    mp = m - 3 if m > 2 else m + 9
+    doy = (153 * mp + 2) // 5 + d - 1
     doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
     return era * 146097 + doe - 719468
 
 
-def _civil_from_days(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Inverse of ``_days_from_civil``: (year, month, day)."""
-    z = z + 719468
-    era = z // 146097
-    doe = z - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    y = yoe + era * 400
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    d = doy - (153 * mp + 2) // 5 + 1
-    m = np.where(mp < 10, mp + 3, mp - 9)
-    return y + (m <= 2), m, d
+@njit(cache=True)
+def _time_compose(g, has_date, has_time, n_time, fdig):  # pragma: no cover - compiled
+    """One value from its fields g[0..6] (Y M D h m s f), in the finest unit."""
+    v = np.int64(0)
+    if has_date:
+        v = _days_from_civil(g[0], g[1], g[2])
+    if has_time:
+        v = v * 24 + g[3] if has_date else g[3]
+        v = v * 60 + g[4]
+        if n_time > 2:
+            v = v * 60 + g[5]
+        if n_time > 3:
+            v = v * fdig + g[6]
+    return v
 
 
-def _time_fields(template: str) -> dict | None:
-    """Field positions of a fixed-width date/time template (``D`` for a digit), or None."""
+@njit(cache=True)
+def _time_decompose(v, g, has_date, has_time, n_time, fdig):  # pragma: no cover - compiled
+    """Inverse of ``_time_compose``: fields into g (civil_from_days, ibid.)."""
+    if has_time:
+        if n_time > 3:
+            g[6] = v % fdig
+            v //= fdig
+        if n_time > 2:
+            g[5] = v % 60
+            v //= 60
+        g[4] = v % 60
+        v //= 60
+        if has_date:
+            g[3] = v % 24
+            v //= 24
+        else:
+            g[3] = v
+    if has_date:
+        z = v + 719468
+        era = z // 146097
+        doe = z - era * 146097
+        yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+        doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+        mp = (5 * doy + 2) // 153
+        g[2] = doy - (153 * mp + 2) // 5 + 1
+        g[1] = mp + 3 if mp < 10 else mp - 9
+        g[0] = yoe + era * 400 + (1 if g[1] <= 2 else 0)
+
+
+@njit(cache=True)
+def _time_write(out, o, template, fields, g):  # pragma: no cover - compiled
+    """Write one cell at out[o:o + len(template)]; False if a field does not fit its width."""
+    w = template.size
+    for p in range(w):
+        out[o + p] = template[p]
+    for k in range(fields.shape[0]):
+        a, e, kind = fields[k, 0], fields[k, 1], fields[k, 2]
+        x = g[kind]
+        if x < 0:
+            return False
+        for p in range(e - 1, a - 1, -1):
+            out[o + p] = 48 + x % 10
+            x //= 10
+        if x != 0:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _time_scan(offsets, data, template, isdig, fields, has_date, has_time, n_time,
+               fdig):  # pragma: no cover - compiled
+    """Values of cells that match the template and print back identically, and an ok mask."""
+    n = offsets.size - 1
+    w = template.size
+    values = np.zeros(n, np.int64)
+    ok = np.zeros(n, np.bool_)
+    g = np.zeros(7, np.int64)
+    buf = np.empty(w, np.uint8)
+    for i in range(n):
+        a = offsets[i]
+        if offsets[i + 1] - a != w:
+            continue
+        good = True
+        for p in range(w):
+            c = data[a + p]
+            if isdig[p]:
+                if c < 48 or c > 57:
+                    good = False
+                    break
+            elif c != template[p]:
+                good = False
+                break
+        if not good:
+            continue
+        g[:] = 0
+        for k in range(fields.shape[0]):
+            x = 0
+            for p in range(fields[k, 0], fields[k, 1]):
+                x = x * 10 + (data[a + p] - 48)
+            g[fields[k, 2]] = x
+        if has_date and (g[1] < 1 or g[1] > 12 or g[2] < 1 or g[2] > 31):
+            continue
+        v = _time_compose(g, has_date, has_time, n_time, fdig)
+        _time_decompose(v, g, has_date, has_time, n_time, fdig)
+        if not _time_write(buf, 0, template, fields, g):
+            continue
+        for p in range(w):
+            if buf[p] != data[a + p]:
+                good = False
+                break
+        if good:
+            values[i] = v
+            ok[i] = True
+    return values, ok
+
+
+@njit(cache=True)
+def _time_print_all(values, template, fields, has_date, has_time, n_time, fdig,
+                    skip):  # pragma: no cover - compiled
+    """All cells printed into the template, (n * width) bytes; skipped cells stay the template."""
+    n = values.size
+    w = template.size
+    out = np.empty(n * w, np.uint8)
+    g = np.zeros(7, np.int64)
+    for i in range(n):
+        if skip[i]:
+            for p in range(w):
+                out[i * w + p] = template[p]
+            continue
+        _time_decompose(values[i], g, has_date, has_time, n_time, fdig)
+        if not _time_write(out, i * w, template, fields, g):
+            skip[i] = True  # does not fit: reported by the caller
+    return out
+
+
+def _time_fields(template: str) -> list[tuple[int, int, str]] | None:
+    """(start, end, kind) of each field of a fixed-width date/time template (``D`` a digit)."""
     mt = _TIME_RE.match(template)
     if mt is None or not (mt["date"] or mt["time"]):
         return None
     if mt["date"] and mt["time"] and not mt["sep"]:
         return None
-    f: dict[str, Any] = {}
+    out: list[tuple[int, int, str]] = []
     if mt["g1"]:
-        f["order"] = "ymd"
-        spans = [mt.span("g1"), mt.span("g2"), mt.span("g3")]
+        out += [(*mt.span("g1"), "Y"), (*mt.span("g2"), "M"), (*mt.span("g3"), "D")]
     elif mt["g1b"]:
-        f["order"] = "?dy"
-        spans = [mt.span("g1b"), mt.span("g2b"), mt.span("g3b")]
-    else:
-        spans = []
-    f["date"] = spans
-    f["time"] = [mt.span(k) for k in ("h", "mi", "sec", "frac") if mt[k]]
-    return f
+        out += [(*mt.span("g1b"), "?"), (*mt.span("g2b"), "?"), (*mt.span("g3b"), "Y")]
+    for key, kind in (("h", "h"), ("mi", "m"), ("sec", "s"), ("frac", "f")):
+        if mt[key]:
+            out.append((*mt.span(key), kind))
+    return out
 
 
-def _digits_at(M: np.ndarray, span: tuple[int, int]) -> np.ndarray:
-    a, e = span
-    v = np.zeros(M.shape[0], np.int64)
-    for p in range(a, e):
-        v = v * 10 + (M[:, p].astype(np.int64) - 48)
-    return v
+def _time_args(fields: list, template: bytes) -> tuple[np.ndarray, np.ndarray, bool, bool, int, int]:
+    kinds = [k for _, _, k in fields]
+    arr = np.array([[a, e, _KINDS.index(k)] for a, e, k in fields], np.int64).reshape(-1, 3)
+    has_date = "Y" in kinds
+    n_time = sum(k in "hmsf" for k in kinds)
+    fdig = 10 ** next((e - a for a, e, k in fields if k == "f"), 0)
+    return (np.frombuffer(template, np.uint8), arr, has_date, n_time > 0, n_time, fdig)
 
 
-def _put_digits(M: np.ndarray, span: tuple[int, int], v: np.ndarray) -> None:
-    a, e = span
-    v = np.abs(v)
-    for p in range(e - 1, a - 1, -1):
-        M[:, p] = 48 + v % 10
-        v = v // 10
-
-
-def _time_values(M: np.ndarray, f: dict) -> np.ndarray:
-    """int64 counts of the template's finest unit (days, minutes, seconds or 10**-k s)."""
-    n = M.shape[0]
-    v = np.zeros(n, np.int64)
-    if f["date"]:
-        g = [_digits_at(M, sp) for sp in f["date"]]
-        y, m, d = (g[0], g[1], g[2]) if f["order"] == "ymd" else \
-            (g[2], g[0], g[1]) if f["order"] == "mdy" else (g[2], g[1], g[0])
-        v = _days_from_civil(y, m, d)
-    t = f["time"]
-    if t:
-        v = v * 24 + _digits_at(M, t[0])
-        v = v * 60 + _digits_at(M, t[1])
-        if len(t) > 2:
-            v = v * 60 + _digits_at(M, t[2])
-        if len(t) > 3:
-            v = v * 10 ** (t[3][1] - t[3][0]) + _digits_at(M, t[3])
-    return v
-
-
-def _time_print(v: np.ndarray, f: dict, template: bytes) -> np.ndarray:
-    """The (n, width) uint8 text of values printed into the template."""
-    M = np.empty((v.size, len(template)), np.uint8)
-    M[:] = np.frombuffer(template, np.uint8)
-    t = f["time"]
-    if t:
-        if len(t) > 3:
-            k = 10 ** (t[3][1] - t[3][0])
-            _put_digits(M, t[3], v % k)
-            v = v // k
-        if len(t) > 2:
-            _put_digits(M, t[2], v % 60)
-            v = v // 60
-        _put_digits(M, t[1], v % 60)
-        v = v // 60
-        if f["date"]:
-            _put_digits(M, t[0], v % 24)
-            v = v // 24
-        else:
-            _put_digits(M, t[0], v)
-    if f["date"]:
-        y, m, d = _civil_from_days(v)
-        order = {"ymd": (y, m, d), "mdy": (m, d, y), "dmy": (d, m, y)}[f["order"]]
-        for sp, g in zip(f["date"], order):
-            _put_digits(M, sp, g)
-    return M
+def _time_label(fields: list, template: str) -> str:
+    """The template with its fields spelled out: ``YYYY-MM-DD hh:mm:ss.ffffff``."""
+    t = list(template)
+    for a, e, k in fields:
+        t[a:e] = k * (e - a)
+    return "".join(t)
 
 
 def _code_time(b: _Builder, name: str, col: pa.Array) -> dict | None:
@@ -841,43 +954,28 @@ def _code_time(b: _Builder, name: str, col: pa.Array) -> dict | None:
     w = int(np.argmax(np.bincount(np.minimum(lens, 64))))
     if not 4 <= w < 64:
         return None
-    rows = np.flatnonzero(lens == w)
-    if rows.size * 2 < n:
-        return None
-    M = data[offs[rows][:, None] + np.arange(w)]
-    isdig = (M >= 48) & (M <= 57)
-    tmpl_dig = isdig[0]
-    same = (isdig == tmpl_dig).all(axis=1) & (M[:, ~tmpl_dig] == M[0, ~tmpl_dig]).all(axis=1)
-    template_text = "".join("D" if dg else chr(c) for dg, c in zip(tmpl_dig, M[0]))
-    f = _time_fields(template_text)
+    first = int(np.argmax(lens == w))
+    cell = data[offs[first]:offs[first] + w]
+    isdig = (cell >= 48) & (cell <= 57)
+    f = _time_fields("".join("D" if dg else chr(c) for dg, c in zip(isdig, cell)))
     if f is None:
         return None
-    if f["date"] and f["order"] == "?dy":
-        first = _digits_at(M[same], f["date"][0])
-        second = _digits_at(M[same], f["date"][1])
-        sep = template_text[2]
-        if (first > 12).any() and not (second > 12).any():
-            f["order"] = "dmy"
-        elif (second > 12).any() and not (first > 12).any():
-            f["order"] = "mdy"
-        else:
-            f["order"] = "mdy" if sep == "/" else "dmy"
-    values = np.zeros(n, np.int64)
-    ok = np.zeros(n, np.bool_)
-    vals = _time_values(M, f)
-    template = M[0].copy()
-    template[tmpl_dig] = 48
-    back = _time_print(vals, f, template.tobytes())
-    good = same & (back == M).all(axis=1)
-    values[rows] = vals
-    ok[rows] = good
+    template = np.where(isdig, 48, cell).astype(np.uint8).tobytes()
+    if any(k == "?" for _, _, k in f):
+        # month/day/year or day/month/year: the one whose first field exceeds 12 somewhere
+        rows = np.flatnonzero(lens == w)
+        first_f = data[offs[rows][:, None] + np.arange(f[0][0], f[0][1])]
+        over12 = ((first_f[:, 0].astype(np.int64) - 48) * 10 + first_f[:, 1] - 48 > 12).any()
+        dmy = over12 or (template[2:3] in (b".", b"-"))
+        f = [f[0][:2] + ("D" if dmy else "M",), f[1][:2] + ("M" if dmy else "D",), f[2]] + f[3:]
+    args = _time_args(f, template)
+    values, ok = _time_scan(offs, data, args[0], isdig, *args[1:])
     if ok.sum() * 2 < n:
         return None
-    spec: dict[str, Any] = {"kind": "time", "template": _s(template.tobytes()),
-                            "order": f.get("order"), "fields": {"date": f["date"], "time": f["time"]},
-                            "unit": ("days" if not f["time"] else "minutes" if len(f["time"]) == 2
-                                     else "seconds" if len(f["time"]) == 3
-                                     else f"1e-{f['time'][3][1] - f['time'][3][0]} s")}
+    last = f[-1][2] if f[-1][2] in "hmsf" else "D"
+    unit = {"D": "days", "m": "minutes", "s": "seconds"}.get(last, f"1e-{f[-1][1] - f[-1][0]} s")
+    spec: dict[str, Any] = {"kind": "time", "template": _s(template), "fields": [list(x) for x in f],
+                            "unit": unit, "format": _time_label(f, _s(template))}
     spec["values"] = b.col(name, _ffill(values, ok))
     _exceptions(b, name, col, ~ok, spec)
     return spec
@@ -888,15 +986,16 @@ def _print_time(spec: dict, ints: list[np.ndarray], skip: np.ndarray) -> pa.Arra
     if values.size != skip.size:
         raise ValueError("corrupt CSV parts: time column length")
     template = _b(spec["template"])
-    f = {"date": [tuple(x) for x in spec["fields"]["date"]],
-         "time": [tuple(x) for x in spec["fields"]["time"]], "order": spec["order"]}
-    if any(not 0 <= a < e <= len(template) for a, e in f["date"] + f["time"]):
+    fields = [(int(a), int(e), str(k)) for a, e, k in spec["fields"]]
+    if any(not 0 <= a < e <= len(template) or k not in _KINDS for a, e, k in fields):
         raise ValueError("corrupt CSV parts: time field outside its template")
-    if f["date"] and f["order"] not in ("ymd", "mdy", "dmy"):
-        raise ValueError("corrupt CSV parts: unknown date order")
-    M = _time_print(values, f, template)
+    args = _time_args(fields, template)
+    sk = skip.copy()
+    data = _time_print_all(values, *args, sk)
+    if (sk != skip).any():
+        raise ValueError("corrupt CSV parts: a time value does not fit its template")
     w = len(template)
-    return _from_buffers(np.arange(values.size + 1, dtype=np.int64) * w, M.reshape(-1))
+    return _from_buffers(np.arange(values.size + 1, dtype=np.int64) * w, data)
 
 
 def _code_category(b: _Builder, name: str, col: pa.Array) -> dict:
@@ -969,16 +1068,85 @@ def _decode_column(spec: dict, ints: list[np.ndarray], blobs: list[bytes], n: in
     return arr
 
 
-def _quote(arr: pa.Array, mode: str, delimiter: str) -> pa.Array:
-    q = pa.scalar(b'"', _LB)
-    quoted = pc.binary_join_element_wise(q, pc.replace_substring(arr, '"', '""'), q, pa.scalar(b"", _LB))
-    if mode == "all":
-        return quoted
-    special = "[" + "".join("\\" + ch if ch in "\\^]-[" else ch for ch in '"\r\n' + delimiter) + "]"
-    need = pc.match_substring_regex(arr, special)
-    if not pc.any(need).as_py():
-        return arr
-    return pc.if_else(need, quoted, arr)
+@njit(cache=True)
+def _join_rows(offs, datas, quote_all, scan, delim, eol):  # pragma: no cover - compiled
+    """CSV rows from columns of fields: (row offsets int64 (n + 1,), bytes uint8).
+
+    ``offs[j]`` (n + 1,) are offsets into ``datas[j]``. A field is quoted when
+    its column's ``quote_all`` is set or, for columns with ``scan`` set, it
+    holds the delimiter, a quote, CR or LF (RFC 4180); quotes inside are doubled.
+    """
+    ncol = len(offs)
+    n = offs[0].size - 1
+    row_len = np.full(n, ncol - 1 + eol.size, np.int64)
+    for j in range(ncol):
+        o = offs[j]
+        d = datas[j]
+        for i in range(n):
+            a = o[i]
+            e = o[i + 1]
+            extra = 0
+            if quote_all[j]:
+                extra = 2
+                for p in range(a, e):
+                    if d[p] == 34:
+                        extra += 1
+            elif scan[j]:
+                need = False
+                nq = 0
+                for p in range(a, e):
+                    c = d[p]
+                    if c == 34:
+                        nq += 1
+                        need = True
+                    elif c == delim or c == 10 or c == 13:
+                        need = True
+                if need:
+                    extra = 2 + nq
+            row_len[i] += e - a + extra
+    row_off = np.zeros(n + 1, np.int64)
+    row_off[1:] = np.cumsum(row_len)
+    out = np.empty(row_off[n], np.uint8)
+    pos = row_off[:n].copy()
+    for j in range(ncol):
+        o = offs[j]
+        d = datas[j]
+        last = j == ncol - 1
+        for i in range(n):
+            k = pos[i]
+            a = o[i]
+            e = o[i + 1]
+            need = quote_all[j]
+            if scan[j] and not need:
+                for p in range(a, e):
+                    c = d[p]
+                    if c == 34 or c == delim or c == 10 or c == 13:
+                        need = True
+                        break
+            if need:
+                out[k] = 34
+                k += 1
+                for p in range(a, e):
+                    out[k] = d[p]
+                    k += 1
+                    if d[p] == 34:
+                        out[k] = 34
+                        k += 1
+                out[k] = 34
+                k += 1
+            else:
+                for p in range(a, e):
+                    out[k] = d[p]
+                    k += 1
+            if last:
+                for q in range(eol.size):
+                    out[k] = eol[q]
+                    k += 1
+            else:
+                out[k] = delim
+                k += 1
+            pos[i] = k
+    return row_off, out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -989,14 +1157,23 @@ def _assemble(layout: dict, cols: list[pa.Array], blobs: list[bytes], ints: list
     """The body rows from printed columns, then replaced rows and inserted lines."""
     eol = _b(layout["eol"])
     n = int(layout["n_rows"])
-    if n == 0:
-        rows = pa.array([], pa.large_binary())
-    else:
-        cols = [_quote(c.cast(pa.large_binary()), q, layout["delimiter"])
-                for c, q in zip(cols, layout["quote"])]
-        joined = (pc.binary_join_element_wise(*cols, pa.scalar(_b(layout["delimiter"]), _LB))
-                  if len(cols) > 1 else cols[0])
-        rows = pc.binary_join_element_wise(joined, pa.scalar(eol, _LB), pa.scalar(b"", _LB))
+    delim = _b(layout["delimiter"])
+    if len(delim) != 1 or len(cols) != len(layout["quote"]):
+        raise ValueError("corrupt CSV parts: delimiter or quoting")
+    offs, datas = List(), List()
+    for c in cols:
+        o, d = _binary_buffers(c)
+        offs.append(o.astype(np.int64, copy=False))
+        datas.append(d)
+    quote_all = np.array([q == "all" for q in layout["quote"]], np.bool_)
+    # fields printed here hold no delimiter, quote or line break: no need to look
+    scan = np.array([not (c["kind"] in ("decimal", "time") and not c.get("n_exceptions")
+                          and not any(ch in c.get("template", "") for ch in '"\r\n' + layout["delimiter"]))
+                     for c in layout["columns"]], np.bool_)
+    row_off, out = _join_rows(offs, datas, quote_all, scan, delim[0], np.frombuffer(eol, np.uint8))
+    if not layout.get("replaced") and not layout.get("inserted"):
+        return out.tobytes()
+    rows = _from_buffers(row_off, out).cast(_LB)
     rep = layout.get("replaced")
     if rep:
         idx = ints[rep["rows"]]
@@ -1069,7 +1246,8 @@ def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None
         the message names the line), an unknown column in ``columns`` or
         ``exclude``, or an empty file.
     """
-    if not data.strip():
+    rest = data.removeprefix(BOM)
+    if not rest[:4096].strip() and not rest.strip():
         return _raw_parts(data, "empty")
     s = sniff(data, skip_rows=skip_rows, comment=comment, delimiter=delimiter, path=path)
     cols = parse_table(s, path)
@@ -1149,8 +1327,15 @@ def decode_csv(parts: CsvParts) -> bytes:
         If the parts are inconsistent (a count, index or code out of range):
         corrupt input, never a silently wrong file.
     """
+    try:
+        return _decode(parts)
+    except (pa.ArrowException, KeyError, TypeError, IndexError) as e:
+        raise ValueError(f"corrupt CSV parts: {type(e).__name__}: {e}") from None
+
+
+def _decode(parts: CsvParts) -> bytes:
     lay = parts.layout
-    if lay.get("format") != "ubpe-csv" or lay.get("version") != LAYOUT_VERSION:
+    if not isinstance(lay, dict) or lay.get("format") != "ubpe-csv" or lay.get("version") != LAYOUT_VERSION:
         raise ValueError("corrupt CSV parts: not a ubpe-csv layout of version 1")
     if lay["kind"] == "raw":
         if len(parts.blobs) != 1:

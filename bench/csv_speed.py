@@ -1,0 +1,120 @@
+"""CSV parsing speed on a >= 50 MB CSV, beside pandas.read_csv in the same run (issue 12).
+
+    .venv/bin/python bench/csv_speed.py [--data ../shared/data] [--mb 50] [--repeat 3] [--only NAME ...]
+
+Each real CSV named below is tiled (its header and lines above it once, its
+rows repeated) to at least ``--mb`` megabytes in a temporary file. On each,
+in one process, with the file in the page cache, the median of ``--repeat``
+runs after a warm-up is reported for:
+
+- ``pandas.read_csv`` (the peer; its default C engine, default options: every
+  column parsed, numbers as float64/int64, text as objects);
+- ``signals.read_csv``: the numeric channels (what ``ubpe build`` reads);
+- ``signals.table.encode_csv``: every cell, exactly (layout + int64 columns +
+  blobs, verified by decoding before it returns);
+- ``signals.table.decode_csv``: the file back from its parts.
+
+Speeds are MB/s of CSV text (10**6 bytes); the ratio column is the speed
+divided by pandas' on the same file. The issue's target: >= 100 MB/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+def find_shared() -> Path:
+    """The nearest ``shared/data`` folder above this checkout (``../shared/data`` in the project)."""
+    for p in HERE.parents:
+        if (p / "shared" / "data").is_dir():
+            return p / "shared" / "data"
+    return HERE.parent.parent / "shared" / "data"
+
+
+FILES = {
+    # name: (file, lines above the header, pandas skiprows)
+    "seattle_weather": ("signals/seattle_weather.csv", 0),
+    "daphnet": ("signals/daphnet_S06R02E0_accel.csv", 0),
+    "tmy3": ("signals/pvlib_tmy3_723170.csv", 1),
+}
+
+
+def median_time(fn, repeat):
+    fn()
+    times, result = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), result
+
+
+def tile(src: Path, skip: int, mb: float, dst: Path) -> int:
+    lines = src.read_bytes().splitlines(keepends=True)
+    head, rows = b"".join(lines[:skip + 1]), b"".join(lines[skip + 1:])
+    reps = max(1, int(mb * 1e6 / len(rows)) + 1)
+    dst.write_bytes(head + rows * reps)
+    return dst.stat().st_size
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=find_shared())
+    ap.add_argument("--mb", type=float, default=50)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", nargs="*", default=None, choices=list(FILES))
+    args = ap.parse_args()
+    try:
+        import pandas as pd
+    except ImportError:
+        print("skip: pandas (the peer) is not installed: pip install pandas")
+        return 0
+    from signals.readers import read_csv
+    from signals.table import decode_csv, encode_csv
+
+    print(f"cpus {os.cpu_count()}, pandas {pd.__version__}, repeat {args.repeat} (median after a warm-up)")
+    print(f"{'file':<16} {'MB':>6} {'reader':<22} {'s':>7} {'MB/s':>7} {'vs pandas':>9}")
+    ran = False
+    for name in args.only or FILES:
+        rel, skip = FILES[name]
+        src = args.data / rel
+        if not src.exists():
+            print(f"skip {name}: {src} is missing (a fresh clone without ../shared)")
+            continue
+        ran = True
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"{name}_tiled.csv"
+            size = tile(src, skip, args.mb, path)
+            mb = size / 1e6
+            data = path.read_bytes()
+            t_pd, df = median_time(lambda: pd.read_csv(path, skiprows=skip, low_memory=False), args.repeat)
+            t_rd, ch = median_time(lambda: read_csv(path), args.repeat)
+            t_en, parts = median_time(lambda: encode_csv(data), args.repeat)
+            t_de, back = median_time(lambda: decode_csv(parts), args.repeat)
+            assert back == data, "decode_csv did not give the file back"
+            assert parts.layout["kind"] == "table", parts.layout.get("reason")
+            assert len(ch.channels[0]) == len(df), (len(ch.channels[0]), len(df))
+            for label, t in [("pandas.read_csv", t_pd), ("signals.read_csv", t_rd),
+                             ("table.encode_csv", t_en), ("table.decode_csv", t_de)]:
+                print(f"{name:<16} {mb:6.1f} {label:<22} {t:7.3f} {mb / t:7.1f} {t_pd / t:8.2f}x")
+            kinds = [c["kind"] for c in parts.layout["columns"]]
+            exc = sum(c.get("n_exceptions", 0) for c in parts.layout["columns"])
+            print(f"{'':<16} {'':>6} rows {parts.n_rows:,}, columns {len(kinds)} "
+                  f"({', '.join(f'{k} {kinds.count(k)}' for k in sorted(set(kinds)))}), "
+                  f"exception cells {exc}, replaced rows "
+                  f"{len(parts.layout.get('replaced', {}) and dict(parts.int_columns)['#replaced_rows'])}")
+    if not ran:
+        print("skip: no CSV found; pass --data")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""signals.readers: numeric CSV columns on pyarrow, .npz/.npy/.wav channels."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from signals.readers import CsvError, read_csv, read_signal
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _write(tmp_path, data: bytes, name="x.csv") -> Path:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+def test_tmy3_metadata_line_is_detected_and_text_columns_skipped():
+    t = read_csv(DATA / "pvlib_tmy3_723170_48h.csv")
+    assert t.header and t.preamble[0].startswith("723170,")
+    assert "Date (MM/DD/YYYY)" in t.skipped and "TotCld source" in t.skipped
+    i = t.names.index("Dry-bulb (C)")
+    assert t.channels[i].dtype == np.float64 and t.scales[i] == 1
+    assert t.channels[i][:3].tolist() == [10.0, 10.0, 10.0]
+    ghi = t.channels[t.names.index("GHI (W/m^2)")]
+    assert ghi.dtype == np.int64 and ghi.shape == (48,)
+    # the same with the line skipped explicitly, and with chosen columns
+    t2 = read_csv(DATA / "pvlib_tmy3_723170_48h.csv", skip_rows=1, columns=["Dry-bulb (C)", "4"])
+    assert t2.names == ["Dry-bulb (C)", "GHI (W/m^2)"]
+    assert np.array_equal(t2.channels[0], t.channels[i])
+
+
+def test_decimals_scaled_are_exact_integers():
+    t = read_csv(DATA / "seattle_weather_150.csv", decimals="scaled")
+    assert t.skipped == ["date", "weather"]
+    assert t.names == ["precipitation", "temp_max", "temp_min", "wind"]
+    assert t.scales == [1, 1, 1, 1] and all(t.scaled)
+    assert [c[0] for c in t.channels] == [0, 128, 50, 47]  # first row: 0.0,12.8,5.0,4.7
+    f = read_csv(DATA / "seattle_weather_150.csv")
+    assert f.channels[1][0] == 12.8 and not any(f.scaled)
+
+
+def test_float_values_are_the_nearest_doubles(tmp_path):
+    cells = ["0.1", "-2.675", "1e-3", "123456.789012", "3", "0.30000000000000004"]
+    t = read_csv(_write(tmp_path, ("x\n" + "\n".join(cells) + "\n").encode()))
+    assert t.channels[0].tolist() == [float(c) for c in cells]
+    assert t.scales == [-1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(-10**15, 10**15), st.integers(0, 6)), min_size=1, max_size=30))
+def test_decimal_text_reads_as_float_of_the_text(tmp_path_factory, cells):
+    text = [f"{'-' if v < 0 else ''}{abs(v) // 10**d}" + (f".{abs(v) % 10**d:0{d}d}" if d else "")
+            for v, d in cells]
+    p = tmp_path_factory.mktemp("d") / "x.csv"
+    p.write_text("x\n" + "\n".join(text) + "\n")
+    x = read_csv(p).channels[0]
+    assert x.tolist() == [float(c) if "." in c or x.dtype == np.float64 else int(c) for c in text]
+    s = read_csv(p, decimals="scaled")
+    if not s.scaled[0]:  # more than 18 digits at one scale: float64, as documented
+        assert s.channels[0].tolist() == x.tolist()
+        return
+    scale = s.scales[0]
+    assert s.channels[0].tolist() == [int(c.replace(".", "")) * 10 ** (scale - (len(c.split(".")[1])
+                                      if "." in c else 0)) for c in text]
+
+
+def test_comments_bom_crlf_and_quotes(tmp_path):
+    data = (b'\xef\xbb\xbf# OpenSignals\r\n# EndOfHeader\r\n"a, mV",b\r\n1,"2.5"\r\n# marker\r\n'
+            b'3,4.5\r\n')
+    t = read_csv(_write(tmp_path, data))
+    assert t.names == ["a, mV", "b"] and len(t.preamble) == 2
+    assert t.channels[0].tolist() == [1, 3] and t.channels[1].tolist() == [2.5, 4.5]
+
+
+def test_delimiter_and_comment_options(tmp_path):
+    p = _write(tmp_path, b"% made by hand\na;b\n1,5;2\n3,5;4\n")
+    t = read_csv(p, comment="%", delimiter=";")
+    assert t.names == ["b"] and t.skipped == ["a"] and t.channels[0].tolist() == [2, 4]
+    assert read_csv(p, skip_rows=1).names == ["b"]
+    with pytest.raises(CsvError, match=r"line 3: 2 fields, expected 1"):
+        read_csv(p, skip_rows=1, delimiter=",")
+
+
+@pytest.mark.parametrize("text, kw, message", [
+    (b"a,b\n1,2\n3,nan\n", {}, r"x.csv, line 3, column 'b': non-finite value 'nan'"),
+    (b"a,b\n1,2\n3,\n", {}, r"x.csv, line 3, column 'b': missing value"),
+    (b"a,b\n1,2\n3,zz\n", {}, r"x.csv, line 3, column 'b': 'zz' is not a number"),
+    (b"#c\na,b\n1,2\n#c\n3,zz\n", {}, r"x.csv, line 5, column 'b': 'zz' is not a number"),
+    (b"a,b\n1,2\n3,4\n5,6,7\n", {}, r"x.csv, line 4: 3 fields, expected 2"),
+    (b"a,b\r\n1,2\r\n3,4\r\n5\r\n6,7\r\n", {}, r"x.csv, line 4: 1 fields, expected 2"),
+    (b"t,b\nmon,2\ntue,3\n", {"columns": ["t"]}, r"x.csv, line 2, column 't': the column is not numeric"),
+    (b"a,b\n1,2\n", {"columns": ["c"]}, r"no column named 'c'"),
+    (b"a,b\n1,2\n", {"exclude": ["9"]}, r"excluded column index 9 is out of range"),
+    (b"a,b\n", {}, r"no data rows"),
+    (b"", {}, r"the file is empty"),
+    (b"t\nmon\n", {}, r"no numeric columns to read \(skipped: t\)"),
+])
+def test_errors_name_file_line_column(tmp_path, text, kw, message):
+    with pytest.raises(CsvError, match=message):
+        read_csv(_write(tmp_path, text), **kw)
+
+
+def test_read_signal_npz_and_wav_still_work():
+    t = read_signal(DATA / "pywt_ecg_small.npz")
+    assert t.names == ["data"] and t.channels[0].shape == (1024,)
+    import wave
+    with wave.open(str(DATA / "speech_0880.wav")) as f:
+        pcm = np.frombuffer(f.readframes(f.getnframes()), "<i2")
+    w = read_signal(DATA / "speech_0880.wav")
+    assert w.names == ["ch0"] and w.channels[0].dtype == np.int64
+    assert np.array_equal(w.channels[0], pcm)
+    c = read_signal(DATA / "seattle_temps_150.csv", decimals="scaled")
+    assert c.names == ["temp"] and c.channels[0][:3].tolist() == [394, 392, 390]

@@ -1,0 +1,290 @@
+"""signals.table: CSV bytes in, layout + int64 columns + blobs out, the same bytes back."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from signals.table import CsvError, CsvParts, decode_csv, encode_csv
+
+DATA = Path(__file__).resolve().parent / "data"
+SHARED = next((p / "shared" / "data" / "signals" for p in Path(__file__).resolve().parents
+               if (p / "shared" / "data" / "signals").is_dir()), Path("../shared/data/signals"))
+FIXTURES = ["heartpy_ppg_300.csv", "pvlib_tmy3_723170_48h.csv", "daphnet_accel_150.csv",
+            "seattle_temps_150.csv", "seattle_weather_150.csv"]
+
+
+def roundtrip(data: bytes, **kw) -> CsvParts:
+    parts = encode_csv(data, **kw)
+    assert decode_csv(parts) == data
+    # the layout is plain JSON, and a copy through JSON decodes the same
+    lay = json.loads(json.dumps(parts.layout))
+    again = CsvParts(lay, [(n, c.copy()) for n, c in parts.int_columns], list(parts.blobs))
+    assert decode_csv(again) == data
+    for name, col in parts.int_columns:
+        assert col.dtype == np.int64, name
+    return parts
+
+
+def ints(parts: CsvParts) -> dict:
+    return dict(parts.int_columns)
+
+
+def column(parts: CsvParts, name: str) -> dict:
+    return next(c for c in parts.layout["columns"] if c["name"] == name)
+
+
+# ---------------------------------------------------------------- golden cases, checked by hand
+
+
+def test_decimal_column_is_exact_scaled_integers():
+    p = roundtrip(b"t,x\n1,0.0\n2,12.8\n3,-5.0\n")
+    assert p.layout["kind"] == "table" and p.layout["header"] == "t,x\n"
+    x = column(p, "x")
+    assert x["kind"] == "decimal" and x["scale"] == 1 and x["format"] == "fixed"
+    assert ints(p)["x"].tolist() == [0, 128, -50]
+    assert ints(p)["t"].tolist() == [1, 2, 3]
+    assert p.describe()[1] == {"name": "x", "kind": "decimal", "scale": 1, "format": "fixed",
+                               "exceptions": 0, "exact": True}
+
+
+def test_mixed_precision_decimals():
+    # shortest form, as Python's repr writes floats: trailing zeros dropped, at least one decimal
+    p = roundtrip(b"x\n1.5\n1.25\n2.0\n-0.125\n")
+    x = column(p, "x")
+    assert x["scale"] == 3 and x["format"] == "trim" and x["min_decimals"] == 1
+    assert ints(p)["x"].tolist() == [1500, 1250, 2000, -125]
+    # no rule: the decimals of each cell are kept in a side column
+    p = roundtrip(b"x\n1.50\n1.5\n2\n0.125\n")
+    x = column(p, "x")
+    assert x["format"] == "digits" and x["n_exceptions"] == 0
+    assert ints(p)["x"].tolist() == [1500, 1500, 2000, 125]
+    assert ints(p)["x#decimals"].tolist() == [2, 1, 0, 3]
+
+
+@pytest.mark.parametrize("cell", [b"-0", b"-0.0", b"", b"NaN", b"nan", b"inf", b"-inf", b"1e3", b"+5",
+                                  b"007", b".5", b"5.", b"1234567890123456789", b" 3", b"abc"])
+def test_cells_that_do_not_print_back_are_exceptions(cell):
+    data = b"a,x\n1,1.25\n2," + cell + b"\n3,-2.50\n4,7.00\n"
+    p = roundtrip(data)
+    x = column(p, "x")
+    assert x["kind"] == "decimal" and x["scale"] == 2 and x["format"] == "fixed"
+    assert x["n_exceptions"] == 1
+    assert ints(p)["x#exception_rows"].tolist() == [1]
+    # the value slot of the exception repeats the previous value, for the predictor
+    assert ints(p)["x"].tolist() == [125, 125, -250, 700]
+
+
+def test_negative_zero_and_18_digit_integers():
+    p = roundtrip(b"x\n-0.0\n0.0\n-1.5\n")
+    assert column(p, "x")["n_exceptions"] == 1
+    big = b"123456789012345678"  # 18 digits: an int64
+    p = roundtrip(b"x\n" + big + b"\n-" + big + b"\n1234567890123456789\n")
+    assert ints(p)["x"].tolist()[:2] == [int(big), -int(big)]
+    assert column(p, "x")["n_exceptions"] == 1  # the 19-digit integer, verbatim
+
+
+def test_numeric_column_except_one_cell_keeps_that_cell_as_text():
+    p = roundtrip(b"x\n1\n2\nsensor off\n4\n")
+    x = column(p, "x")
+    assert x["kind"] == "decimal" and x["n_exceptions"] == 1
+    assert p.describe()[0]["exceptions"] == 1
+
+
+def test_empty_nan_and_inf_survive():
+    data = b"a,b\n1.0,\n,NaN\n2.5,inf\n-inf,3\n"
+    p = roundtrip(data)
+    assert p.layout["kind"] == "table"
+
+
+def test_categories_text_and_timestamps():
+    data = (b"when,weather,note\n"
+            b"2012/01/01,rain,a\n2012/01/02,sun,b\n2012/01/03,rain,c\n2012/01/04,rain,d\n")
+    p = roundtrip(data)
+    w = column(p, "when")
+    assert w["kind"] == "time" and w["unit"] == "days"
+    assert np.diff(ints(p)["when"]).tolist() == [1, 1, 1]
+    assert ints(p)["when"][0] == 15340  # days from 1970-01-01 to 2012-01-01
+    assert column(p, "weather")["kind"] == "category"
+    assert ints(p)["weather"].tolist() == [0, 1, 0, 0]
+
+
+def test_timestamps_with_fractions_and_invalid_dates():
+    data = (b"t,v\n2016-11-24 13:58:58.081000,1\n2016-11-24 13:58:58.097000,2\n"
+            b"2016-11-24 13:59:00,3\n2016-02-30 00:00:00.000000,4\n2016-11-24 13:59:00.113000,5\n")
+    p = roundtrip(data)
+    t = column(p, "t")
+    assert t["kind"] == "time" and t["unit"] == "1e-6 s" and t["n_exceptions"] == 2
+    v = ints(p)["t"]
+    assert v[1] - v[0] == 16000 and v[4] - v[1] == 2016000
+
+
+def test_time_of_day_24_00():
+    p = roundtrip(b"d,t,x\n01/01/1988,23:00,1\n01/01/1988,24:00,2\n01/02/1988,01:00,3\n")
+    assert column(p, "t")["kind"] == "time" and ints(p)["t"].tolist() == [1380, 1440, 60]
+    assert column(p, "d")["format"] == "MM/DD/YYYY" and column(p, "t")["format"] == "hh:mm"
+    p = roundtrip(b"d\n13.01.1988\n14.01.1988\n")
+    assert column(p, "d")["format"] == "DD.MM.YYYY" and ints(p)["d"].tolist() == [6586, 6587]
+
+
+# ---------------------------------------------------------------- dialect and layout
+
+
+def test_metadata_line_above_the_header_is_detected():
+    data = (DATA / "pvlib_tmy3_723170_48h.csv").read_bytes()
+    p = roundtrip(data)
+    assert len(p.layout["preamble"]) == 1 and p.layout["preamble"][0].startswith("723170,")
+    assert p.layout["header"].startswith("Date (MM/DD/YYYY),Time (HH:MM),")
+    assert p.n_rows == 48
+    assert roundtrip(data, skip_rows=1).layout == p.layout
+
+
+def test_comments_blank_lines_crlf_bom_and_no_final_newline():
+    data = (b"\xef\xbb\xbf# OpenSignals Text File Format\r\n# {\"sampling rate\": 1000}\r\n"
+            b"# EndOfHeader\r\n1,2.5\r\n3,4.5\r\n# a marker\r\n\r\n5,6.5")
+    p = roundtrip(data)
+    lay = p.layout
+    assert lay["bom"] and lay["eol"] == "\r\n" and not lay["final_newline"]
+    assert len(lay["preamble"]) == 3 and lay["header"] is None
+    assert ints(p)["col1"].tolist() == [25, 45, 65]
+
+
+def test_mixed_line_endings_keep_odd_rows_whole():
+    data = b"a,b\r\n1,2\r\n3,4\n5,6\r\n"
+    p = roundtrip(data)
+    assert ints(p)["#replaced_rows"].tolist() == [1]
+
+
+def test_quoted_fields_and_commas_in_header_names():
+    data = (b'"time, s","value (mV)",label\n'
+            b'0.0,1.5,"a, b"\n0.1,1.6,"say ""hi"""\n0.2,1.7,"two\nlines"\n0.3,1.8,plain\n')
+    p = roundtrip(data)
+    assert p.layout["header"].startswith('"time, s"')
+    assert ints(p)["time, s"].tolist() == [0, 1, 2, 3]
+
+
+def test_every_string_quoted_as_r_writes():
+    data = b'"","x","y"\n"1",0.5,"a"\n"2",0.25,"b"\n"3",NA,"c"\n'
+    p = roundtrip(data)
+    assert p.layout["quote"] == ["all", "needed", "all"]
+
+
+@pytest.mark.parametrize("delimiter", [";", "\t", "|"])
+def test_delimiter_is_detected(delimiter):
+    d = delimiter.encode()
+    data = b"a" + d + b"b\n1,5" + d + b"2\n3,5" + d + b"4\n"
+    p = roundtrip(data)
+    assert p.layout["delimiter"] == delimiter
+
+
+def test_ragged_row_is_a_clear_error():
+    with pytest.raises(CsvError, match=r"x\.csv, line 4: 3 fields, expected 2"):
+        encode_csv(b"a,b\n1,2\n3,4\n5,6,7\n8,9\n", path="x.csv")
+
+
+def test_columns_and_exclude_keep_other_columns_exact():
+    data = b"a,b,c\n1,2,3\n4,5,6\n"
+    p = roundtrip(data, columns=["a"], exclude=["c"])
+    assert [c["kind"] for c in p.layout["columns"]] == ["decimal", "category", "category"]
+    with pytest.raises(CsvError, match="no column named 'zz'"):
+        encode_csv(data, columns=["zz"])
+
+
+def test_odd_inputs_come_back():
+    for data in [b"", b"\n", b"x", b"x\n", b"a,b\n", b"\xef\xbb\xbf", b"1\n\n2\n", b"\xff\xfe,1\n2,3\n"]:
+        roundtrip(data)
+
+
+def test_corrupt_parts_raise_value_error():
+    p = encode_csv(b"a,b\n1,x\n2,y\n")
+    bad = CsvParts(dict(p.layout), [(n, c + 100) for n, c in p.int_columns], p.blobs)
+    with pytest.raises(ValueError, match="corrupt CSV parts"):
+        decode_csv(bad)
+    with pytest.raises(ValueError, match="corrupt CSV parts"):
+        decode_csv(CsvParts({"format": "ubpe-csv", "version": 99}, [], []))
+
+
+# ---------------------------------------------------------------- real data
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_real_csv_fixtures_round_trip(name):
+    p = roundtrip((DATA / name).read_bytes())
+    assert p.layout["kind"] == "table"
+    kinds = {c["kind"] for c in p.layout["columns"]}
+    assert "decimal" in kinds and "time" in kinds
+    assert not p.layout.get("replaced")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["daphnet_S06R02E0_accel.csv", "heartpy_ppg.csv", "pvlib_tmy3_723170.csv",
+                                  "seattle_temps.csv", "seattle_weather.csv"])
+def test_shared_csv_round_trip(name):
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip(f"{path} is missing (a fresh clone without ../shared)")
+    p = roundtrip(path.read_bytes())
+    assert p.layout["kind"] == "table"
+    assert all(c["kind"] != "text" for c in p.layout["columns"])
+
+
+# ---------------------------------------------------------------- generated CSVs
+
+_digits = st.integers(-10**12, 10**12)
+_cell = st.one_of(
+    _digits.map(str),
+    st.tuples(_digits, st.integers(0, 4)).map(lambda t: f"{t[0] / 10**t[1]:.{t[1]}f}"),
+    st.sampled_from(["", "NaN", "-0.0", "inf", "1e3", "007", "x", "a,b", 'q"q', "two\nlines", " ", "é"]),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6),
+)
+
+
+@st.composite
+def csv_files(draw):
+    width = draw(st.integers(1, 4))
+    rows = draw(st.lists(st.lists(_cell, min_size=width, max_size=width), min_size=1, max_size=12))
+    # a column's cells mostly of one kind, as real files are
+    kind = draw(st.lists(st.sampled_from(["int", "dec", "any"]), min_size=width, max_size=width))
+    for j, k in enumerate(kind):
+        scale = draw(st.integers(0, 3))
+        for r in rows:
+            if k != "any" and draw(st.integers(0, 9)) > 0:
+                v = draw(_digits)
+                r[j] = str(v) if k == "int" else f"{v / 10**scale:.{scale}f}"
+    delim = draw(st.sampled_from([",", ";", "\t"]))
+    eol = draw(st.sampled_from(["\n", "\r\n"]))
+
+    def field(v: str) -> str:
+        if any(ch in v for ch in '"\r\n,;\t|') or draw(st.booleans()) and draw(st.booleans()):
+            return '"' + v.replace('"', '""') + '"'
+        return v
+
+    lines = []
+    if draw(st.booleans()):
+        lines.append(delim.join(field(f"col {j}") for j in range(width)))
+    lines += [delim.join(field(v) for v in r) for r in rows]
+    text = eol.join(lines) + (eol if draw(st.booleans()) else "")
+    if draw(st.booleans()):
+        text = "# generated" + eol + text
+    data = text.encode()
+    return (b"\xef\xbb\xbf" + data) if draw(st.booleans()) else data
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(csv_files())
+def test_generated_csv_round_trip(data):
+    parts = encode_csv(data)
+    assert decode_csv(parts) == data
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=200))
+def test_any_bytes_come_back_or_raise_csv_error(data):
+    try:
+        parts = encode_csv(data)
+    except CsvError:
+        return
+    assert decode_csv(parts) == data
