@@ -457,8 +457,8 @@ def _decode_words(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders,
 
 
 # ------------------------------------------------------------------ model
-MODEL_TBITS = 10
-FALLBACK_LEVEL = 3  # the level of a packet's own coding, where the model codes it badly  # match-model hash table of a packet (1024 entries)
+MODEL_TBITS = 10  # match-model hash table of a packet (1024 entries)
+FALLBACK_LEVEL = 3  # the level of a packet's own coding, where the model codes it badly
 
 
 @dataclass
@@ -832,7 +832,7 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
                 break
             b = buf[pos]
             pos += 1
-            nw |= np.int64(b & 0x7F) << shift
+            nw |= int(b & 0x7F) << shift
             shift += 7
             if b < 0x80:
                 break
@@ -1002,7 +1002,8 @@ def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None 
         out = b"".join([bytes([MODEL]), _varint(words.size), words.astype("<u2").tobytes(),
                         rb.astype("<u8").tobytes()[:(total + 7) // 8]])
         if level > 0 and 8 * len(out) > model.fallback_bits * x.size + 64:
-            own = encode_channel(x, level=min(level, FALLBACK_LEVEL))  # the packet's own tables, where smaller
+            # the packet's own tables, where smaller
+            own = encode_channel(x, level=min(level, FALLBACK_LEVEL))
             if len(own) < len(out):
                 out = own
         return out if len(out) < len(raw) else raw
