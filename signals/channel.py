@@ -458,6 +458,7 @@ def _decode_words(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders,
 
 # ------------------------------------------------------------------ model
 MODEL_TBITS = 10  # match-model hash table of a packet (1024 entries)
+FALLBACK_LEVEL = 3  # the level of a packet's own coding, where the model codes it badly
 
 
 @dataclass
@@ -484,6 +485,9 @@ class ChannelModel:
     codes : ndarray of int64, shape (n_contexts * n_buckets, alphabet_size(k, msb))
         Log-scale frequency codes; every token has a nonzero code (the escape:
         any int64 input stays codable).
+    fallback_bits : float
+        Bits per sample above which a packet is also coded with its own
+        tables (a high quantile of the validation packets' cost).
     """
 
     kind: int
@@ -496,6 +500,7 @@ class ChannelModel:
     msb: int
     thresholds: np.ndarray
     codes: np.ndarray
+    fallback_bits: float = 64.0
     _tables: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -523,7 +528,7 @@ class ChannelModel:
                               "coefs": [int(c) for c in self.coefs]},
                 "match": [self.mh, self.t], "k": self.k, "msb": self.msb,
                 "thresholds": [int(t) for t in self.thresholds],
-                "rows": int(self.codes.shape[0]),
+                "rows": int(self.codes.shape[0]), "fallback_bits": float(self.fallback_bits),
                 "codes": base64.b64encode(self.codes.astype(np.uint8).tobytes()).decode()}
 
     @classmethod
@@ -570,9 +575,12 @@ class ChannelModel:
             codes = np.frombuffer(raw, np.uint8).astype(np.int64).reshape(rows, width)
             if codes.max(initial=0) > E.MAX_QCODE or np.any(codes == 0):
                 raise ValueError("codes out of range (every token needs a nonzero code)")
+            fb = float(config.get("fallback_bits", 64.0))
+            if not 0 <= fb <= 64:
+                raise ValueError("fallback_bits must be in 0..64")
         except (KeyError, TypeError, AttributeError, binascii.Error) as e:
             raise ValueError(f"malformed channel model config ({type(e).__name__}: {e})") from None
-        return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes)
+        return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes, fb)
 
     def content_id(self) -> str:
         """SHA-256 (hex, first 16 digits) of the canonical JSON config."""
@@ -725,7 +733,228 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         if best is None or bits < best[0]:
             best = (bits, nctx)
     c = chosen
-    return fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, best[1], tr_p + va_p)
+    m = fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, best[1], tr_p + va_p)
+    per = [_packet_bits(m, [p]) / p.size for p in va_p if p.size]
+    m.fallback_bits = float(min(64.0, np.quantile(per, 0.9))) if per else 64.0
+    return m
+
+
+# ---------------------------------------------------------- many packets
+@njit(cache=True)
+def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, k, msb, bl, cmap,
+                        nc, freqs, cum):
+    """Mode-3 payloads of every packet ``x[offsets[j]:offsets[j+1]]``, concatenated."""
+    n_p = offsets.shape[0] - 1
+    buf = np.empty(9 * x.shape[0] + 16 * n_p + 16, np.uint8)
+    out_off = np.zeros(n_p + 1, np.int64)
+    pos = 0
+    for j in range(n_p):
+        seg = x[offsets[j]:offsets[j + 1]]
+        m = seg.shape[0]
+        r, mb = P.predict_fused(seg, max(m, 1), kinds, orders, shifts, coefs, mh, t, tbits)
+        z = ((r << 1) ^ (r >> 63)).view(np.uint64)
+        tokens, nbits = E.hybrid_split(z, k, msb)
+        stat = E.context_stat(tokens, bl)
+        rows = np.empty(m, np.int64)
+        for i in range(m):
+            rows[i] = cmap[stat[i]] + nc * np.int64(mb[i])
+        words = E.rans_encode_rows(tokens, rows, freqs, cum)
+        raw, total = E.pack_raw_bits(z, nbits)
+        nw = words.shape[0]
+        size = 1 + 10 + 2 * nw + (total + 7) // 8
+        if size >= 1 + 8 * m:  # raw fallback
+            buf[pos] = RAW
+            pos += 1
+            for i in range(m):
+                v = seg[i]
+                for b in range(8):
+                    buf[pos] = np.uint8((v >> (8 * b)) & 0xFF)
+                    pos += 1
+        else:
+            buf[pos] = MODEL
+            pos += 1
+            v = nw
+            while v >= 0x80:
+                buf[pos] = np.uint8((v & 0x7F) | 0x80)
+                pos += 1
+                v >>= 7
+            buf[pos] = np.uint8(v)
+            pos += 1
+            for i in range(nw):
+                buf[pos] = np.uint8(words[i] & 0xFF)
+                buf[pos + 1] = np.uint8(words[i] >> 8)
+                pos += 2
+            for i in range((total + 7) // 8):
+                buf[pos] = np.uint8((raw[i >> 3] >> np.uint64(8 * (i & 7))) & np.uint64(0xFF))
+                pos += 1
+        out_off[j + 1] = pos
+    return buf[:pos], out_off
+
+
+@njit(cache=True)
+def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, tbits, k, msb, bl,
+                        cmap, nc, freqs, cum, lookup):
+    """Inverse of :func:`_encode_model_batch`; status per packet: 0 ok, 1 other mode, 2 damaged."""
+    n_p = ns.shape[0]
+    out_off = np.zeros(n_p + 1, np.int64)
+    for j in range(n_p):
+        out_off[j + 1] = out_off[j] + ns[j]
+    x = np.zeros(out_off[n_p], np.int64)
+    status = np.zeros(n_p, np.int64)
+    for j in range(n_p):
+        a = offsets[j]
+        e = offsets[j + 1]
+        n = ns[j]
+        if e <= a:
+            status[j] = 2
+            continue
+        mode = buf[a]
+        if mode == RAW:
+            if e - a != 1 + 8 * n:
+                status[j] = 2
+                continue
+            for i in range(n):
+                v = np.int64(0)
+                for b in range(8):
+                    v |= np.int64(buf[a + 1 + 8 * i + b]) << (8 * b)
+                x[out_off[j] + i] = v
+            continue
+        if mode != MODEL:
+            status[j] = 1
+            continue
+        pos = a + 1
+        nw = 0
+        shift = 0
+        ok = True
+        while True:
+            if pos >= e or shift > 56:
+                ok = False
+                break
+            b = buf[pos]
+            pos += 1
+            nw |= int(b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                break
+        if not ok or pos + 2 * nw > e or n * E.MIN_TOKEN_BITS > 16 * nw + 64:
+            status[j] = 2
+            continue
+        words = np.empty(nw, np.uint16)
+        for i in range(nw):
+            words[i] = np.uint16(buf[pos + 2 * i]) | (np.uint16(buf[pos + 2 * i + 1]) << np.uint16(8))
+        pos += 2 * nw
+        nraw = e - pos
+        raw = np.zeros((nraw + 7) // 8 + 1, np.uint64)
+        for i in range(nraw):
+            raw[i >> 3] |= np.uint64(buf[pos + i]) << np.uint64(8 * (i & 7))
+        seg, ok = _decode_fused(words, raw, 8 * nraw, n, k, msb, bl, cmap, nc, freqs, cum, lookup,
+                                max(n, 1), kinds, orders, shifts, coefs, mh, t, tbits)
+        if not ok:
+            status[j] = 2
+            continue
+        x[out_off[j]:out_off[j + 1]] = seg
+    return x, out_off, status
+
+
+def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int = DEFAULT_LEVEL
+                   ) -> list[bytes]:
+    """:func:`encode_channel` with a model for many packets at once (one compiled loop).
+
+    Parameters
+    ----------
+    packets : list of 1-D integer arrays
+    model : ChannelModel
+    level : int, default 5
+        Packets whose model coding is far above the model's typical cost are
+        also coded on their own at this level, and the smaller payload kept
+        (0: never).
+
+    Returns
+    -------
+    list of bytes
+        Payloads, each decodable with ``decode_channel(p, n, model=model)``.
+    """
+    arrs = [np.asarray(p) for p in packets]
+    for a in arrs:
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise ValueError("packets are 1-D integer arrays")
+    arrs = [a.view(np.int64) if a.dtype == np.uint64 else a.astype(np.int64, copy=False) for a in arrs]
+    if not arrs:
+        return []
+    offsets = np.zeros(len(arrs) + 1, np.int64)
+    offsets[1:] = np.cumsum([a.size for a in arrs])
+    x = np.concatenate(arrs)
+    cmap, f, cum, _ = model.tables()
+    kinds, orders, shifts, coefs = model.block_params()
+    bl = E.token_bitlen(model.k, model.msb, f.shape[1])
+    buf, off = _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, model.mh, model.t,
+                                   MODEL_TBITS, model.k, model.msb, bl, cmap,
+                                   model.thresholds.size + 1, f, cum)
+    blob = buf.tobytes()
+    out = [blob[off[j]:off[j + 1]] for j in range(len(arrs))]
+    if level > 0:
+        limit = model.fallback_bits
+        for j, a in enumerate(arrs):
+            if a.size and 8 * len(out[j]) > limit * a.size + 64:
+                own = encode_channel(a, level=min(level, FALLBACK_LEVEL))
+                if len(own) < len(out[j]):
+                    out[j] = own
+    return out
+
+
+def decode_packets(payloads: list[bytes], ns, model: ChannelModel, *, on_error: str = "raise"
+                   ) -> list[np.ndarray | None]:
+    """:func:`decode_channel` with a model for many packets at once.
+
+    Parameters
+    ----------
+    payloads : list of bytes
+    ns : sequence of int
+        Sample count of each packet.
+    model : ChannelModel
+    on_error : "raise" or "none"
+        A damaged packet raises ValueError naming its index, or gives None
+        in its place (the other packets still decode).
+
+    Returns
+    -------
+    list of ndarray of int64 (or None for a damaged packet with ``on_error="none"``)
+    """
+    ns_a = np.asarray(ns, np.int64).reshape(-1)
+    if ns_a.size != len(payloads):
+        raise ValueError(f"{len(payloads)} payloads, {ns_a.size} sample counts")
+    if ns_a.size and ns_a.min() < 0:
+        raise ValueError("negative sample count")
+    lens = np.array([len(p) for p in payloads], np.int64)
+    # bound the allocation: a payload of b bytes holds at most this many samples
+    cap = (16 * lens + 64) / E.MIN_TOKEN_BITS + 1
+    too_many = ns_a > cap
+    offsets = np.zeros(len(payloads) + 1, np.int64)
+    offsets[1:] = np.cumsum(lens)
+    buf = np.frombuffer(b"".join(bytes(p) for p in payloads), np.uint8)
+    cmap, f, cum, lookup = model.tables()
+    kinds, orders, shifts, coefs = model.block_params()
+    bl = E.token_bitlen(model.k, model.msb, f.shape[1])
+    ns_safe = np.where(too_many, 0, ns_a)
+    x, off, status = _decode_model_batch(buf, offsets, ns_safe, kinds, orders, shifts, coefs,
+                                         model.mh, model.t, MODEL_TBITS, model.k, model.msb, bl,
+                                         cmap, model.thresholds.size + 1, f, cum, lookup)
+    out: list[np.ndarray | None] = []
+    for j in range(len(payloads)):
+        try:
+            if too_many[j]:
+                raise ValueError(f"{ns_a[j]} samples cannot fit in {lens[j]} bytes")
+            if status[j] == 0:
+                out.append(x[off[j]:off[j + 1]].copy())
+            elif status[j] == 1:
+                out.append(decode_channel(payloads[j], int(ns_a[j]), model=model))
+            else:
+                raise ValueError("damaged packet")
+        except ValueError as e:
+            if on_error == "raise":
+                raise ValueError(f"packet {j}: {e}") from None
+            out.append(None)
+    return out
 
 
 # ------------------------------------------------------------------ API
@@ -772,8 +1001,9 @@ def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None 
         rb, total = E.pack_raw_bits(z, nbits)
         out = b"".join([bytes([MODEL]), _varint(words.size), words.astype("<u2").tobytes(),
                         rb.astype("<u8").tobytes()[:(total + 7) // 8]])
-        if level > 0:  # the model's tables or the packet's own, whichever codes smaller
-            own = encode_channel(x, level=level)
+        if level > 0 and 8 * len(out) > model.fallback_bits * x.size + 64:
+            # the packet's own tables, where smaller
+            own = encode_channel(x, level=min(level, FALLBACK_LEVEL))
             if len(own) < len(out):
                 out = own
         return out if len(out) < len(raw) else raw
