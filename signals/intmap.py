@@ -69,6 +69,7 @@ from typing import Any
 
 import numpy as np
 import zstandard
+from numba import njit
 
 __all__ = ["MappedArray", "map_to_int64", "unmap_from_int64", "describe", "KINDS"]
 
@@ -82,7 +83,8 @@ _SINT_OF = {2: np.int16, 4: np.int32, 8: np.int64}
 _MAX_EXP = 22  # 10**22 is the largest power of ten that is an exact double
 _EXPONENTS = tuple(range(-18, _MAX_EXP + 1))
 _EXACT = 2.0 ** 53  # integers up to this magnitude convert to float64 exactly
-_SAMPLE_RUNS, _SAMPLE_RUN = 8, 256
+_SAMPLE_RUNS, _SAMPLE_RUN = 8, 256  # sample for the choice of the decimal exponent
+_COST_RUNS, _COST_RUN = 64, 1024  # sample for the size estimates of long arrays
 # the lossy step is a hair under 2E: data on a grid of E (0.19 with E = 0.01) then never sits on a
 # bin edge, where float rounding of the reconstruction breaks the bound on both sides
 _STEP_SHRINK = 1.0 - 2.0 ** -20
@@ -116,15 +118,25 @@ def _ieee_to_int(bits: np.ndarray) -> np.ndarray:
 
 
 def _diff_cost(ints: np.ndarray) -> float:
-    """Estimated coded bits of an integer sequence: the cheaper of orders 1 and 2."""
-    if ints.size < 3:
-        return 64.0 * ints.size
+    """Estimated coded bits of an integer sequence: the cheaper of orders 1 and 2.
+
+    Arrays longer than ``_COST_RUNS * _COST_RUN`` are estimated from that many
+    evenly spaced runs of consecutive values, scaled to the full length.
+    """
+    n = ints.size
+    if n < 3:
+        return 64.0 * n
+    scale = 1.0
+    if n > _COST_RUNS * _COST_RUN:
+        starts = np.linspace(0, n - _COST_RUN, _COST_RUNS).astype(np.int64)
+        ints = np.concatenate([ints[s:s + _COST_RUN] for s in starts])
+        scale = n / ints.size
     f = ints.astype(np.float64)
     d1 = np.diff(f)
     d2 = np.diff(d1)
     c1 = float(np.log2(1.0 + np.abs(d1)).sum())
     c2 = float(np.log2(1.0 + np.abs(d2)).sum())
-    return min(c1, c2) + ints.size  # about one bit a sample for the sign and the code itself
+    return scale * (min(c1, c2) + ints.size)  # about one bit a sample for the sign and the code
 
 
 def _exception_bits(count: int, itemsize: int) -> float:
@@ -165,8 +177,41 @@ def _decimal_decode(n: np.ndarray, e: int, dtype: np.dtype) -> np.ndarray:
     return f.astype(dtype)
 
 
+@njit(cache=True, nogil=True)
+def _decimal_kernel(x: np.ndarray, e: int, tmp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fused :func:`_decimal_encode` and :func:`_forward_fill` for float32/float64 (numba)."""
+    n = x.size
+    ints = np.zeros(n, np.int64)
+    ok = np.zeros(n, np.bool_)
+    p = 10.0 ** abs(e)
+    prev = np.int64(0)
+    first = -1
+    for i in range(n):
+        f = np.float64(x[i])
+        s = f * p if e >= 0 else f / p
+        r = np.rint(s)
+        good = False
+        if abs(r) < 9007199254740992.0:  # 2**53; false for NaN and inf
+            k = np.int64(r)
+            back = np.float64(k) / p if e > 0 else np.float64(k) * p
+            tmp[0] = back  # cast to the array's dtype
+            if tmp[0] == x[i] and (x[i] != 0 or math.copysign(1.0, f) > 0):
+                good = True
+                prev = k
+                if first < 0:
+                    first = i
+        ints[i] = prev
+        ok[i] = good
+    if first > 0:
+        ints[:first] = ints[first]
+    return ints, ok
+
+
 def _decimal_encode(x: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
-    """Integers ``n`` for exponent ``e`` and the mask of values that round-trip bit for bit."""
+    """Integers ``n`` for exponent ``e`` (values that do not round-trip hold the previous good
+    one) and the mask of values that round-trip bit for bit."""
+    if x.dtype != np.float16:
+        return _decimal_kernel(x, e, np.zeros(1, x.dtype))
     with np.errstate(all="ignore"):
         f = x.astype(np.float64)
         s = f * (10.0 ** e) if e >= 0 else f / (10.0 ** -e)
@@ -175,21 +220,36 @@ def _decimal_encode(x: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
         n = np.where(fits, r, 0.0).astype(np.int64)
         back = _decimal_decode(n, e, x.dtype)
     ok = fits & (_bits_view(back) == _bits_view(x))
-    return n, ok
+    return _forward_fill(n, ok), ok
 
 
-def _gcd_offset(n: np.ndarray) -> tuple[int, int]:
-    """Common step ``g`` and offset ``r`` (``0 <= r < g``) of the values ``n``."""
-    if n.size < 2:
-        return 1, 0
-    d = np.abs(np.diff(n))
-    d = d[d > 0]
-    if d.size == 0:
-        return 1, 0
-    g = int(np.gcd.reduce(d))
+@njit(cache=True, nogil=True)
+def _gcd_kernel(n: np.ndarray, ok: np.ndarray) -> int:
+    """gcd of ``|n[i] - n[first good]|`` over the good values (0 if they are all equal)."""
+    g = 0
+    base = np.int64(0)
+    have = False
+    for i in range(n.size):
+        if not ok[i]:
+            continue
+        if not have:
+            base = n[i]
+            have = True
+            continue
+        a = abs(n[i] - base)
+        while a:
+            g, a = a, g % a
+        if g == 1:
+            return 1
+    return g
+
+
+def _gcd_offset(n: np.ndarray, ok: np.ndarray) -> tuple[int, int]:
+    """Common step ``g`` and offset ``r`` (``0 <= r < g``) of the good values of ``n``."""
+    g = int(_gcd_kernel(n, ok))
     if g <= 1:
         return 1, 0
-    return g, int(n[0]) % g
+    return g, int(n[np.argmax(ok)]) % g
 
 
 def _pack_exceptions(pos: np.ndarray, raw: np.ndarray, n: int) -> bytes:
@@ -287,50 +347,58 @@ def _map_int_quantize(x: np.ndarray, dtype: np.dtype, max_error: float) -> Mappe
 
 def _map_ieee(x: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, int]:
     w = dtype.itemsize
-    s = x.view(_SINT_OF[w])
-    mag = s & np.array((1 << (8 * w - 1)) - 1, s.dtype)
-    nz = mag[mag != 0]
-    shift = 0
-    if nz.size:
-        low = int(np.bitwise_or.reduce(nz & -nz))  # the lowest set bit of any magnitude
-        shift = (low & -low).bit_length() - 1
-    q = (mag >> shift).astype(np.int64)
-    ints = np.where(s < 0, ~q, q)
-    return ints, shift
+    s = x.view(_SINT_OF[w]).astype(np.int64)  # sign-extended
+    mag = s & np.int64((1 << (8 * w - 1)) - 1)
+    low = int(np.bitwise_or.reduce(mag)) if mag.size else 0
+    shift = (low & -low).bit_length() - 1 if low else 0  # trailing zero bits common to all values
+    if shift:
+        mag >>= shift
+    mag ^= s >> 63  # negatives: ~(magnitude >> shift)
+    return mag, shift
 
 
-def _decimal_candidate(x: np.ndarray, sample: np.ndarray) -> tuple[int, float] | None:
-    """Best decimal exponent on the sample and its estimated cost, or None if no value fits."""
-    best: tuple[int, float] | None = None
+def _decimal_candidate(x: np.ndarray, sample: np.ndarray) -> tuple[int, int, float] | None:
+    """Best decimal exponent on the sample, the step of its integers, and its estimated cost
+    (None when no value of the sample is a decimal)."""
+    best: tuple[int, int, float] | None = None
     w = x.dtype.itemsize
     for e in _EXPONENTS:
         n, ok = _decimal_encode(sample, e)
         k = int(ok.sum())
         if k == 0:
             continue
-        filled = _forward_fill(n, ok)
-        g, r = _gcd_offset(filled[ok])
+        g, r = _gcd_offset(n, ok)
         if g > 1:
-            filled = (filled - r) // g
-        cost = _diff_cost(filled) + _exception_bits(sample.size - k, w)
-        if best is None or cost < best[1]:
-            best = (e, cost)
+            n = (n - r) // g
+        cost = _diff_cost(n) + _exception_bits(sample.size - k, w)
+        if best is None or cost < best[2]:
+            best = (e, g, cost)
     return best
 
 
-def _map_decimal(x: np.ndarray, dtype: np.dtype, e: int) -> tuple[MappedArray, float]:
+def _map_decimal(x: np.ndarray, dtype: np.dtype, e: int, g: int) -> tuple[MappedArray, float]:
+    """Decimal mapping at exponent ``e``; ``g`` is the step seen on the sample: values off its
+    grid become exceptions when they are few, else the step is that of the whole array."""
     n, ok = _decimal_encode(x, e)
-    filled = _forward_fill(n, ok)
-    g, r = _gcd_offset(filled[ok])
+    r = 0
     if g > 1:
-        filled = (filled - r) // g
+        r = int(n[np.argmax(ok)]) % g
+        off = ok & ((n - r) % g != 0)
+        n_off = int(off.sum())
+        if n_off and _exception_bits(n_off, dtype.itemsize) < 0.5 * x.size * math.log2(g):
+            ok &= ~off
+            n = _forward_fill(n, ok)
+        elif n_off:
+            g, r = _gcd_offset(n, ok)
+    if g > 1:
+        n = (n - r) // g
     pos = np.flatnonzero(~ok)
     extra = _pack_exceptions(pos, _bits_view(x[pos]), x.size)
-    cost = _diff_cost(filled) + 8.0 * len(extra)
+    cost = _diff_cost(n) + 8.0 * len(extra)
     params: dict[str, Any] = {"exponent": e}
     if g > 1:
         params.update(step=g, offset=r)
-    return MappedArray(filled, _config(dtype, "decimal", pos.size, **params), extra), cost
+    return MappedArray(n, _config(dtype, "decimal", pos.size, **params), extra), cost
 
 
 def _map_quantize(x: np.ndarray, dtype: np.dtype, E: float) -> tuple[MappedArray, float]:
@@ -407,8 +475,8 @@ def map_to_int64(x: np.ndarray, *, max_error: float | None = None) -> MappedArra
         return best
     best_cost = _diff_cost(ieee_ints)
     cand = _decimal_candidate(x, _sample(x))
-    if cand is not None and cand[1] < _diff_cost(_sample(ieee_ints)):
-        m, cost = _map_decimal(x, dtype, cand[0])
+    if cand is not None and cand[2] < _diff_cost(_sample(ieee_ints)):
+        m, cost = _map_decimal(x, dtype, cand[0], cand[1])
         if cost < best_cost:
             best, best_cost = m, cost
     if max_error is not None:

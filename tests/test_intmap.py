@@ -325,3 +325,17 @@ def test_ecg_is_decimal_origin():
     for E in (0.001, 0.01, 0.05):
         m, y = roundtrip(x, max_error=E)
         assert np.abs(x - y).max() <= E
+
+
+def test_decimal_step_keeps_rare_off_grid_values_as_exceptions():
+    rng = np.random.default_rng(3)
+    counts = np.cumsum(rng.integers(-3, 4, 5000))
+    x = (counts * 5) / 1000  # multiples of 0.005, each the double nearest to its decimal
+    x[1234] = 0.123  # one value off the grid of 5 thousandths
+    m, y = roundtrip(x)
+    assert same_bits(x, y)
+    assert m.config["exponent"] == 3 and m.config["step"] == 5 and m.config["exceptions"] == 1
+    # many values off the grid: no step
+    x[::3] += 0.001
+    m, y = roundtrip(x)
+    assert same_bits(x, y) and "step" not in m.config and m.config["exponent"] == 3
