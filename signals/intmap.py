@@ -4,7 +4,7 @@ This is the first stage of the signal codec for binary arrays: it turns a
 1-D array of any integer dtype (``int8`` .. ``int64``, ``uint8`` ..
 ``uint64``) or float dtype (``float16``, ``float32``, ``float64``) into an
 ``int64`` array that the predictor and entropy stages code, plus a small
-plain-JSON config and a block of exceptions (raw values kept bit for bit).
+plain-JSON config and ``extra`` bytes (exceptions, raw values kept bit for bit).
 
 Mappings (``config["kind"]``):
 
@@ -25,6 +25,16 @@ Mappings (``config["kind"]``):
     and offset ``r`` of the integers are divided out (``n = g*m + r``), as
     pcodec's IntMult mode does. Values that do not round-trip (``NaN``,
     ``inf``, ``-0.0``, values with more digits) become exceptions.
+``"scaled"``
+    Floats on a grid that is not decimal: integers times a base, as
+    pcodec's FloatMult mode finds them (ADC counts times a gain computed in
+    float arithmetic, PCM audio stored as floats). The base is a power of two
+    (from the lowest set mantissa bit) or the approximate gcd of the
+    differences between distinct values of a sample; the decoder is
+    ``x = n * b`` or ``x = n / d``. Where the decoded value is off by a few
+    ULPs, an int8 ULP adjustment (a difference of the order-preserving
+    integers below) makes it exact, like pcodec's secondary latent; other
+    values become exceptions.
 ``"ieee"``
     Any other float: the exact IEEE bits through the order-preserving map of
     pcodec's float modes (https://github.com/pcodec/pcodec): with the bits
@@ -46,17 +56,26 @@ Mappings (``config["kind"]``):
     (``h = floor(E)``) from the minimum, each decoded to its centre, clipped
     to the maximum, so ``|x - x'| <= h``.
 
-The choice between ``"decimal"`` and ``"ieee"`` (and, with ``max_error``,
-the lossless mapping when it is the cheaper one) is made by an estimate of
-the coded size: the sum of ``log2(1 + |residual|)`` for the cheaper of the
-first and second differences of the integers, plus the raw bits of the
-exceptions.
+The choice between ``"decimal"``, ``"scaled"`` and ``"ieee"`` (and, with
+``max_error``, the lossless mapping when it is the cheaper one) is made by an
+estimate of the coded size: the sum of ``log2(1 + |residual|)`` for the
+cheaper of the first and second differences of the integers, plus the bytes
+of ``extra`` (exceptions, adjustments).
 
-The exception block ``extra`` is empty when there are none; otherwise it is
-``[flag u8][count u64 LE][payload]`` where the payload (zstd-compressed when
-``flag == 1``) is the gaps between successive positions (``uint32``, or
-``uint64`` for arrays of ``2**32`` values or more; the first gap is the first
-position) followed by the raw little-endian bits of the values.
+``extra`` is empty when there are no exceptions and no adjustments;
+otherwise it is a sequence of sections, each ``[flag u8][count u64 LE][body
+length u64 LE][body]``, the body zstd-compressed when ``flag == 1``:
+
+- exceptions (when ``config["exceptions"] > 0``): the gaps between successive
+  positions (``uint32``, or ``uint64`` for arrays of ``2**32`` values or more;
+  the first gap is the first position), then the raw little-endian bits of
+  the values;
+- ULP adjustments (kind ``"scaled"`` with ``config["adjust"]``): one int8 per
+  value.
+
+The decoder checks every count, length and position against the config and
+the array length before it allocates, and reads a zstd body no further than
+its expected size.
 """
 
 from __future__ import annotations
@@ -73,7 +92,7 @@ from numba import njit
 
 __all__ = ["MappedArray", "map_to_int64", "unmap_from_int64", "describe", "KINDS"]
 
-KINDS = ("int", "uint64_flip", "decimal", "ieee", "quantize", "int_quantize")
+KINDS = ("int", "uint64_flip", "decimal", "scaled", "ieee", "quantize", "int_quantize")
 FORMAT = 1  # version of the config/extra layout
 
 _INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -252,54 +271,71 @@ def _gcd_offset(n: np.ndarray, ok: np.ndarray) -> tuple[int, int]:
     return g, int(n[np.argmax(ok)]) % g
 
 
-def _pack_exceptions(pos: np.ndarray, raw: np.ndarray, n: int) -> bytes:
-    if pos.size == 0:
-        return b""
-    pw = np.uint32 if n <= 0xFFFFFFFF else np.uint64
-    gaps = np.diff(pos, prepend=0).astype(pw)
-    payload = gaps.astype(np.dtype(pw).newbyteorder("<")).tobytes() + \
-        raw.astype(raw.dtype.newbyteorder("<")).tobytes()
-    z = zstandard.ZstdCompressor(level=19).compress(payload)
+def _zstd_level(size: int) -> int:
+    return 19 if size < 1 << 20 else 6
+
+
+def _pack_section(payload: bytes, count: int) -> bytes:
+    """``[flag u8][count u64][body length u64][body]``: the body is ``payload``, zstd-compressed
+    when that is smaller (flag 1)."""
+    z = zstandard.ZstdCompressor(level=_zstd_level(len(payload))).compress(payload)
     flag, body = (1, z) if len(z) < len(payload) else (0, payload)
-    return struct.pack("<BQ", flag, pos.size) + body
+    return struct.pack("<BQQ", flag, count, len(body)) + body
 
 
-def _unpack_exceptions(extra: bytes, n: int, itemsize: int, expected: int) -> tuple[np.ndarray, bytes]:
-    if not isinstance(extra, bytes | bytearray | memoryview):
-        raise ValueError(f"extra must be bytes, got {type(extra).__name__}")
-    extra = bytes(extra)
-    if not extra:
-        if expected:
-            raise ValueError(f"config declares {expected} exceptions, extra is empty")
-        return np.zeros(0, np.int64), b""
-    if len(extra) < 9:
-        raise ValueError(f"exception block of {len(extra)} bytes is shorter than its 9-byte header")
-    flag, count = struct.unpack_from("<BQ", extra)
+def _read_section(extra: bytes, off: int, what: str, count: int, size: int) -> tuple[bytes, int]:
+    """Payload of the section at ``extra[off:]``, checked to hold ``count`` items in ``size``
+    bytes; returns it and the offset after the section."""
+    if len(extra) - off < 17:
+        raise ValueError(f"{what} section at byte {off}: {len(extra) - off} bytes left, "
+                         f"shorter than its 17-byte header")
+    flag, got, nbody = struct.unpack_from("<BQQ", extra, off)
     if flag not in (0, 1):
-        raise ValueError(f"exception block flag {flag} (expected 0 or 1)")
-    if count == 0 or count > n:
-        raise ValueError(f"exception count {count} is out of range 1..{n}")
-    if count != expected:
-        raise ValueError(f"exception block holds {count} exceptions, config declares {expected}")
-    pw = 4 if n <= 0xFFFFFFFF else 8
-    size = count * (pw + itemsize)
-    body = extra[9:]
+        raise ValueError(f"{what} section at byte {off}: flag {flag} (expected 0 or 1)")
+    if got != count:
+        raise ValueError(f"{what} section at byte {off} holds {got} items, config declares {count}")
+    if nbody > len(extra) - off - 17:
+        raise ValueError(f"{what} section at byte {off} declares {nbody} bytes, "
+                         f"{len(extra) - off - 17} remain")
+    body = extra[off + 17:off + 17 + nbody]
     if flag == 0:
         payload = body
     else:
-        try:
+        try:  # bounded: never more than the expected size (+1 to detect a longer payload)
             payload = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body)).read(size + 1)
         except zstandard.ZstdError as exc:
-            raise ValueError(f"exception block: {exc}") from None
+            raise ValueError(f"{what} section at byte {off}: {exc}") from None
     if len(payload) != size:
-        raise ValueError(f"exception payload is {len(payload)} bytes, expected {size}")
+        raise ValueError(f"{what} section at byte {off}: payload of {len(payload)} bytes, expected {size}")
+    return payload, off + 17 + nbody
+
+
+def _pack_exceptions(pos: np.ndarray, raw: np.ndarray, n: int) -> bytes:
+    """Exceptions section: gaps between positions (``uint32``, ``uint64`` for ``n > 2**32 - 1``;
+    the first gap is the first position), then the raw little-endian bits of the values."""
+    if pos.size == 0:
+        return b""
+    pw = np.dtype("<u4") if n <= 0xFFFFFFFF else np.dtype("<u8")
+    gaps = np.diff(pos, prepend=0).astype(pw)
+    payload = gaps.tobytes() + raw.astype(raw.dtype.newbyteorder("<")).tobytes()
+    return _pack_section(payload, pos.size)
+
+
+def _unpack_exceptions(extra: bytes, off: int, n: int, itemsize: int,
+                       count: int) -> tuple[np.ndarray, bytes, int]:
+    """Positions and raw bits of ``count`` exceptions (none when ``count == 0``), and the offset
+    after them."""
+    if count == 0:
+        return np.zeros(0, np.int64), b"", off
+    pw = 4 if n <= 0xFFFFFFFF else 8
+    payload, off = _read_section(extra, off, "exceptions", count, count * (pw + itemsize))
     gaps = np.frombuffer(payload, np.dtype(f"<u{pw}"), count).astype(np.int64)
     if gaps[0] >= n or (count > 1 and ((gaps[1:] < 1) | (gaps[1:] >= n)).any()):
         raise ValueError("exception positions are not increasing inside the array")
     pos = np.cumsum(gaps)
     if pos[-1] >= n:
         raise ValueError(f"exception position {int(pos[-1])} is outside the array of {n} values")
-    return pos, payload[count * pw:]
+    return pos, payload[count * pw:], off
 
 
 def _dtype_of(x: Any) -> np.dtype:
@@ -401,6 +437,118 @@ def _map_decimal(x: np.ndarray, dtype: np.dtype, e: int, g: int) -> tuple[Mapped
     return MappedArray(n, _config(dtype, "decimal", pos.size, **params), extra), cost
 
 
+def _ordered(x: np.ndarray) -> np.ndarray:
+    """Floats -> order-preserving int64 (pcodec's map, no shift): ULP steps are steps of 1."""
+    return _ieee_to_int(x.view(_SINT_OF[x.dtype.itemsize])).astype(np.int64)
+
+
+def _from_ordered(o: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return _ieee_to_int(o.astype(_SINT_OF[dtype.itemsize])).view(dtype)
+
+
+def _scale_candidates(sample: np.ndarray) -> list[tuple[str, float]]:
+    """Decoders ``("mul", b)``: ``x = n * b``, and ``("div", d)``: ``x = n / d``, that fit the
+    sample's grid: a power-of-two grid (fixed-point data, PCM audio as floats) from the lowest
+    set mantissa bit, and a general base from the approximate gcd of the differences between
+    distinct values, as pcodec's FloatMult mode finds one."""
+    with np.errstate(all="ignore"):
+        v = np.unique(np.abs(sample[np.isfinite(sample)].astype(np.float64)))
+    v = v[v > 0]
+    out: list[tuple[str, float]] = []
+    if v.size < 2:
+        return out
+    mant, ex = np.frexp(v)
+    m = (mant * 2.0 ** 53).astype(np.int64)
+    low_exp = np.frexp((m & -m).astype(np.float64))[1] - 1  # log2 of the lowest set bit
+    k = int((ex - 53 + low_exp).min())
+    if -1074 <= k <= 1023 and math.log2(float(v[-1])) - k < 40:
+        out.append(("mul", math.ldexp(1.0, k)))
+    d = np.diff(v)
+    g0 = float(d.min())
+    with np.errstate(all="ignore"):
+        r = v / g0
+    if not (np.isfinite(r).all() and r.max() < 2.0 ** 40):
+        return out
+    if np.abs(r - np.rint(r)).max() > 1e-3:
+        return out  # not on a grid
+    nn = np.rint(r)
+    b = float((v * nn).sum() / (nn * nn).sum())  # least-squares base
+    if not (math.isfinite(b) and b > 0):
+        return out
+    with np.errstate(all="ignore"):
+        inv = float(np.float64(1.0) / b)
+    if not math.isfinite(inv):
+        return out
+    cands = [("mul", b), ("div", inv)]
+    if abs(inv - round(inv)) < 1e-6 * inv:
+        cands.append(("div", float(round(inv))))
+    for digits in (6, 9, 12):  # short decimal bases: 0.005, 0.0048828125, ...
+        bs = float(f"{b:.{digits}g}")
+        if abs(bs - b) < 1e-9 * b and 1.0 / bs < math.inf:
+            cands += [("mul", bs), ("div", 1.0 / bs)]
+            break
+    for c in cands:
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def _scaled_encode(x: np.ndarray, op: str, base: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Integers ``n`` (previous good value at exceptions), ULP adjustments (int8) and the mask of
+    values that the decoder plus an adjustment in -127..127 gives back bit for bit."""
+    with np.errstate(all="ignore"):
+        f = x.astype(np.float64)
+        r = np.rint(f / base if op == "mul" else f * base)
+        fits = np.isfinite(f) & np.isfinite(r) & (np.abs(r) < _EXACT)
+        n = np.where(fits, r, 0.0).astype(np.int64)
+        back = _scaled_decode(n, op, base, x.dtype)
+        adj = _ordered(x) - _ordered(back)
+    ok = fits & (np.abs(adj) <= 127) & np.isfinite(back)
+    adj = np.where(ok, adj, 0).astype(np.int8)
+    return _forward_fill(n, ok), adj, ok
+
+
+def _scaled_decode(n: np.ndarray, op: str, base: float, dtype: np.dtype) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        f = n.astype(np.float64)
+        return (f * base if op == "mul" else f / base).astype(dtype)
+
+
+def _adj_bits(adj: np.ndarray) -> float:
+    """Zeroth-order entropy of the adjustments, in bits (what zstd's Huffman stage approaches)."""
+    if not adj.any():
+        return 0.0
+    counts = np.bincount(adj.astype(np.int64) + 128, minlength=256)
+    p = counts[counts > 0] / adj.size
+    return float(-(p * np.log2(p)).sum() * adj.size) + 200.0
+
+
+def _scaled_candidate(x: np.ndarray, sample: np.ndarray) -> tuple[str, float, float] | None:
+    """Best scaled decoder on the sample and its estimated cost (None when there is no grid)."""
+    best: tuple[str, float, float] | None = None
+    for op, base in _scale_candidates(sample):
+        n, adj, ok = _scaled_encode(sample, op, base)
+        k = int(ok.sum())
+        if k == 0:
+            continue
+        cost = _diff_cost(n) + _adj_bits(adj) + _exception_bits(sample.size - k, x.dtype.itemsize)
+        if best is None or cost < best[2]:
+            best = (op, base, cost)
+    return best
+
+
+def _map_scaled(x: np.ndarray, dtype: np.dtype, op: str, base: float) -> tuple[MappedArray, float]:
+    n, adj, ok = _scaled_encode(x, op, base)
+    pos = np.flatnonzero(~ok)
+    extra = _pack_exceptions(pos, _bits_view(x[pos]), x.size)
+    adjust = bool(adj.any())
+    if adjust:
+        extra += _pack_section(adj.tobytes(), x.size)
+    cost = _diff_cost(n) + 8.0 * len(extra)
+    cfg = _config(dtype, "scaled", pos.size, op=op, base=base, adjust=adjust)
+    return MappedArray(n, cfg, extra), cost
+
+
 def _map_quantize(x: np.ndarray, dtype: np.dtype, E: float) -> tuple[MappedArray, float]:
     step = 2.0 * E * _STEP_SHRINK
     with np.errstate(all="ignore"):
@@ -479,6 +627,11 @@ def map_to_int64(x: np.ndarray, *, max_error: float | None = None) -> MappedArra
         m, cost = _map_decimal(x, dtype, cand[0], cand[1])
         if cost < best_cost:
             best, best_cost = m, cost
+    scand = _scaled_candidate(x, _sample(x))
+    if scand is not None and (cand is None or scand[2] < cand[2]):
+        m, cost = _map_scaled(x, dtype, scand[0], scand[1])
+        if cost < best_cost:
+            best, best_cost = m, cost
     if max_error is not None:
         m, cost = _map_quantize(x, dtype, max_error)
         if cost < best_cost:
@@ -553,12 +706,23 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
         raise ValueError("ints must be a 1-D int64 array")
     n = ints.size
     n_exc = _check_int(config, "exceptions", 0, n)
-    float_kinds = ("decimal", "ieee", "quantize")
+    float_kinds = ("decimal", "scaled", "ieee", "quantize")
     if (dtype.kind == "f") != (kind in float_kinds):
         raise ValueError(f"mapping {kind!r} does not apply to dtype {name}")
     if kind in ("int", "uint64_flip", "ieee", "int_quantize") and n_exc:
         raise ValueError(f"mapping {kind!r} has no exceptions, config declares {n_exc}")
-    pos, raw = _unpack_exceptions(extra, n, dtype.itemsize, n_exc)
+    if not isinstance(extra, bytes | bytearray | memoryview):
+        raise ValueError(f"extra must be bytes, got {type(extra).__name__}")
+    extra = bytes(extra)
+    pos, raw, off = _unpack_exceptions(extra, 0, n, dtype.itemsize, n_exc)
+    adj = None
+    if kind == "scaled" and config.get("adjust") is not False:
+        if config.get("adjust") is not True:
+            raise ValueError(f"config 'adjust' must be true or false, got {config.get('adjust')!r}")
+        adj_bytes, off = _read_section(extra, off, "adjustments", n, n)
+        adj = np.frombuffer(adj_bytes, np.int8)
+    if off != len(extra):
+        raise ValueError(f"{len(extra) - off} bytes left over after the sections of extra")
 
     if kind == "int":
         info = np.iinfo(dtype)
@@ -604,6 +768,19 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
             _check_range(ints, -lim, lim, f"decimal step {g}")
             n_ints = ints * g + r
         out = _decimal_decode(n_ints, e, dtype)
+    elif kind == "scaled":
+        op = config.get("op")
+        if op not in ("mul", "div"):
+            raise ValueError(f"config 'op' must be 'mul' or 'div', got {op!r}")
+        base = _check_float(config, "base")
+        _check_range(ints, -int(_EXACT), int(_EXACT), "scaled")
+        out = _scaled_decode(ints, op, base, dtype)
+        if adj is not None:
+            o = _ordered(out) + adj
+            lim = (1 << (8 * w - 1)) - 1
+            if o.size and (int(o.min()) < -lim - 1 or int(o.max()) > lim):
+                raise ValueError("ULP adjustments step outside the float range")
+            out = _from_ordered(o, dtype)
     else:  # quantize
         E = _check_float(config, "max_error")
         step = _check_float(config, "step")
@@ -640,6 +817,10 @@ def describe(config: dict[str, Any]) -> str:
         e = config.get("exponent")
         step = f", step {config['step']} offset {config.get('offset', 0)}" if "step" in config else ""
         return f"lossless, {dtype} as decimal scale 10^{-e if isinstance(e, int) else e}{step}{exc}"
+    if kind == "scaled":
+        op = "x" if config.get("op") == "mul" else "/"
+        adj = ", ULP adjustments" if config.get("adjust") else ""
+        return f"lossless, {dtype} as integers {op} {config.get('base')!r}{adj}{exc}"
     if kind == "ieee":
         sh = config.get("shift", 0)
         return f"lossless, {dtype} IEEE bits (order-preserving)" + (f", {sh} zero bits dropped" if sh else "")
