@@ -449,8 +449,9 @@ def _from_ordered(o: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def _scale_candidates(sample: np.ndarray) -> list[tuple[str, float]]:
     """Decoders ``("mul", b)``: ``x = n * b``, and ``("div", d)``: ``x = n / d``, that fit the
     sample's grid: a power-of-two grid (fixed-point data, PCM audio as floats) from the lowest
-    set mantissa bit, and a general base from the approximate gcd of the differences between
-    distinct values, as pcodec's FloatMult mode finds one."""
+    set mantissa bits, and a general base from the approximate gcd of the differences between
+    distinct values, as pcodec's FloatMult mode finds one. A grid needs to hold 80% of the
+    sample's distinct values, so a few outliers (exceptions later) do not hide it."""
     with np.errstate(all="ignore"):
         v = np.unique(np.abs(sample[np.isfinite(sample)].astype(np.float64)))
     v = v[v > 0]
@@ -459,37 +460,35 @@ def _scale_candidates(sample: np.ndarray) -> list[tuple[str, float]]:
         return out
     mant, ex = np.frexp(v)
     m = (mant * 2.0 ** 53).astype(np.int64)
-    low_exp = np.frexp((m & -m).astype(np.float64))[1] - 1  # log2 of the lowest set bit
-    k = int((ex - 53 + low_exp).min())
-    if -1074 <= k <= 1023 and math.log2(float(v[-1])) - k < 40:
+    low_exp = np.sort(ex - 53 + np.frexp((m & -m).astype(np.float64))[1] - 1)  # log2 of lowest set bit
+    k = int(low_exp[int(0.2 * (v.size - 1))])  # 80% of the values are multiples of 2**k
+    if -1074 <= k <= 1023 and (np.log2(v) - k < 40).mean() >= 0.8:
         out.append(("mul", math.ldexp(1.0, k)))
     d = np.diff(v)
-    g0 = float(d.min())
-    with np.errstate(all="ignore"):
-        r = v / g0
-    if not (np.isfinite(r).all() and r.max() < 2.0 ** 40):
-        return out
-    if np.abs(r - np.rint(r)).max() > 1e-3:
-        return out  # not on a grid
-    nn = np.rint(r)
-    b = float((v * nn).sum() / (nn * nn).sum())  # least-squares base
-    if not (math.isfinite(b) and b > 0):
-        return out
-    with np.errstate(all="ignore"):
-        inv = float(np.float64(1.0) / b)
-    if not math.isfinite(inv):
-        return out
-    cands = [("mul", b), ("div", inv)]
-    if abs(inv - round(inv)) < 1e-6 * inv:
-        cands.append(("div", float(round(inv))))
-    for digits in (6, 9, 12):  # short decimal bases: 0.005, 0.0048828125, ...
-        bs = float(f"{b:.{digits}g}")
-        if abs(bs - b) < 1e-9 * b and 1.0 / bs < math.inf:
-            cands += [("mul", bs), ("div", 1.0 / bs)]
-            break
-    for c in cands:
-        if c not in out:
-            out.append(c)
+    for g0 in np.unique(d)[:4]:  # the gcd is likely among the smallest differences
+        with np.errstate(all="ignore"):
+            r = v / g0
+            near = np.isfinite(r) & (r < 2.0 ** 40) & (np.abs(r - np.rint(r)) < 1e-3)
+            rd = d / g0
+            dnear = (rd < 2.0 ** 40) & (np.abs(rd - np.rint(rd)) < 1e-3)
+        if near.mean() < 0.8 or dnear.mean() < 0.8:
+            continue
+        nn = np.rint(r[near])
+        b = float((v[near] * nn).sum() / (nn * nn).sum())  # least-squares base
+        with np.errstate(all="ignore"):
+            inv = float(np.float64(1.0) / b)
+        if not (math.isfinite(b) and b > 0 and math.isfinite(inv)):
+            continue
+        cands = [("mul", b), ("div", inv)]
+        if abs(inv - round(inv)) < 1e-6 * inv:
+            cands.append(("div", float(round(inv))))
+        for digits in (6, 9, 12):  # short decimal bases: 0.005, 0.0048828125, ...
+            bs = float(f"{b:.{digits}g}")
+            if abs(bs - b) < 1e-9 * b and 1.0 / bs < math.inf:
+                cands += [("mul", bs), ("div", 1.0 / bs)]
+                break
+        out += [c for c in cands if c not in out]
+        break
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 from pathlib import Path
@@ -409,3 +410,43 @@ def test_roundtrip_scaled_origin(counts, gain, dtype, specials):
         x = np.array(list(np.array(counts, np.float64) * gain) + specials, dtype)
     m, y = roundtrip(x)
     assert same_bits(x, y)
+
+
+@functools.cache
+def _mapped_with_everything_cached() -> MappedArray:
+    x = np.load(DATA / "mitbih208_ecg_4k.npz")["ecg"][:600] / 3
+    x[[5, 77, 300]] = [np.nan, np.inf, 1e300]
+    m = map_to_int64(x)
+    assert m.config["kind"] == "scaled" and m.config["adjust"] and m.config["exceptions"] == 3
+    return m
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_decoder_fuzz_extra_and_config(data):
+    # mutated extra bytes, config values and ints: a ValueError or an array of the right length, never
+    # another exception
+    c = _mapped_with_everything_cached()
+    m = MappedArray(c.ints.copy(), dict(c.config), c.extra)
+    extra = bytearray(m.extra)
+    for _ in range(data.draw(st.integers(1, 4))):
+        what = data.draw(st.sampled_from(["flip", "cut", "grow", "config", "ints"]))
+        if what == "flip" and extra:
+            i = data.draw(st.integers(0, len(extra) - 1))
+            extra[i] = data.draw(st.integers(0, 255))
+        elif what == "cut":
+            del extra[data.draw(st.integers(0, len(extra))):]
+        elif what == "grow":
+            extra += data.draw(st.binary(max_size=20))
+        elif what == "config":
+            key = data.draw(st.sampled_from(sorted(m.config)))
+            m.config[key] = data.draw(st.one_of(st.integers(-2**70, 2**70), st.floats(), st.text(max_size=3),
+                                               st.booleans(), st.none()))
+        else:
+            i = data.draw(st.integers(0, m.ints.size - 1))
+            m.ints[i] = data.draw(st.integers(-2**63, 2**63 - 1))
+    try:
+        y = unmap_from_int64(m.ints, m.config, bytes(extra))
+    except ValueError:
+        return
+    assert y.shape == m.ints.shape
