@@ -4,7 +4,7 @@ This is the first stage of the signal codec for binary arrays: it turns a
 1-D array of any integer dtype (``int8`` .. ``int64``, ``uint8`` ..
 ``uint64``) or float dtype (``float16``, ``float32``, ``float64``) into an
 ``int64`` array that the predictor and entropy stages code, plus a small
-plain-JSON config and a block of exceptions (raw values kept bit for bit).
+plain-JSON config and ``extra`` bytes (exceptions, raw values kept bit for bit).
 
 Mappings (``config["kind"]``):
 
@@ -25,6 +25,16 @@ Mappings (``config["kind"]``):
     and offset ``r`` of the integers are divided out (``n = g*m + r``), as
     pcodec's IntMult mode does. Values that do not round-trip (``NaN``,
     ``inf``, ``-0.0``, values with more digits) become exceptions.
+``"scaled"``
+    Floats on a grid that is not decimal: integers times a base, as
+    pcodec's FloatMult mode finds them (ADC counts times a gain computed in
+    float arithmetic, PCM audio stored as floats). The base is a power of two
+    (from the lowest set mantissa bit) or the approximate gcd of the
+    differences between distinct values of a sample; the decoder is
+    ``x = n * b`` or ``x = n / d``. Where the decoded value is off by a few
+    ULPs, an int8 ULP adjustment (a difference of the order-preserving
+    integers below) makes it exact, like pcodec's secondary latent; other
+    values become exceptions.
 ``"ieee"``
     Any other float: the exact IEEE bits through the order-preserving map of
     pcodec's float modes (https://github.com/pcodec/pcodec): with the bits
@@ -46,17 +56,26 @@ Mappings (``config["kind"]``):
     (``h = floor(E)``) from the minimum, each decoded to its centre, clipped
     to the maximum, so ``|x - x'| <= h``.
 
-The choice between ``"decimal"`` and ``"ieee"`` (and, with ``max_error``,
-the lossless mapping when it is the cheaper one) is made by an estimate of
-the coded size: the sum of ``log2(1 + |residual|)`` for the cheaper of the
-first and second differences of the integers, plus the raw bits of the
-exceptions.
+The choice between ``"decimal"``, ``"scaled"`` and ``"ieee"`` (and, with
+``max_error``, the lossless mapping when it is the cheaper one) is made by an
+estimate of the coded size: the sum of ``log2(1 + |residual|)`` for the
+cheaper of the first and second differences of the integers, plus the bytes
+of ``extra`` (exceptions, adjustments).
 
-The exception block ``extra`` is empty when there are none; otherwise it is
-``[flag u8][count u64 LE][payload]`` where the payload (zstd-compressed when
-``flag == 1``) is the gaps between successive positions (``uint32``, or
-``uint64`` for arrays of ``2**32`` values or more; the first gap is the first
-position) followed by the raw little-endian bits of the values.
+``extra`` is empty when there are no exceptions and no adjustments;
+otherwise it is a sequence of sections, each ``[flag u8][count u64 LE][body
+length u64 LE][body]``, the body zstd-compressed when ``flag == 1``:
+
+- exceptions (when ``config["exceptions"] > 0``): the gaps between successive
+  positions (``uint32``, or ``uint64`` for arrays of ``2**32`` values or more;
+  the first gap is the first position), then the raw little-endian bits of
+  the values;
+- ULP adjustments (kind ``"scaled"`` with ``config["adjust"]``): one int8 per
+  value.
+
+The decoder checks every count, length and position against the config and
+the array length before it allocates, and reads a zstd body no further than
+its expected size.
 """
 
 from __future__ import annotations
@@ -69,10 +88,11 @@ from typing import Any
 
 import numpy as np
 import zstandard
+from numba import njit
 
 __all__ = ["MappedArray", "map_to_int64", "unmap_from_int64", "describe", "KINDS"]
 
-KINDS = ("int", "uint64_flip", "decimal", "ieee", "quantize", "int_quantize")
+KINDS = ("int", "uint64_flip", "decimal", "scaled", "ieee", "quantize", "int_quantize")
 FORMAT = 1  # version of the config/extra layout
 
 _INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -82,7 +102,8 @@ _SINT_OF = {2: np.int16, 4: np.int32, 8: np.int64}
 _MAX_EXP = 22  # 10**22 is the largest power of ten that is an exact double
 _EXPONENTS = tuple(range(-18, _MAX_EXP + 1))
 _EXACT = 2.0 ** 53  # integers up to this magnitude convert to float64 exactly
-_SAMPLE_RUNS, _SAMPLE_RUN = 8, 256
+_SAMPLE_RUNS, _SAMPLE_RUN = 8, 256  # sample for the choice of the decimal exponent
+_COST_RUNS, _COST_RUN = 64, 1024  # sample for the size estimates of long arrays
 # the lossy step is a hair under 2E: data on a grid of E (0.19 with E = 0.01) then never sits on a
 # bin edge, where float rounding of the reconstruction breaks the bound on both sides
 _STEP_SHRINK = 1.0 - 2.0 ** -20
@@ -116,15 +137,25 @@ def _ieee_to_int(bits: np.ndarray) -> np.ndarray:
 
 
 def _diff_cost(ints: np.ndarray) -> float:
-    """Estimated coded bits of an integer sequence: the cheaper of orders 1 and 2."""
-    if ints.size < 3:
-        return 64.0 * ints.size
+    """Estimated coded bits of an integer sequence: the cheaper of orders 1 and 2.
+
+    Arrays longer than ``_COST_RUNS * _COST_RUN`` are estimated from that many
+    evenly spaced runs of consecutive values, scaled to the full length.
+    """
+    n = ints.size
+    if n < 3:
+        return 64.0 * n
+    scale = 1.0
+    if n > _COST_RUNS * _COST_RUN:
+        starts = np.linspace(0, n - _COST_RUN, _COST_RUNS).astype(np.int64)
+        ints = np.concatenate([ints[s:s + _COST_RUN] for s in starts])
+        scale = n / ints.size
     f = ints.astype(np.float64)
     d1 = np.diff(f)
     d2 = np.diff(d1)
     c1 = float(np.log2(1.0 + np.abs(d1)).sum())
     c2 = float(np.log2(1.0 + np.abs(d2)).sum())
-    return min(c1, c2) + ints.size  # about one bit a sample for the sign and the code itself
+    return scale * (min(c1, c2) + ints.size)  # about one bit a sample for the sign and the code
 
 
 def _exception_bits(count: int, itemsize: int) -> float:
@@ -165,8 +196,41 @@ def _decimal_decode(n: np.ndarray, e: int, dtype: np.dtype) -> np.ndarray:
     return f.astype(dtype)
 
 
+@njit(cache=True, nogil=True)
+def _decimal_kernel(x: np.ndarray, e: int, tmp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fused :func:`_decimal_encode` and :func:`_forward_fill` for float32/float64 (numba)."""
+    n = x.size
+    ints = np.zeros(n, np.int64)
+    ok = np.zeros(n, np.bool_)
+    p = 10.0 ** abs(e)
+    prev = np.int64(0)
+    first = -1
+    for i in range(n):
+        f = np.float64(x[i])
+        s = f * p if e >= 0 else f / p
+        r = np.rint(s)
+        good = False
+        if abs(r) < 9007199254740992.0:  # 2**53; false for NaN and inf
+            k = np.int64(r)
+            back = np.float64(k) / p if e > 0 else np.float64(k) * p
+            tmp[0] = back  # cast to the array's dtype
+            if tmp[0] == x[i] and (x[i] != 0 or math.copysign(1.0, f) > 0):
+                good = True
+                prev = k
+                if first < 0:
+                    first = i
+        ints[i] = prev
+        ok[i] = good
+    if first > 0:
+        ints[:first] = ints[first]
+    return ints, ok
+
+
 def _decimal_encode(x: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
-    """Integers ``n`` for exponent ``e`` and the mask of values that round-trip bit for bit."""
+    """Integers ``n`` for exponent ``e`` (values that do not round-trip hold the previous good
+    one) and the mask of values that round-trip bit for bit."""
+    if x.dtype != np.float16:
+        return _decimal_kernel(x, e, np.zeros(1, x.dtype))
     with np.errstate(all="ignore"):
         f = x.astype(np.float64)
         s = f * (10.0 ** e) if e >= 0 else f / (10.0 ** -e)
@@ -175,71 +239,103 @@ def _decimal_encode(x: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
         n = np.where(fits, r, 0.0).astype(np.int64)
         back = _decimal_decode(n, e, x.dtype)
     ok = fits & (_bits_view(back) == _bits_view(x))
-    return n, ok
+    return _forward_fill(n, ok), ok
 
 
-def _gcd_offset(n: np.ndarray) -> tuple[int, int]:
-    """Common step ``g`` and offset ``r`` (``0 <= r < g``) of the values ``n``."""
-    if n.size < 2:
-        return 1, 0
-    d = np.abs(np.diff(n))
-    d = d[d > 0]
-    if d.size == 0:
-        return 1, 0
-    g = int(np.gcd.reduce(d))
+@njit(cache=True, nogil=True)
+def _gcd_kernel(n: np.ndarray, ok: np.ndarray) -> int:
+    """gcd of ``|n[i] - n[first good]|`` over the good values (0 if they are all equal)."""
+    g = 0
+    base = np.int64(0)
+    have = False
+    for i in range(n.size):
+        if not ok[i]:
+            continue
+        if not have:
+            base = n[i]
+            have = True
+            continue
+        a = abs(n[i] - base)
+        while a:
+            g, a = a, g % a
+        if g == 1:
+            return 1
+    return g
+
+
+def _gcd_offset(n: np.ndarray, ok: np.ndarray) -> tuple[int, int]:
+    """Common step ``g`` and offset ``r`` (``0 <= r < g``) of the good values of ``n``."""
+    g = int(_gcd_kernel(n, ok))
     if g <= 1:
         return 1, 0
-    return g, int(n[0]) % g
+    return g, int(n[np.argmax(ok)]) % g
 
 
-def _pack_exceptions(pos: np.ndarray, raw: np.ndarray, n: int) -> bytes:
-    if pos.size == 0:
-        return b""
-    pw = np.uint32 if n <= 0xFFFFFFFF else np.uint64
-    gaps = np.diff(pos, prepend=0).astype(pw)
-    payload = gaps.astype(np.dtype(pw).newbyteorder("<")).tobytes() + \
-        raw.astype(raw.dtype.newbyteorder("<")).tobytes()
-    z = zstandard.ZstdCompressor(level=19).compress(payload)
+def _zstd_level(size: int) -> int:
+    return 19 if size < 1 << 20 else 6
+
+
+def _pack_section(payload: bytes, count: int) -> bytes:
+    """``[flag u8][count u64][body length u64][body]``: the body is ``payload``, zstd-compressed
+    when that is smaller (flag 1)."""
+    z = zstandard.ZstdCompressor(level=_zstd_level(len(payload))).compress(payload)
     flag, body = (1, z) if len(z) < len(payload) else (0, payload)
-    return struct.pack("<BQ", flag, pos.size) + body
+    return struct.pack("<BQQ", flag, count, len(body)) + body
 
 
-def _unpack_exceptions(extra: bytes, n: int, itemsize: int, expected: int) -> tuple[np.ndarray, bytes]:
-    if not isinstance(extra, bytes | bytearray | memoryview):
-        raise ValueError(f"extra must be bytes, got {type(extra).__name__}")
-    extra = bytes(extra)
-    if not extra:
-        if expected:
-            raise ValueError(f"config declares {expected} exceptions, extra is empty")
-        return np.zeros(0, np.int64), b""
-    if len(extra) < 9:
-        raise ValueError(f"exception block of {len(extra)} bytes is shorter than its 9-byte header")
-    flag, count = struct.unpack_from("<BQ", extra)
+def _read_section(extra: bytes, off: int, what: str, count: int, size: int) -> tuple[bytes, int]:
+    """Payload of the section at ``extra[off:]``, checked to hold ``count`` items in ``size``
+    bytes; returns it and the offset after the section."""
+    if len(extra) - off < 17:
+        raise ValueError(f"{what} section at byte {off}: {len(extra) - off} bytes left, "
+                         f"shorter than its 17-byte header")
+    flag, got, nbody = struct.unpack_from("<BQQ", extra, off)
     if flag not in (0, 1):
-        raise ValueError(f"exception block flag {flag} (expected 0 or 1)")
-    if count == 0 or count > n:
-        raise ValueError(f"exception count {count} is out of range 1..{n}")
-    if count != expected:
-        raise ValueError(f"exception block holds {count} exceptions, config declares {expected}")
-    pw = 4 if n <= 0xFFFFFFFF else 8
-    size = count * (pw + itemsize)
-    body = extra[9:]
+        raise ValueError(f"{what} section at byte {off}: flag {flag} (expected 0 or 1)")
+    if got != count:
+        raise ValueError(f"{what} section at byte {off} holds {got} items, config declares {count}")
+    if nbody > len(extra) - off - 17:
+        raise ValueError(f"{what} section at byte {off} declares {nbody} bytes, "
+                         f"{len(extra) - off - 17} remain")
+    body = extra[off + 17:off + 17 + nbody]
     if flag == 0:
         payload = body
     else:
-        try:
+        try:  # bounded: never more than the expected size (+1 to detect a longer payload)
             payload = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body)).read(size + 1)
         except zstandard.ZstdError as exc:
-            raise ValueError(f"exception block: {exc}") from None
+            raise ValueError(f"{what} section at byte {off}: {exc}") from None
     if len(payload) != size:
-        raise ValueError(f"exception payload is {len(payload)} bytes, expected {size}")
+        raise ValueError(f"{what} section at byte {off}: payload of {len(payload)} bytes, expected {size}")
+    return payload, off + 17 + nbody
+
+
+def _pack_exceptions(pos: np.ndarray, raw: np.ndarray, n: int) -> bytes:
+    """Exceptions section: gaps between positions (``uint32``, ``uint64`` for ``n > 2**32 - 1``;
+    the first gap is the first position), then the raw little-endian bits of the values."""
+    if pos.size == 0:
+        return b""
+    pw = np.dtype("<u4") if n <= 0xFFFFFFFF else np.dtype("<u8")
+    gaps = np.diff(pos, prepend=0).astype(pw)
+    payload = gaps.tobytes() + raw.astype(raw.dtype.newbyteorder("<")).tobytes()
+    return _pack_section(payload, pos.size)
+
+
+def _unpack_exceptions(extra: bytes, off: int, n: int, itemsize: int,
+                       count: int) -> tuple[np.ndarray, bytes, int]:
+    """Positions and raw bits of ``count`` exceptions (none when ``count == 0``), and the offset
+    after them."""
+    if count == 0:
+        return np.zeros(0, np.int64), b"", off
+    pw = 4 if n <= 0xFFFFFFFF else 8
+    payload, off = _read_section(extra, off, "exceptions", count, count * (pw + itemsize))
     gaps = np.frombuffer(payload, np.dtype(f"<u{pw}"), count).astype(np.int64)
     if gaps[0] >= n or (count > 1 and ((gaps[1:] < 1) | (gaps[1:] >= n)).any()):
         raise ValueError("exception positions are not increasing inside the array")
     pos = np.cumsum(gaps)
     if pos[-1] >= n:
         raise ValueError(f"exception position {int(pos[-1])} is outside the array of {n} values")
-    return pos, payload[count * pw:]
+    return pos, payload[count * pw:], off
 
 
 def _dtype_of(x: Any) -> np.dtype:
@@ -287,50 +383,169 @@ def _map_int_quantize(x: np.ndarray, dtype: np.dtype, max_error: float) -> Mappe
 
 def _map_ieee(x: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, int]:
     w = dtype.itemsize
-    s = x.view(_SINT_OF[w])
-    mag = s & np.array((1 << (8 * w - 1)) - 1, s.dtype)
-    nz = mag[mag != 0]
-    shift = 0
-    if nz.size:
-        low = int(np.bitwise_or.reduce(nz & -nz))  # the lowest set bit of any magnitude
-        shift = (low & -low).bit_length() - 1
-    q = (mag >> shift).astype(np.int64)
-    ints = np.where(s < 0, ~q, q)
-    return ints, shift
+    s = x.view(_SINT_OF[w]).astype(np.int64)  # sign-extended
+    mag = s & np.int64((1 << (8 * w - 1)) - 1)
+    low = int(np.bitwise_or.reduce(mag)) if mag.size else 0
+    shift = (low & -low).bit_length() - 1 if low else 0  # trailing zero bits common to all values
+    if shift:
+        mag >>= shift
+    mag ^= s >> 63  # negatives: ~(magnitude >> shift)
+    return mag, shift
 
 
-def _decimal_candidate(x: np.ndarray, sample: np.ndarray) -> tuple[int, float] | None:
-    """Best decimal exponent on the sample and its estimated cost, or None if no value fits."""
-    best: tuple[int, float] | None = None
+def _decimal_candidate(x: np.ndarray, sample: np.ndarray) -> tuple[int, int, float] | None:
+    """Best decimal exponent on the sample, the step of its integers, and its estimated cost
+    (None when no value of the sample is a decimal)."""
+    best: tuple[int, int, float] | None = None
     w = x.dtype.itemsize
     for e in _EXPONENTS:
         n, ok = _decimal_encode(sample, e)
         k = int(ok.sum())
         if k == 0:
             continue
-        filled = _forward_fill(n, ok)
-        g, r = _gcd_offset(filled[ok])
+        g, r = _gcd_offset(n, ok)
         if g > 1:
-            filled = (filled - r) // g
-        cost = _diff_cost(filled) + _exception_bits(sample.size - k, w)
-        if best is None or cost < best[1]:
-            best = (e, cost)
+            n = (n - r) // g
+        cost = _diff_cost(n) + _exception_bits(sample.size - k, w)
+        if best is None or cost < best[2]:
+            best = (e, g, cost)
     return best
 
 
-def _map_decimal(x: np.ndarray, dtype: np.dtype, e: int) -> tuple[MappedArray, float]:
+def _map_decimal(x: np.ndarray, dtype: np.dtype, e: int, g: int) -> tuple[MappedArray, float]:
+    """Decimal mapping at exponent ``e``; ``g`` is the step seen on the sample: values off its
+    grid become exceptions when they are few, else the step is that of the whole array."""
     n, ok = _decimal_encode(x, e)
-    filled = _forward_fill(n, ok)
-    g, r = _gcd_offset(filled[ok])
+    r = 0
     if g > 1:
-        filled = (filled - r) // g
+        r = int(n[np.argmax(ok)]) % g
+        off = ok & ((n - r) % g != 0)
+        n_off = int(off.sum())
+        if n_off and _exception_bits(n_off, dtype.itemsize) < 0.5 * x.size * math.log2(g):
+            ok &= ~off
+            n = _forward_fill(n, ok)
+        elif n_off:
+            g, r = _gcd_offset(n, ok)
+    if g > 1:
+        n = (n - r) // g
     pos = np.flatnonzero(~ok)
     extra = _pack_exceptions(pos, _bits_view(x[pos]), x.size)
-    cost = _diff_cost(filled) + 8.0 * len(extra)
+    cost = _diff_cost(n) + 8.0 * len(extra)
     params: dict[str, Any] = {"exponent": e}
     if g > 1:
         params.update(step=g, offset=r)
-    return MappedArray(filled, _config(dtype, "decimal", pos.size, **params), extra), cost
+    return MappedArray(n, _config(dtype, "decimal", pos.size, **params), extra), cost
+
+
+def _ordered(x: np.ndarray) -> np.ndarray:
+    """Floats -> order-preserving int64 (pcodec's map, no shift): ULP steps are steps of 1."""
+    return _ieee_to_int(x.view(_SINT_OF[x.dtype.itemsize])).astype(np.int64)
+
+
+def _from_ordered(o: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return _ieee_to_int(o.astype(_SINT_OF[dtype.itemsize])).view(dtype)
+
+
+def _scale_candidates(sample: np.ndarray) -> list[tuple[str, float]]:
+    """Decoders ``("mul", b)``: ``x = n * b``, and ``("div", d)``: ``x = n / d``, that fit the
+    sample's grid: a power-of-two grid (fixed-point data, PCM audio as floats) from the lowest
+    set mantissa bits, and a general base from the approximate gcd of the differences between
+    distinct values, as pcodec's FloatMult mode finds one. A grid needs to hold 80% of the
+    sample's distinct values, so a few outliers (exceptions later) do not hide it."""
+    with np.errstate(all="ignore"):
+        v = np.unique(np.abs(sample[np.isfinite(sample)].astype(np.float64)))
+    v = v[v > 0]
+    out: list[tuple[str, float]] = []
+    if v.size < 2:
+        return out
+    mant, ex = np.frexp(v)
+    m = (mant * 2.0 ** 53).astype(np.int64)
+    low_exp = np.sort(ex - 53 + np.frexp((m & -m).astype(np.float64))[1] - 1)  # log2 of lowest set bit
+    k = int(low_exp[int(0.2 * (v.size - 1))])  # 80% of the values are multiples of 2**k
+    if -1074 <= k <= 1023 and (np.log2(v) - k < 40).mean() >= 0.8:
+        out.append(("mul", math.ldexp(1.0, k)))
+    d = np.diff(v)
+    for g0 in np.unique(d)[:4]:  # the gcd is likely among the smallest differences
+        with np.errstate(all="ignore"):
+            r = v / g0
+            near = np.isfinite(r) & (r < 2.0 ** 40) & (np.abs(r - np.rint(r)) < 1e-3)
+            rd = d / g0
+            dnear = (rd < 2.0 ** 40) & (np.abs(rd - np.rint(rd)) < 1e-3)
+        if near.mean() < 0.8 or dnear.mean() < 0.8:
+            continue
+        nn = np.rint(r[near])
+        b = float((v[near] * nn).sum() / (nn * nn).sum())  # least-squares base
+        with np.errstate(all="ignore"):
+            inv = float(np.float64(1.0) / b)
+        if not (math.isfinite(b) and b > 0 and math.isfinite(inv)):
+            continue
+        cands = [("mul", b), ("div", inv)]
+        if abs(inv - round(inv)) < 1e-6 * inv:
+            cands.append(("div", float(round(inv))))
+        for digits in (6, 9, 12):  # short decimal bases: 0.005, 0.0048828125, ...
+            bs = float(f"{b:.{digits}g}")
+            if abs(bs - b) < 1e-9 * b and 1.0 / bs < math.inf:
+                cands += [("mul", bs), ("div", 1.0 / bs)]
+                break
+        out += [c for c in cands if c not in out]
+        break
+    return out
+
+
+def _scaled_encode(x: np.ndarray, op: str, base: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Integers ``n`` (previous good value at exceptions), ULP adjustments (int8) and the mask of
+    values that the decoder plus an adjustment in -127..127 gives back bit for bit."""
+    with np.errstate(all="ignore"):
+        f = x.astype(np.float64)
+        r = np.rint(f / base if op == "mul" else f * base)
+        fits = np.isfinite(f) & np.isfinite(r) & (np.abs(r) < _EXACT)
+        n = np.where(fits, r, 0.0).astype(np.int64)
+        back = _scaled_decode(n, op, base, x.dtype)
+        adj = _ordered(x) - _ordered(back)
+    ok = fits & (np.abs(adj) <= 127) & np.isfinite(back)
+    adj = np.where(ok, adj, 0).astype(np.int8)
+    return _forward_fill(n, ok), adj, ok
+
+
+def _scaled_decode(n: np.ndarray, op: str, base: float, dtype: np.dtype) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        f = n.astype(np.float64)
+        return (f * base if op == "mul" else f / base).astype(dtype)
+
+
+def _adj_bits(adj: np.ndarray) -> float:
+    """Zeroth-order entropy of the adjustments, in bits (what zstd's Huffman stage approaches)."""
+    if not adj.any():
+        return 0.0
+    counts = np.bincount(adj.astype(np.int64) + 128, minlength=256)
+    p = counts[counts > 0] / adj.size
+    return float(-(p * np.log2(p)).sum() * adj.size) + 200.0
+
+
+def _scaled_candidate(x: np.ndarray, sample: np.ndarray) -> tuple[str, float, float] | None:
+    """Best scaled decoder on the sample and its estimated cost (None when there is no grid)."""
+    best: tuple[str, float, float] | None = None
+    for op, base in _scale_candidates(sample):
+        n, adj, ok = _scaled_encode(sample, op, base)
+        k = int(ok.sum())
+        if k == 0:
+            continue
+        cost = _diff_cost(n) + _adj_bits(adj) + _exception_bits(sample.size - k, x.dtype.itemsize)
+        if best is None or cost < best[2]:
+            best = (op, base, cost)
+    return best
+
+
+def _map_scaled(x: np.ndarray, dtype: np.dtype, op: str, base: float) -> tuple[MappedArray, float]:
+    n, adj, ok = _scaled_encode(x, op, base)
+    pos = np.flatnonzero(~ok)
+    extra = _pack_exceptions(pos, _bits_view(x[pos]), x.size)
+    adjust = bool(adj.any())
+    if adjust:
+        extra += _pack_section(adj.tobytes(), x.size)
+    cost = _diff_cost(n) + 8.0 * len(extra)
+    cfg = _config(dtype, "scaled", pos.size, op=op, base=base, adjust=adjust)
+    return MappedArray(n, cfg, extra), cost
 
 
 def _map_quantize(x: np.ndarray, dtype: np.dtype, E: float) -> tuple[MappedArray, float]:
@@ -407,8 +622,13 @@ def map_to_int64(x: np.ndarray, *, max_error: float | None = None) -> MappedArra
         return best
     best_cost = _diff_cost(ieee_ints)
     cand = _decimal_candidate(x, _sample(x))
-    if cand is not None and cand[1] < _diff_cost(_sample(ieee_ints)):
-        m, cost = _map_decimal(x, dtype, cand[0])
+    if cand is not None and cand[2] < _diff_cost(_sample(ieee_ints)):
+        m, cost = _map_decimal(x, dtype, cand[0], cand[1])
+        if cost < best_cost:
+            best, best_cost = m, cost
+    scand = _scaled_candidate(x, _sample(x))
+    if scand is not None and (cand is None or scand[2] < cand[2]):
+        m, cost = _map_scaled(x, dtype, scand[0], scand[1])
         if cost < best_cost:
             best, best_cost = m, cost
     if max_error is not None:
@@ -485,12 +705,23 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
         raise ValueError("ints must be a 1-D int64 array")
     n = ints.size
     n_exc = _check_int(config, "exceptions", 0, n)
-    float_kinds = ("decimal", "ieee", "quantize")
+    float_kinds = ("decimal", "scaled", "ieee", "quantize")
     if (dtype.kind == "f") != (kind in float_kinds):
         raise ValueError(f"mapping {kind!r} does not apply to dtype {name}")
     if kind in ("int", "uint64_flip", "ieee", "int_quantize") and n_exc:
         raise ValueError(f"mapping {kind!r} has no exceptions, config declares {n_exc}")
-    pos, raw = _unpack_exceptions(extra, n, dtype.itemsize, n_exc)
+    if not isinstance(extra, bytes | bytearray | memoryview):
+        raise ValueError(f"extra must be bytes, got {type(extra).__name__}")
+    extra = bytes(extra)
+    pos, raw, off = _unpack_exceptions(extra, 0, n, dtype.itemsize, n_exc)
+    adj = None
+    if kind == "scaled" and config.get("adjust") is not False:
+        if config.get("adjust") is not True:
+            raise ValueError(f"config 'adjust' must be true or false, got {config.get('adjust')!r}")
+        adj_bytes, off = _read_section(extra, off, "adjustments", n, n)
+        adj = np.frombuffer(adj_bytes, np.int8)
+    if off != len(extra):
+        raise ValueError(f"{len(extra) - off} bytes left over after the sections of extra")
 
     if kind == "int":
         info = np.iinfo(dtype)
@@ -536,6 +767,19 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
             _check_range(ints, -lim, lim, f"decimal step {g}")
             n_ints = ints * g + r
         out = _decimal_decode(n_ints, e, dtype)
+    elif kind == "scaled":
+        op = config.get("op")
+        if op not in ("mul", "div"):
+            raise ValueError(f"config 'op' must be 'mul' or 'div', got {op!r}")
+        base = _check_float(config, "base")
+        _check_range(ints, -int(_EXACT), int(_EXACT), "scaled")
+        out = _scaled_decode(ints, op, base, dtype)
+        if adj is not None:
+            o = _ordered(out) + adj
+            lim = (1 << (8 * w - 1)) - 1
+            if o.size and (int(o.min()) < -lim - 1 or int(o.max()) > lim):
+                raise ValueError("ULP adjustments step outside the float range")
+            out = _from_ordered(o, dtype)
     else:  # quantize
         E = _check_float(config, "max_error")
         step = _check_float(config, "step")
@@ -572,6 +816,10 @@ def describe(config: dict[str, Any]) -> str:
         e = config.get("exponent")
         step = f", step {config['step']} offset {config.get('offset', 0)}" if "step" in config else ""
         return f"lossless, {dtype} as decimal scale 10^{-e if isinstance(e, int) else e}{step}{exc}"
+    if kind == "scaled":
+        op = "x" if config.get("op") == "mul" else "/"
+        adj = ", ULP adjustments" if config.get("adjust") else ""
+        return f"lossless, {dtype} as integers {op} {config.get('base')!r}{adj}{exc}"
     if kind == "ieee":
         sh = config.get("shift", 0)
         return f"lossless, {dtype} IEEE bits (order-preserving)" + (f", {sh} zero bits dropped" if sh else "")

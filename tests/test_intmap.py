@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 from pathlib import Path
@@ -60,9 +61,12 @@ def test_golden_decimal_step_and_exceptions():
     # -0.245 -> -245 / 5 = -49; the NaN and -0.0 slots repeat the value before them
     assert m.ints[:6].tolist() == [-49, -43, -43, -37, -37, -35]
     assert describe(m.config) == "lossless, float64 as decimal scale 10^-3, step 5 offset 0, 8 exceptions"
-    # exception block: flag, count, then 8 uint32 gaps and 8 raw float64 (or zstd of those)
-    flag, count = struct.unpack_from("<BQ", m.extra)
-    assert count == 8 and flag in (0, 1)
+    # exception section: flag, count, body length, then 8 uint32 gaps and 8 raw float64 (or zstd of those)
+    flag, count, nbody = struct.unpack_from("<BQQ", m.extra)
+    assert count == 8 and flag in (0, 1) and len(m.extra) == 17 + nbody
+    if flag == 0:
+        gaps = np.frombuffer(m.extra[17:17 + 32], "<u4")
+        assert gaps.tolist() == [2, 2, 7, 2, 7, 2, 7, 2]
 
 
 def test_golden_ieee_bits():
@@ -209,25 +213,52 @@ def test_decoder_rejects_bad_config(change):
         unmap_from_int64(m.ints, {**m.config, **change}, m.extra)
 
 
+def _section(flag: int, count: int, body: bytes) -> bytes:
+    return struct.pack("<BQQ", flag, count, len(body)) + body
+
+
 def test_decoder_rejects_bad_extra():
     m = _valid()
     n = m.ints.size
-    raw = struct.pack("<BQ", 0, 6) + np.array([2, 2, 2, 2, 2, 2], "<u4").tobytes() + bytes(48)
+    body = np.array([2, 2, 2, 2, 2, 2], "<u4").tobytes() + bytes(48)
+    raw = _section(0, 6, body)
     assert unmap_from_int64(m.ints, m.config, raw).shape == (n,)  # a well-formed block decodes
     bad = [
-        b"", b"\x00" * 5, struct.pack("<BQ", 7, 6) + raw[9:], struct.pack("<BQ", 0, 7) + raw[9:],
-        raw[:-1], raw + b"\x00",
-        struct.pack("<BQ", 0, 6) + np.array([2, 2, 2, 2, 2, 9], "<u4").tobytes() + bytes(48),  # past end
-        struct.pack("<BQ", 0, 6) + np.array([2, 2, 0, 2, 2, 2], "<u4").tobytes() + bytes(48),  # repeat
-        struct.pack("<BQ", 0, 6) + np.array([2**31, 1, 1, 1, 1, 1], "<u4").tobytes() + bytes(48),
-        struct.pack("<BQ", 1, 6) + b"not zstd",
+        b"", b"\x00" * 5, _section(7, 6, body), _section(0, 7, body), _section(0, 5, body),
+        raw[:-1], raw + b"\x00", _section(0, 6, body[:-1]), _section(0, 6, body + b"\x00"),
+        struct.pack("<BQQ", 0, 6, 2**63) + body,  # declared body longer than what remains
+        _section(0, 6, np.array([2, 2, 2, 2, 2, 9], "<u4").tobytes() + bytes(48)),  # past the end
+        _section(0, 6, np.array([2, 2, 0, 2, 2, 2], "<u4").tobytes() + bytes(48)),  # repeated
+        _section(0, 6, np.array([2**31, 1, 1, 1, 1, 1], "<u4").tobytes() + bytes(48)),
+        _section(1, 6, b"not zstd"),
         # a zstd bomb: 100 MB of zeros declared, the decoder reads no more than the expected 72 bytes
-        struct.pack("<BQ", 1, 6) + zstandard.ZstdCompressor().compress(bytes(100_000_000)),
+        _section(1, 6, zstandard.ZstdCompressor().compress(bytes(100_000_000))),
         "text",
     ]
     for extra in bad:
         with pytest.raises(ValueError):
             unmap_from_int64(m.ints, m.config, extra)  # type: ignore[arg-type]
+
+
+def test_decoder_rejects_bad_scaled():
+    x = np.load(DATA / "mitbih208_ecg_4k.npz")["ecg"] / 3
+    m = map_to_int64(x)
+    assert m.config["kind"] == "scaled" and m.config["adjust"] is True
+    for change in ({"op": "pow"}, {"base": 0.0}, {"base": float("inf")}, {"adjust": "yes"},
+                   {"adjust": False}, {"exceptions": 1}):
+        with pytest.raises(ValueError):
+            unmap_from_int64(m.ints, {**m.config, **change}, m.extra)
+    with pytest.raises(ValueError, match="left over"):
+        unmap_from_int64(m.ints, m.config, m.extra + b"\x00")
+    with pytest.raises(ValueError):
+        unmap_from_int64(m.ints[:-1], m.config, m.extra)
+    # adjustments that step out of the float range
+    adj = _section(0, 3, np.array([127, 127, 127], np.int8).tobytes())
+    cfg = {**m.config, "base": 1.0, "op": "mul", "exceptions": 0}
+    big = np.array([2**53, 2**53, 2**53], np.int64)
+    assert unmap_from_int64(big, cfg, adj).dtype == np.float64
+    with pytest.raises(ValueError, match="range"):
+        unmap_from_int64(big + 1, cfg, adj)
 
 
 def test_decoder_rejects_out_of_range_ints():
@@ -325,3 +356,97 @@ def test_ecg_is_decimal_origin():
     for E in (0.001, 0.01, 0.05):
         m, y = roundtrip(x, max_error=E)
         assert np.abs(x - y).max() <= E
+
+
+def test_decimal_step_keeps_rare_off_grid_values_as_exceptions():
+    rng = np.random.default_rng(3)
+    counts = np.cumsum(rng.integers(-3, 4, 5000))
+    x = (counts * 5) / 1000  # multiples of 0.005, each the double nearest to its decimal
+    x[1234] = 0.123  # one value off the grid of 5 thousandths
+    m, y = roundtrip(x)
+    assert same_bits(x, y)
+    assert m.config["exponent"] == 3 and m.config["step"] == 5 and m.config["exceptions"] == 1
+    # many values off the grid: no step
+    x[::3] = (counts[::3] * 5 + 1) / 1000
+    m, y = roundtrip(x)
+    assert same_bits(x, y) and "step" not in m.config and m.config["exponent"] == 3
+
+
+def test_golden_scaled_binary_floats():
+    # ECG counts / 600 in float arithmetic (the ECG in mV divided by 3): not decimals, but on a grid;
+    # n / 600 gives most values back exactly, the others are one ULP away
+    counts = np.rint(np.load(DATA / "mitbih208_ecg_4k.npz")["ecg"] * 200).astype(np.int64)
+    x = (counts * 5 / 1000) / 3
+    m, y = roundtrip(x)
+    assert same_bits(x, y)
+    assert m.config["kind"] == "scaled" and m.config["op"] == "div" and m.config["base"] == 600.0
+    assert m.ints.tolist() == counts.tolist()
+    assert describe(m.config) == "lossless, float64 as integers / 600.0, ULP adjustments"
+    # the adjustment section: one int8 per value, the ULP distance from n / 600 to x
+    ulps = x.view(np.int64) - (counts / 600.0).view(np.int64)  # same signs: ULPs are bit differences
+    assert set(np.unique(ulps).tolist()) <= {-1, 0, 1}
+
+
+def test_scaled_pcm_audio_as_floats():
+    # int16 PCM / 32768 (a float WAV): the integers are the PCM counts
+    import wave
+    with wave.open(str(DATA / "speech_0880.wav")) as w:
+        pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2")
+    for dtype in (np.float32, np.float64):
+        x = (pcm / 32768).astype(dtype)
+        m, y = roundtrip(x)
+        assert same_bits(x, y) and m.extra == b""
+        assert m.config["kind"] in ("decimal", "scaled")
+        assert np.array_equal(m.ints, pcm)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-10**5, 10**5), min_size=40, max_size=200),
+       st.floats(1e-6, 1e6).filter(lambda b: b != 1.0), st.sampled_from(["float32", "float64"]),
+       st.lists(st.sampled_from([np.nan, np.inf, -0.0, 1e30, 0.123456789]), max_size=3))
+def test_roundtrip_scaled_origin(counts, gain, dtype, specials):
+    # ADC counts times a gain, in float arithmetic, with a few other values
+    with np.errstate(over="ignore"):
+        x = np.array(list(np.array(counts, np.float64) * gain) + specials, dtype)
+    m, y = roundtrip(x)
+    assert same_bits(x, y)
+
+
+@functools.cache
+def _mapped_with_everything_cached() -> MappedArray:
+    x = np.load(DATA / "mitbih208_ecg_4k.npz")["ecg"][:600] / 3
+    x[[5, 77, 300]] = [np.nan, np.inf, 1e300]
+    m = map_to_int64(x)
+    assert m.config["kind"] == "scaled" and m.config["adjust"] and m.config["exceptions"] == 3
+    return m
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_decoder_fuzz_extra_and_config(data):
+    # mutated extra bytes, config values and ints: a ValueError or an array of the right length, never
+    # another exception
+    c = _mapped_with_everything_cached()
+    m = MappedArray(c.ints.copy(), dict(c.config), c.extra)
+    extra = bytearray(m.extra)
+    for _ in range(data.draw(st.integers(1, 4))):
+        what = data.draw(st.sampled_from(["flip", "cut", "grow", "config", "ints"]))
+        if what == "flip" and extra:
+            i = data.draw(st.integers(0, len(extra) - 1))
+            extra[i] = data.draw(st.integers(0, 255))
+        elif what == "cut":
+            del extra[data.draw(st.integers(0, len(extra))):]
+        elif what == "grow":
+            extra += data.draw(st.binary(max_size=20))
+        elif what == "config":
+            key = data.draw(st.sampled_from(sorted(m.config)))
+            m.config[key] = data.draw(st.one_of(st.integers(-2**70, 2**70), st.floats(), st.text(max_size=3),
+                                               st.booleans(), st.none()))
+        else:
+            i = data.draw(st.integers(0, m.ints.size - 1))
+            m.ints[i] = data.draw(st.integers(-2**63, 2**63 - 1))
+    try:
+        y = unmap_from_int64(m.ints, m.config, bytes(extra))
+    except ValueError:
+        return
+    assert y.shape == m.ints.shape
