@@ -803,30 +803,42 @@ class ByteTokenizer:
             collide or fall among the ordinary ones, or a token that no pair
             of lower-ranked tokens forms.
         """
-        if not isinstance(ranks, dict):
-            ranks = _read_ranks(ranks)
-        tokens = list(ranks)
-        values = np.fromiter(ranks.values(), np.int64, len(tokens))
+        if isinstance(ranks, dict):
+            flat = np.frombuffer(b"".join(ranks), np.uint8)
+            lengths = np.fromiter(map(len, ranks), np.int64, len(ranks))
+            values = np.fromiter(ranks.values(), np.int64, len(ranks))
+        else:
+            flat, lengths, values = _read_ranks(ranks)
+        n = len(values)
         order = np.argsort(values, kind="stable")
-        if not np.array_equal(values[order], np.arange(len(tokens))):
+        if not np.array_equal(values[order], np.arange(n)):
             raise FormatError("tiktoken ranks must be 0..n-1 without gaps")
-        by_rank = [tokens[i] for i in order.tolist()]
-        lengths = np.fromiter(map(len, by_rank), np.int64, len(by_rank))
-        if len(by_rank) < 256 or not (lengths[:256] == 1).all():
-            raise FormatError("the first 256 ranks must be the 256 single bytes")
-        first = np.frombuffer(b"".join(by_rank[:256]), np.uint8)
-        byte_ids = np.empty(256, np.int64)
-        byte_ids[first] = np.arange(256)
-        offsets = np.zeros(len(by_rank) + 1, np.int64)
+        # the tokens' bytes in rank order
+        starts = np.cumsum(lengths) - lengths
+        lengths = lengths[order]
+        offsets = np.zeros(n + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        pairs, bad = _bytebpe.recover_merges(np.frombuffer(b"".join(by_rank), np.uint8), offsets)
+        flat = flat[np.repeat(starts[order] - offsets[:-1], lengths) + np.arange(offsets[-1])]
+        if n < 256 or not (lengths[:256] == 1).all():
+            raise FormatError("the first 256 ranks must be the 256 single bytes")
+        byte_ids = np.full(256, -1, np.int64)
+        byte_ids[flat[:256]] = np.arange(256)
+        if (byte_ids < 0).any():
+            raise FormatError("the first 256 ranks must be the 256 single bytes")
+        pairs, bad = _bytebpe.recover_merges(flat, offsets)
         if bad >= 0:
-            raise FormatError(f"rank {bad} ({by_rank[bad]!r}) is not formed by two "
-                              f"lower-ranked tokens")
+            token = flat[offsets[bad]: offsets[bad + 1]].tobytes()
+            raise FormatError(f"rank {bad} ({token!r}) is not formed by two lower-ranked tokens")
         specials = dict(special_tokens or {})
-        _check_special_ids(specials, len(by_rank))
-        tok = cls(len(by_rank), pattern=pattern, name=name)
-        tok.tokenizer_ = Tokenizer.from_merges(256, pairs)
+        _check_special_ids(specials, n)
+        tok = cls(n, pattern=pattern, name=name)
+        # the merges are valid by construction (each part precedes its token): no re-check
+        m = len(pairs)
+        core = Tokenizer(256, n, token_order="rank", progress=False)
+        core.n_documents_ = 0
+        core._set_merges(np.column_stack([pairs, np.arange(256, n)]), np.zeros(m),
+                         np.zeros(m, np.int64))
+        tok.tokenizer_ = core
         tok._finish(byte_ids, specials)
         return tok
 
@@ -859,10 +871,13 @@ class ByteTokenizer:
         flat = core._exp_flat.astype(np.uint8).tobytes().decode("latin-1").translate(_BYTE_TABLE)
         starts = core._exp_start.tolist()
         names = [flat[a:b] for a, b in zip(starts[:-1], starts[1:])]
-        public = self._to_public.tolist()
-        vocab = {names[i]: public[i] for i in range(len(names))}
-        merges = [[names[left], names[right]] for left, right in
-                  core.merges_[:, :2].tolist()]
+        quoted = list(map(json.encoder.encode_basestring, names))  # type: ignore[attr-defined]
+        vocab = "{" + ",".join(map("{}:{}".format, quoted, self._to_public.tolist())) + "}"
+        name = names.__getitem__
+        # merges as "left right" (the names hold no space: GPT-2's map moves it to U+0120)
+        merges = json.dumps(list(map(" ".join, zip(map(name, core.merges_[:, 0].tolist()),
+                                                   map(name, core.merges_[:, 1].tolist())))),
+                            ensure_ascii=False)
         # the skeleton (pre-tokenizer, decoder, added tokens) from tokenizers itself
         hf = HFTokenizer(models.BPE(vocab={}, merges=[]))
         steps: list = [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
@@ -875,9 +890,12 @@ class ByteTokenizer:
         doc = json.loads(hf.to_str())
         for entry in doc["added_tokens"]:
             entry["id"] = self.special_tokens_[entry["content"]]
-        doc["model"]["vocab"] = vocab
-        doc["model"]["merges"] = merges
-        atomic_write_bytes(path, json.dumps(doc, ensure_ascii=False).encode("utf-8"))
+        doc["model"]["vocab"] = "\0vocab\0"
+        doc["model"]["merges"] = "\0merges\0"
+        text = json.dumps(doc, ensure_ascii=False)
+        text = text.replace('"\\u0000vocab\\u0000"', vocab, 1)
+        text = text.replace('"\\u0000merges\\u0000"', merges, 1)
+        atomic_write_bytes(path, text.encode("utf-8"))
 
 
 _ATOM = regex.compile(r"""
@@ -935,28 +953,70 @@ def _check_special_ids(specials: dict[str, int], n: int) -> None:
                           f"ordinary tokens), got {specials}")
 
 
-def _read_ranks(path: str | os.PathLike) -> dict[bytes, int]:
-    """A tiktoken ranks file: ``base64-token rank`` per line."""
+_B64 = np.full(256, 255, np.uint8)
+_B64[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", np.uint8)] = \
+    np.arange(64, dtype=np.uint8)
+_B64[ord("=")] = 0
+
+
+def _read_ranks_slow(path: str | os.PathLike) -> dict[bytes, int]:
+    """A tiktoken ranks file line by line (names the first malformed line)."""
     ranks = {}
     with open(path, "rb") as f:
-        lines = f.read().splitlines()
-    decode = base64.b64decode
-    try:
-        for line in lines:
-            if line:
-                token, rank = line.split()
-                ranks[decode(token, validate=True)] = int(rank)
-    except ValueError:
-        for n, line in enumerate(lines, 1):  # find the line, for the message
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
             try:
-                if line.strip():
-                    token, rank = line.split()
-                    decode(token, validate=True), int(rank)
+                token, rank = line.split()
+                ranks[base64.b64decode(token, validate=True)] = int(rank)
             except ValueError as e:
                 raise FormatError(f"{path}, line {n}: expected 'base64-token rank' ({e})") \
                     from None
-        raise
     return ranks
+
+
+def _read_ranks(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A tiktoken ranks file (``base64-token rank`` per line), decoded with numpy.
+
+    Returns the bytes of all tokens concatenated (uint8), their lengths and
+    their ranks (int64), in file order. Falls back to a line-by-line read
+    to name the line when the file is malformed (raises FormatError).
+    """
+    with open(path, "rb") as f:
+        parts = f.read().split()
+    codes, rank_text = parts[0::2], parts[1::2]
+    if len(codes) != len(rank_text) or not codes:
+        _read_ranks_slow(path)
+        raise FormatError(f"{path}: expected 'base64-token rank' lines")
+    lengths = np.fromiter(map(len, codes), np.int64, len(codes))
+    chars = np.frombuffer(b"".join(codes), np.uint8)
+    values = _B64[chars]
+    try:
+        ranks = np.array(rank_text).astype(np.int64)
+    except ValueError:
+        ranks = None
+    # padding: at most two '=' at the end of each token, none elsewhere
+    ends = np.cumsum(lengths)
+    pad = chars == ord("=")
+    n_pad = pad[ends - 1].astype(np.int64) + np.where(lengths > 1, pad[ends - 2], False)
+    pad_ok = pad.sum() == n_pad.sum() and not (pad[ends - 1] < pad[ends - 2]).any()
+    if (ranks is None or (values == 255).any() or (lengths % 4).any() or not pad_ok
+            or ((n_pad == 2) & (values[ends - 3] & 0x0F != 0)).any()
+            or ((n_pad == 1) & (values[ends - 2] & 0x03 != 0)).any()):
+        _read_ranks_slow(path)  # raises, naming the line
+        raise FormatError(f"{path}: malformed ranks file")
+    q = values.reshape(-1, 4).astype(np.uint32)
+    word = (q[:, 0] << 18) | (q[:, 1] << 12) | (q[:, 2] << 6) | q[:, 3]
+    out = np.empty((q.shape[0], 3), np.uint8)
+    out[:, 0] = word >> 16
+    out[:, 1] = (word >> 8) & 0xFF
+    out[:, 2] = word & 0xFF
+    out = out.reshape(-1)
+    keep = np.ones(out.size, bool)
+    last = ends // 4 * 3  # end of each token's decoded groups
+    keep[last[n_pad >= 1] - 1] = False
+    keep[last[n_pad == 2] - 2] = False
+    return out[keep], lengths // 4 * 3 - n_pad, ranks
 
 
 def _chunks(path, special_tokens, size=1 << 22) -> Iterator[str]:
