@@ -871,7 +871,7 @@ class ByteTokenizer:
         flat = core._exp_flat.astype(np.uint8).tobytes().decode("latin-1").translate(_BYTE_TABLE)
         starts = core._exp_start.tolist()
         names = [flat[a:b] for a, b in zip(starts[:-1], starts[1:])]
-        quoted = list(map(json.encoder.encode_basestring, names))  # type: ignore[attr-defined]
+        quoted = list(map(json.encoder.encode_basestring, names))
         vocab = "{" + ",".join(map("{}:{}".format, quoted, self._to_public.tolist())) + "}"
         name = names.__getitem__
         # merges as "left right" (the names hold no space: GPT-2's map moves it to U+0120)
@@ -1011,12 +1011,12 @@ def _read_ranks(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.nda
     out[:, 0] = word >> 16
     out[:, 1] = (word >> 8) & 0xFF
     out[:, 2] = word & 0xFF
-    out = out.reshape(-1)
-    keep = np.ones(out.size, bool)
+    decoded = out.reshape(-1)
+    keep = np.ones(decoded.size, bool)
     last = ends // 4 * 3  # end of each token's decoded groups
     keep[last[n_pad >= 1] - 1] = False
     keep[last[n_pad == 2] - 2] = False
-    return out[keep], lengths // 4 * 3 - n_pad, ranks
+    return decoded[keep], lengths // 4 * 3 - n_pad, ranks
 
 
 def _chunks(path, special_tokens, size=1 << 22) -> Iterator[str]:
