@@ -17,13 +17,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._engine import _find_slot, _heap_pop, _heap_push, _key, _lookup, _new_table
+from ._engine import _heap_pop, _heap_push, _new_table
 from ._pretokenize import decode_utf8, split_cps
 
 _MASK = np.int64(0xFFFFFFFF)
 _NONE = np.int64(1) << 62
 #: Pre-tokens longer than this use the heap merge loop.
-_LINEAR_MAX = 48
+_LINEAR_MAX = 64
 #: Slots of the per-call cache of multi-token pre-tokens (a power of two).
 _CACHE_SLOTS = 1 << 14
 #: Longest pre-token (bytes) that the cache keeps.
@@ -83,17 +83,81 @@ def _whole_token(buf, a, b, h, vkeys, vvals, vbits, exp_start, flat):
     return -1
 
 
-@njit(cache=True, inline="always")
-def _rank(pkeys, pvals, pbits, left, right):
-    r = _lookup(pkeys, pvals, pbits, _key(left, right))
-    return _NONE if r < 0 else r
+#: Token ids and ranks must stay below 2**21 to pack a pair and its rank in one int64.
+MAX_TOKENS = 1 << 21
+_B21 = np.int64(21)
+_M21 = np.int64((1 << 21) - 1)
 
 
 @njit(cache=True, inline="always")
-def _merge_linear(tok, rk, m, pkeys, pvals, pbits, new_token):
+def _pair_slot(key, bits):
+    return np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits))
+
+
+@njit(cache=True, inline="always")
+def _pair_rank(pt, pbits, bp, left, right):
+    """Rank of the merge ``(left, right)``, or ``_NONE``.
+
+    Pairs of two bytes come from the direct table ``bp`` (65,536 entries);
+    the others from ``pt``, open addressing with one int64 per slot,
+    ``left << 42 | right << 21 | rank`` (-1 empty): one cache line per probe.
+    """
+    if left < 256 and right < 256:
+        r = bp[(left << 8) | right]
+        return _NONE if r < 0 else np.int64(r)
+    key = (np.int64(left) << _B21) | np.int64(right)
+    mask = (np.int64(1) << pbits) - 1
+    s = _pair_slot(key, pbits)
+    while True:
+        v = pt[s]
+        if v == -1:
+            return _NONE
+        if (v >> _B21) == key:
+            return v & _M21
+        s = (s + 1) & mask
+
+
+@njit(cache=True, inline="always")
+def _pair_insert(pt, pbits, bp, left, right, rank):
+    """Add merge ``(left, right)`` of ``rank``; False if the pair is there already."""
+    if left < 256 and right < 256:
+        if bp[(left << 8) | right] >= 0:
+            return False
+        bp[(left << 8) | right] = rank
+        return True
+    key = (np.int64(left) << _B21) | np.int64(right)
+    mask = (np.int64(1) << pbits) - 1
+    s = _pair_slot(key, pbits)
+    while pt[s] != -1:
+        if (pt[s] >> _B21) == key:
+            return False
+        s = (s + 1) & mask
+    pt[s] = (key << _B21) | np.int64(rank)
+    return True
+
+
+@njit(cache=True)
+def _empty_pair_table(n):
+    bits = 4
+    while (1 << bits) < 2 * n + 2:
+        bits += 1
+    return np.full(1 << bits, -1, np.int64), bits, np.full(65536, -1, np.int32)
+
+
+@njit(cache=True, nogil=True)
+def build_pair_table(left, right):
+    """The merge table of :func:`_pair_rank` for merges ``(left[r], right[r])`` of rank ``r``."""
+    pt, pbits, bp = _empty_pair_table(left.shape[0])
+    for r in range(left.shape[0]):
+        _pair_insert(pt, pbits, bp, left[r], right[r], r)
+    return pt, pbits, bp
+
+
+@njit(cache=True, inline="always")
+def _merge_linear(tok, rk, m, pt, pbits, bp, new_token):
     """BPE on ``tok[:m]`` by a linear scan per merge; returns the new length."""
     for k in range(m - 1):
-        rk[k] = _rank(pkeys, pvals, pbits, tok[k], tok[k + 1])
+        rk[k] = _pair_rank(pt, pbits, bp, tok[k], tok[k + 1])
     while m > 1:
         best = _NONE
         bi = -1
@@ -110,23 +174,23 @@ def _merge_linear(tok, rk, m, pkeys, pvals, pbits, new_token):
             rk[k] = rk[k + 1]
         m -= 1
         if bi > 0:
-            rk[bi - 1] = _rank(pkeys, pvals, pbits, tok[bi - 1], tok[bi])
+            rk[bi - 1] = _pair_rank(pt, pbits, bp, tok[bi - 1], tok[bi])
         if bi < m - 1:
-            rk[bi] = _rank(pkeys, pvals, pbits, tok[bi], tok[bi + 1])
+            rk[bi] = _pair_rank(pt, pbits, bp, tok[bi], tok[bi + 1])
     return m
 
 
 @njit(cache=True, inline="always")
-def _merge_heap(tok, m, nxt, prv, heap, pkeys, pvals, pbits, left, right, new_token):
+def _merge_heap(tok, m, nxt, prv, heap, pt, pbits, bp, left, right, new_token):
     """BPE on ``tok[:m]`` with a heap of (rank, position); compacts ``tok``, returns the length."""
     hn = 0
     for i in range(m):
         nxt[i] = i + 1 if i + 1 < m else -1
         prv[i] = i - 1
     for i in range(m - 1):
-        r = _lookup(pkeys, pvals, pbits, _key(tok[i], tok[i + 1]))
-        if r >= 0:
-            _heap_push(heap, hn, (np.int64(r) << 32) | i)
+        r = _pair_rank(pt, pbits, bp, tok[i], tok[i + 1])
+        if r != _NONE:
+            _heap_push(heap, hn, (r << 32) | i)
             hn += 1
     while hn > 0:
         v = _heap_pop(heap, hn)
@@ -146,14 +210,14 @@ def _merge_heap(tok, m, nxt, prv, heap, pkeys, pvals, pbits, left, right, new_to
             prv[q] = i
         h = prv[i]
         if h >= 0:
-            r2 = _lookup(pkeys, pvals, pbits, _key(tok[h], tok[i]))
-            if r2 >= 0:
-                _heap_push(heap, hn, (np.int64(r2) << 32) | h)
+            r2 = _pair_rank(pt, pbits, bp, tok[h], tok[i])
+            if r2 != _NONE:
+                _heap_push(heap, hn, (r2 << 32) | h)
                 hn += 1
         if q >= 0:
-            r2 = _lookup(pkeys, pvals, pbits, _key(tok[i], tok[q]))
-            if r2 >= 0:
-                _heap_push(heap, hn, (np.int64(r2) << 32) | i)
+            r2 = _pair_rank(pt, pbits, bp, tok[i], tok[q])
+            if r2 != _NONE:
+                _heap_push(heap, hn, (r2 << 32) | i)
                 hn += 1
     k = 0
     i = 0
@@ -165,7 +229,7 @@ def _merge_heap(tok, m, nxt, prv, heap, pkeys, pvals, pbits, left, right, new_to
 
 
 @njit(cache=True, nogil=True)
-def encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pkeys, pvals, pbits,
+def encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pt, pbits, bp,
                   left, right, new_token, to_public):
     """Public token ids (int32) of the pre-tokens ``buf[bounds[k]:bounds[k+1]]``."""
     n_pieces = bounds.shape[0] - 1
@@ -223,9 +287,9 @@ def encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pkeys, pval
         for k in range(m):
             tok[k] = buf[a + k]
         if m <= _LINEAR_MAX:
-            m = _merge_linear(tok, rk, m, pkeys, pvals, pbits, new_token)
+            m = _merge_linear(tok, rk, m, pt, pbits, bp, new_token)
         else:
-            m = _merge_heap(tok, m, nxt, prv, heap, pkeys, pvals, pbits, left, right, new_token)
+            m = _merge_heap(tok, m, nxt, prv, heap, pt, pbits, bp, left, right, new_token)
         if b - a <= _CACHE_MAX_BYTES:
             ckeys[cs] = h
             cstart[cs] = no
@@ -239,8 +303,8 @@ def encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pkeys, pval
 
 
 @njit(cache=True, nogil=True)
-def encode_text(buf, flags, fold, kind, vkeys, vvals, vbits, exp_start, flat, pkeys, pvals,
-                pbits, left, right, new_token, to_public):
+def encode_text(buf, flags, fold, kind, vkeys, vvals, vbits, exp_start, flat, pt, pbits, bp,
+                left, right, new_token, to_public):
     """Pre-tokenize UTF-8 ``buf`` with compiled pattern ``kind`` and encode it (int32 ids)."""
     cps, starts = decode_utf8(buf)
     ends = split_cps(cps, flags, fold, kind)
@@ -248,8 +312,8 @@ def encode_text(buf, flags, fold, kind, vkeys, vvals, vbits, exp_start, flat, pk
     bounds[0] = 0
     for k in range(ends.shape[0]):
         bounds[k + 1] = starts[ends[k]]
-    return encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pkeys, pvals,
-                         pbits, left, right, new_token, to_public)
+    return encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pt, pbits, bp,
+                         left, right, new_token, to_public)
 
 
 @njit(cache=True, nogil=True)
@@ -294,7 +358,7 @@ def recover_merges(flat, offsets):
     n = offsets.shape[0] - 1
     m = n - 256
     pairs = np.empty((max(m, 0), 2), np.int64)
-    keys, vals, bits = _new_table(max(m, 1))
+    pt, pbits, bp = _empty_pair_table(max(m, 1))
     new_token = np.arange(256, 256 + max(m, 1)).astype(np.int32)
     longest = 2
     for r in range(256, n):
@@ -308,16 +372,13 @@ def recover_merges(flat, offsets):
             return pairs, r
         for k in range(b - a):
             tok[k] = flat[a + k]
-        k = _merge_linear(tok, rk, b - a, keys, vals, bits, new_token)
+        k = _merge_linear(tok, rk, b - a, pt, pbits, bp, new_token)
         if k != 2:
             return pairs, r
         pairs[r - 256, 0] = tok[0]
         pairs[r - 256, 1] = tok[1]
-        s = _find_slot(keys, bits, _key(tok[0], tok[1]))
-        if keys[s] != -1:  # the same pair twice: a later rank is unreachable
-            return pairs, r
-        keys[s] = _key(tok[0], tok[1])
-        vals[s] = r - 256
+        if not _pair_insert(pt, pbits, bp, tok[0], tok[1], r - 256):
+            return pairs, r  # the same pair twice: a later rank is unreachable
     return pairs, -1
 
 

@@ -306,9 +306,13 @@ class ByteTokenizer:
         self.special_tokens_ = dict(special_ids)
         self._special_by_id = {i: s for s, i in self.special_tokens_.items()}
         self._special_set = frozenset(self.special_tokens_)
+        if n > _bytebpe.MAX_TOKENS:
+            raise ValueError(f"the text kernels take at most {_bytebpe.MAX_TOKENS:,} ordinary "
+                             f"tokens, this model has {n:,}")
         vkeys, vvals, vbits, flat = _bytebpe.build_vocab_table(core._exp_start, core._exp_flat)
-        self._kernel_args = (vkeys, vvals, vbits, core._exp_start, flat, core._keys, core._vals,
-                             core._bits, core._left, core._right, core._token, self._to_public)
+        pt, pbits, bp = _bytebpe.build_pair_table(core._left, core._right)
+        self._kernel_args = (vkeys, vvals, vbits, core._exp_start, flat, pt, pbits, bp,
+                             core._left, core._right, core._token, self._to_public)
         self._flat = flat
         self._compile()
 
