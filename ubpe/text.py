@@ -11,14 +11,18 @@ Unsupervised Multitask Learners"), as in tiktoken and Hugging Face
 from __future__ import annotations
 
 import base64
+import json
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import regex
 
+from . import _bytebpe, _pretokenize
 from .serialization import FormatError, read_document, write_document
 from .tokenizer import Tokenizer
 
@@ -42,9 +46,6 @@ PATTERNS = {
     "llama3": r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",  # noqa: E501
 }
 
-_CACHE_LIMIT = 200_000
-
-
 def _byte_chars() -> list[str]:
     """GPT-2's reversible map from bytes to printable characters (HF ByteLevel)."""
     keep = set(range(33, 127)) | set(range(161, 173)) | set(range(174, 256))
@@ -58,8 +59,21 @@ def _byte_chars() -> list[str]:
     return out
 
 
+_BYTE_TABLE = {i: c for i, c in enumerate(_byte_chars())}
+
+
+_BYTE_TABLE = {i: c for i, c in enumerate(_byte_chars())}
+
+#: Threads of the batch methods unless told otherwise (tiktoken's default).
+DEFAULT_THREADS = 8
+
+
+def _as_set(value, specials: frozenset) -> frozenset:
+    return specials if value == "all" else frozenset(value)
+
+
 class ByteTokenizer:
-    """Byte-level BPE tokenizer for text.
+    """Byte-level BPE tokenizer for text, with tiktoken's interface.
 
     Parameters
     ----------
@@ -71,7 +85,8 @@ class ByteTokenizer:
         1 is classic BPE.
     pattern : str or None, default "gpt2"
         Pre-tokenization: a name in :data:`PATTERNS` ("gpt2", "cl100k",
-        "o200k", "llama3"), any regular expression (``regex`` syntax), or
+        "o200k", "llama3"; these run on a compiled scanner that cuts exactly
+        as ``regex`` does), any regular expression (``regex`` syntax), or
         None for no splitting. Text between matches is kept as pre-tokens of
         its own: nothing is ever dropped.
     special_tokens : sequence of str, default ()
@@ -80,26 +95,38 @@ class ByteTokenizer:
         Minimum (weighted) pair count for a merge.
     progress : bool or None
         Progress bar while training (None: only on a terminal).
+    name : str, default "ubpe"
+        A name, as tiktoken's ``Encoding.name``.
 
     Attributes
     ----------
     tokenizer_ : ubpe.Tokenizer
         The core model over bytes, with ``token_order="rank"``.
     special_tokens_ : dict of str to int
-        Special token ids.
+        Special token ids (consecutive after the ordinary tokens, unless
+        loaded with other ids by :meth:`from_tiktoken`).
     byte_ids_ : ndarray of shape (256,), int64
         Public id of each single byte (the identity unless loaded from a
         tiktoken file whose single-byte ranks are permuted).
+
+    Notes
+    -----
+    Encoding follows tiktoken (``tiktoken/src/lib.rs``): a pre-token whose
+    bytes are a token is that token, any other is merged pair by pair, lowest
+    rank first. All kernels are compiled with numba and release the GIL, so
+    the batch methods run in parallel threads.
     """
 
-    def __init__(self, vocab_size: int = 8192, *, n_candidates: int = 1, pattern="gpt2",
-                 special_tokens=(), min_frequency: int = 2, progress=None):
+    def __init__(self, vocab_size: int = 8192, *, n_candidates: int = 1,
+                 pattern: str | None = "gpt2", special_tokens: Iterable[str] = (),
+                 min_frequency: int = 2, progress: bool | None = None, name: str = "ubpe"):
         self.vocab_size = vocab_size
         self.n_candidates = n_candidates
         self.pattern = pattern
         self.special_tokens = tuple(special_tokens)
         self.min_frequency = min_frequency
         self.progress = progress
+        self.name = name
 
     # ------------------------------------------------------------- helpers
     @property
@@ -109,7 +136,13 @@ class ByteTokenizer:
             return None
         return PATTERNS.get(self.pattern, self.pattern)
 
-    def _compile(self):
+    @property
+    def compiled_pattern(self) -> str | None:
+        """The name of the compiled scanner used for the pattern, or None (``regex`` is used)."""
+        pat = self.pattern_str
+        return next((k for k, v in PATTERNS.items() if v == pat), None)
+
+    def _compile(self) -> None:
         pat = self.pattern_str
         try:
             self._regex = regex.compile(pat) if pat is not None else None
@@ -118,12 +151,25 @@ class ByteTokenizer:
         specials = sorted(self.special_tokens, key=len, reverse=True)
         self._special_regex = (regex.compile("|".join(regex.escape(s) for s in specials))
                                if specials else None)
-        self._cache = {}
+        kind = self.compiled_pattern
+        self._kind = -1 if kind is None else _pretokenize.KINDS[kind]
 
-    def pretokenize(self, text: str) -> list[str]:
-        """Cut ordinary text (no special tokens) into pre-tokens; ``"".join`` gives it back."""
+    def _ensure_compiled(self) -> None:
         if not hasattr(self, "_regex"):
             self._compile()
+
+    def _bounds(self, data: bytes, text: str) -> np.ndarray:
+        """Pre-token boundaries of ``text`` (its UTF-8 is ``data``) as byte offsets, int64."""
+        if self._kind >= 0:
+            flags, fold = _pretokenize.unicode_tables()
+            return _pretokenize.split_utf8(np.frombuffer(data, np.uint8), flags, fold,
+                                           self._kind)
+        pieces = self._regex_pieces(text)
+        bounds = np.zeros(len(pieces) + 1, np.int64)
+        np.cumsum([len(p.encode("utf-8")) for p in pieces], out=bounds[1:])
+        return bounds
+
+    def _regex_pieces(self, text: str) -> list[str]:
         if self._regex is None:
             return [text] if text else []
         pieces, pos = [], 0
@@ -137,9 +183,22 @@ class ByteTokenizer:
             pieces.append(text[pos:])
         return pieces
 
+    def pretokenize(self, text: str) -> list[str]:
+        """Cut ordinary text (no special tokens) into pre-tokens; ``"".join`` gives it back.
+
+        Raises
+        ------
+        UnicodeEncodeError
+            With a named pattern, if ``text`` holds a lone surrogate.
+        """
+        self._ensure_compiled()
+        if self._kind >= 0:
+            return _pretokenize.split(text, self.compiled_pattern)  # type: ignore[arg-type]
+        return self._regex_pieces(text)
+
     def _split_specials(self, text: str, allowed) -> list[tuple[str, bool]]:
         """Cut text at the allowed special tokens: (segment, is_special) pairs."""
-        if not allowed or self._special_regex is None:
+        if not allowed or self._special_regex is None or not any(s in text for s in allowed):
             return [(text, False)] if text else []
         out, pos = [], 0
         for m in self._special_regex.finditer(text):
@@ -154,15 +213,33 @@ class ByteTokenizer:
         return out
 
     # ----------------------------------------------------------------- fit
-    def count_pretokens(self, texts: Iterable[str]) -> Counter:
-        """Pre-token counts of texts, split at special tokens first."""
-        self._compile()
-        counts: Counter = Counter()
+    def _count_bytes(self, texts: Iterable[str]) -> dict[bytes, int]:
+        """Pre-token counts of texts (split at special tokens first), keyed by UTF-8."""
+        counts: dict[bytes, int] = {}
+        allowed = frozenset(self.special_tokens)
         for text in texts:
-            for segment, special in self._split_specials(text, set(self.special_tokens)):
-                if not special:
-                    counts.update(self.pretokenize(segment))
+            for segment, special in self._split_specials(text, allowed):
+                if special:
+                    continue
+                data = segment.encode("utf-8")
+                bounds = self._bounds(data, segment)
+                first, n = _bytebpe.count_pieces(np.frombuffer(data, np.uint8), bounds)
+                starts = bounds[first].tolist()
+                ends = bounds[first + 1].tolist()
+                for a, b, c in zip(starts, ends, n.tolist()):
+                    key = data[a:b]
+                    counts[key] = counts.get(key, 0) + c
         return counts
+
+    def count_pretokens(self, texts: Iterable[str]) -> Counter:
+        """Pre-token counts of texts, split at special tokens first.
+
+        Returns
+        -------
+        collections.Counter of str to int
+        """
+        self._compile()
+        return Counter({k.decode("utf-8"): v for k, v in self._count_bytes(texts).items()})
 
     def fit(self, corpus: Iterable, *, workers: int = 1) -> ByteTokenizer:
         """Train on texts and/or files.
@@ -174,11 +251,17 @@ class ByteTokenizer:
             read in chunks cut at a newline or special token, so no pre-token
             is split.
         workers : int, default 1
-            Processes for pre-tokenizing files.
+            Threads that pre-tokenize and count the files' chunks (the
+            compiled kernels release the GIL; nothing is re-imported, so a
+            plain script needs no ``if __name__ == "__main__"`` guard).
 
         Pre-tokens are counted once and trained on as documents with
         multiplicities; special tokens split the text and never enter pair
         counts.
+
+        Returns
+        -------
+        self
 
         Raises
         ------
@@ -191,57 +274,126 @@ class ByteTokenizer:
         if any(not s for s in self.special_tokens):
             raise ValueError("special tokens must be non-empty strings")
         self._compile()
-        counts: Counter = Counter()
         texts: list[str] = []
         files: list[os.PathLike] = []
         for item in corpus:
             (files if isinstance(item, os.PathLike) else texts).append(item)
-        counts.update(self.count_pretokens(texts))
+        counts = self._count_bytes(texts)
         if files:
-            counts.update(_count_files(self, files, workers))
+            for k, v in _count_files(self, files, workers).items():
+                counts[k] = counts.get(k, 0) + v
         pieces = list(counts)
-        docs = [np.frombuffer(p.encode("utf-8"), np.uint8) for p in pieces]
-        weights = np.fromiter((counts[p] for p in pieces), np.int64, len(pieces))
+        docs = [np.frombuffer(p, np.uint8) for p in pieces]
+        weights = np.fromiter(counts.values(), np.int64, len(pieces))
         self.tokenizer_ = Tokenizer(256, self.vocab_size, n_candidates=self.n_candidates,
                                     min_frequency=self.min_frequency, token_order="rank",
                                     progress=self.progress).fit(docs, weights)
         self._finish(np.arange(256))
         return self
 
-    def _finish(self, byte_ids):
+    def _finish(self, byte_ids, special_ids: dict[str, int] | None = None) -> None:
         """Set the id maps once ``tokenizer_`` is fitted or loaded."""
-        n = self.tokenizer_.n_tokens_
+        core = self.tokenizer_
+        n = core.n_tokens_
         self.byte_ids_ = np.asarray(byte_ids, np.int64)
         self._to_public = np.arange(n, dtype=np.int64)
         self._to_public[:256] = self.byte_ids_
         self._to_internal = np.empty(n, np.int64)
         self._to_internal[self._to_public] = np.arange(n)
-        self.special_tokens_ = {s: n + i for i, s in enumerate(self.special_tokens)}
+        if special_ids is None:
+            special_ids = {s: n + i for i, s in enumerate(self.special_tokens)}
+        self.special_tokens = tuple(sorted(special_ids, key=special_ids.__getitem__))
+        self.special_tokens_ = dict(special_ids)
         self._special_by_id = {i: s for s, i in self.special_tokens_.items()}
+        self._special_set = frozenset(self.special_tokens_)
+        if n > _bytebpe.MAX_TOKENS:
+            raise ValueError(f"the text kernels take at most {_bytebpe.MAX_TOKENS:,} ordinary "
+                             f"tokens, this model has {n:,}")
+        vkeys, vvals, vbits, flat = _bytebpe.build_vocab_table(core._exp_start, core._exp_flat)
+        pt, pbits, bp = _bytebpe.build_pair_table(core._left, core._right)
+        self._kernel_args = (vkeys, vvals, vbits, core._exp_start, flat, pt, pbits, bp,
+                             core._left, core._right, core._token, self._to_public)
+        self._flat = flat
         self._compile()
 
     @property
     def n_vocab(self) -> int:
-        """Ordinary plus special tokens."""
-        return self.tokenizer_.n_tokens_ + len(self.special_tokens_)
+        """Number of token ids: the largest id plus one (tiktoken's ``n_vocab``)."""
+        return self.max_token_value + 1
+
+    @property
+    def max_token_value(self) -> int:
+        """The largest token id, ordinary or special."""
+        self._check_fitted()
+        return max([self.tokenizer_.n_tokens_ - 1, *self.special_tokens_.values()])
+
+    @property
+    def eot_token(self) -> int:
+        """The id of ``<|endoftext|>``.
+
+        Raises
+        ------
+        KeyError
+            If the model has no such special token.
+        """
+        self._check_fitted()
+        return self.special_tokens_["<|endoftext|>"]
+
+    @property
+    def special_tokens_set(self) -> set[str]:
+        """The special tokens, as a set (tiktoken's name)."""
+        return set(self.special_tokens)
+
+    def is_special_token(self, token: int) -> bool:
+        """Whether ``token`` is the id of a special token."""
+        self._check_fitted()
+        return token in self._special_by_id
 
     # -------------------------------------------------------------- encode
-    def _encode_ordinary(self, text: str, out: list) -> None:
-        pieces = self.pretokenize(text)
-        cache = self._cache
-        missing = list({p for p in pieces if p not in cache})
-        if missing:
-            if len(cache) > _CACHE_LIMIT:
-                cache.clear()
-            enc = self.tokenizer_.encode_batch(
-                [np.frombuffer(p.encode("utf-8"), np.uint8) for p in missing])
-            for p, ids in zip(missing, enc):
-                cache[p] = self._to_public[ids].tolist()
-        for p in pieces:
-            out.extend(cache[p])
+    def _encode_ordinary_array(self, text: str) -> np.ndarray:
+        """Public ids (int32) of text without special tokens."""
+        if not text:
+            return np.empty(0, np.int32)
+        data = text.encode("utf-8")
+        buf = np.frombuffer(data, np.uint8)
+        if self._kind >= 0:
+            flags, fold = _pretokenize.unicode_tables()
+            return _bytebpe.encode_text(buf, flags, fold, self._kind, *self._kernel_args)
+        return _bytebpe.encode_pieces(buf, self._bounds(data, text), *self._kernel_args)
 
-    def encode(self, text: str, *, allowed_special=frozenset(),
-               disallowed_special="all") -> list[int]:
+    def _check_special(self, text: str, allowed_special, disallowed_special) -> frozenset:
+        """The allowed special tokens; raises if a disallowed one is in the text."""
+        self._check_fitted()
+        specials = self._special_set
+        allowed = _as_set(allowed_special, specials)
+        unknown = allowed - specials
+        if unknown:
+            raise ValueError(f"not special tokens of this model: {sorted(unknown)}")
+        disallowed = (specials - allowed if disallowed_special == "all"
+                      else frozenset(disallowed_special))
+        if disallowed and self._special_regex is not None and any(s in text for s in disallowed):
+            for m in self._special_regex.finditer(text):
+                if m.group() in disallowed:
+                    raise ValueError(
+                        f"text contains the special token {m.group()!r} at character "
+                        f"{m.start()}; pass allowed_special to encode it as a special token, "
+                        f"or disallowed_special=() to encode it as ordinary text")
+        return allowed
+
+    def _encode_array(self, text: str, allowed_special, disallowed_special) -> np.ndarray:
+        allowed = self._check_special(text, allowed_special, disallowed_special)
+        parts = []
+        for segment, special in self._split_specials(text, allowed):
+            if special:
+                parts.append(np.array([self.special_tokens_[segment]], np.int32))
+            else:
+                parts.append(self._encode_ordinary_array(segment))
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.empty(0, np.int32)
+
+    def encode(self, text: str, *, allowed_special: AbstractSet[str] | str = frozenset(),
+               disallowed_special: Collection[str] | str = "all") -> list[int]:
         """Encode text to token ids (tiktoken's semantics for special tokens).
 
         Parameters
@@ -261,37 +413,133 @@ class ByteTokenizer:
         ------
         ValueError
             If ``text`` contains a disallowed special token (names it and its
-            character offset).
+            character offset), or ``allowed_special`` names an unknown one.
+        UnicodeEncodeError
+            If ``text`` holds a lone surrogate (it has no UTF-8 form).
         """
-        self._check_fitted()
-        allowed = set(self.special_tokens) if allowed_special == "all" else set(allowed_special)
-        unknown = allowed - set(self.special_tokens)
-        if unknown:
-            raise ValueError(f"not special tokens of this model: {sorted(unknown)}")
-        disallowed = (set(self.special_tokens) - allowed if disallowed_special == "all"
-                      else set(disallowed_special))
-        if disallowed and self._special_regex is not None:
-            for m in self._special_regex.finditer(text):
-                if m.group() in disallowed:
-                    raise ValueError(
-                        f"text contains the special token {m.group()!r} at character "
-                        f"{m.start()}; pass allowed_special to encode it as a special token, "
-                        f"or disallowed_special=() to encode it as ordinary text")
-        out: list[int] = []
-        for segment, special in self._split_specials(text, allowed):
-            if special:
-                out.append(self.special_tokens_[segment])
-            else:
-                self._encode_ordinary(segment, out)
-        return out
+        return self._encode_array(text, allowed_special, disallowed_special).tolist()
+
+    def encode_to_numpy(self, text: str, *,
+                        allowed_special: AbstractSet[str] | str = frozenset(),
+                        disallowed_special: Collection[str] | str = "all") -> np.ndarray:
+        """:meth:`encode` as an array, shape (n_tokens,), uint32 (tiktoken's dtype), no list."""
+        return self._encode_array(text, allowed_special, disallowed_special).view(np.uint32)
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text with special tokens treated as ordinary text."""
-        return self.encode(text, disallowed_special=())
+        self._check_fitted()
+        return self._encode_ordinary_array(text).tolist()
 
-    def encode_batch(self, texts, **kwargs) -> list[list[int]]:
-        """Encode several texts; keyword options as in :meth:`encode`."""
-        return [self.encode(t, **kwargs) for t in texts]
+    def count_tokens(self, text: str, *, allowed_special: AbstractSet[str] | str = frozenset(),
+                     disallowed_special: Collection[str] | str = "all") -> int:
+        """Number of tokens of ``text`` (as ``len(encode(text))``, without building a list)."""
+        return int(self._encode_array(text, allowed_special, disallowed_special).size)
+
+    def _map(self, fn, items: Sequence, num_threads: int) -> list:
+        if num_threads <= 1 or len(items) <= 1:
+            return [fn(x) for x in items]
+        with ThreadPoolExecutor(min(num_threads, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+    def encode_batch(self, text: Sequence[str], *, num_threads: int = DEFAULT_THREADS,
+                     allowed_special: AbstractSet[str] | str = frozenset(),
+                     disallowed_special: Collection[str] | str = "all") -> list[list[int]]:
+        """Encode several texts in parallel threads (the kernels release the GIL).
+
+        Parameters
+        ----------
+        text : sequence of str
+        num_threads : int, default 8
+            Threads; 1 encodes in the calling thread.
+        allowed_special, disallowed_special
+            As in :meth:`encode`.
+
+        Returns
+        -------
+        list of list of int
+            One list of ids per text, in order.
+        """
+        self._check_fitted()
+        return self._map(lambda t: self._encode_array(t, allowed_special, disallowed_special)
+                         .tolist(), list(text), num_threads)
+
+    def encode_ordinary_batch(self, text: Sequence[str], *,
+                              num_threads: int = DEFAULT_THREADS) -> list[list[int]]:
+        """:meth:`encode_ordinary` of several texts in parallel threads."""
+        self._check_fitted()
+        return self._map(lambda t: self._encode_ordinary_array(t).tolist(), list(text),
+                         num_threads)
+
+    def encode_to_numpy_batch(self, text: Sequence[str], *, num_threads: int = DEFAULT_THREADS,
+                              allowed_special: AbstractSet[str] | str = frozenset(),
+                              disallowed_special: Collection[str] | str = "all"
+                              ) -> list[np.ndarray]:
+        """:meth:`encode_to_numpy` of several texts in parallel threads."""
+        self._check_fitted()
+        return self._map(lambda t: self._encode_array(t, allowed_special, disallowed_special)
+                         .view(np.uint32), list(text), num_threads)
+
+    def encode_single_token(self, text_or_bytes: str | bytes) -> int:
+        """The id of the one token whose text (or bytes) this is.
+
+        Raises
+        ------
+        KeyError
+            If no single token has exactly these bytes.
+        """
+        self._check_fitted()
+        if isinstance(text_or_bytes, str):
+            if text_or_bytes in self.special_tokens_:
+                return self.special_tokens_[text_or_bytes]
+            text_or_bytes = text_or_bytes.encode("utf-8")
+        data = np.frombuffer(text_or_bytes, np.uint8)
+        if data.size:
+            ids = _bytebpe.encode_pieces(data, np.array([0, data.size], np.int64),
+                                         *self._kernel_args)
+            if ids.size == 1:
+                return int(ids[0])
+        raise KeyError(text_or_bytes)
+
+    def encode_with_offsets(self, text: str, *, unit: str = "char",
+                            allowed_special: AbstractSet[str] | str = frozenset(),
+                            disallowed_special: Collection[str] | str = "all"
+                            ) -> tuple[list[int], np.ndarray]:
+        """Token ids and the span of text each one covers (HF's ``Encoding.offsets``).
+
+        Parameters
+        ----------
+        text : str
+        unit : {"char", "byte"}, default "char"
+            Offsets in characters of ``text`` (Python string indices) or in
+            bytes of its UTF-8. A token that ends or starts inside a
+            character (part of an emoji, say) spans that whole character, as
+            in Hugging Face ``tokenizers``.
+        allowed_special, disallowed_special
+            As in :meth:`encode`.
+
+        Returns
+        -------
+        ids : list of int
+        offsets : ndarray of shape (n_tokens, 2), int64
+            ``(start, end)`` per token, end exclusive.
+
+        Raises
+        ------
+        ValueError
+            If ``unit`` is neither, or as :meth:`encode`.
+        """
+        if unit not in ("char", "byte"):
+            raise ValueError(f"unit must be 'char' or 'byte', got {unit!r}")
+        ids = self._encode_array(text, allowed_special, disallowed_special)
+        lengths = self.token_lengths()[ids.astype(np.int64)]
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        if unit == "char" and ids.size:
+            data = np.frombuffer(text.encode("utf-8"), np.uint8)
+            char_of_byte = np.cumsum((data & 0xC0) != 0x80) - 1
+            starts = char_of_byte[starts]
+            ends = char_of_byte[ends - 1] + 1
+        return ids.tolist(), np.column_stack([starts, ends]).astype(np.int64)
 
     def encode_iterable(self, chunks: Iterable[str], **kwargs) -> Iterator[int]:
         """Encode a stream of text chunks (a file's lines, say) lazily.
@@ -328,7 +576,30 @@ class ByteTokenizer:
         return cut
 
     # -------------------------------------------------------------- decode
-    def decode_bytes(self, ids) -> bytes:
+    def token_lengths(self) -> np.ndarray:
+        """Length in bytes of every token id, shape (n_vocab,), int64 (0 for unused ids)."""
+        self._check_fitted()
+        if getattr(self, "_lengths", None) is None:
+            lengths = np.zeros(self.n_vocab, np.int64)
+            lengths[self._to_public] = self.tokenizer_.token_lengths()
+            for s, i in self.special_tokens_.items():
+                lengths[i] = len(s.encode("utf-8"))
+            self._lengths = lengths
+        return self._lengths
+
+    def _check_ids(self, ids: np.ndarray) -> None:
+        n = self.tokenizer_.n_tokens_
+        bad = (ids < 0) | (ids >= n)
+        if bad.any():
+            bad &= ~np.isin(ids, np.fromiter(self._special_by_id, np.int64,
+                                             len(self._special_by_id)))
+        pos = np.flatnonzero(bad)
+        if pos.size:
+            raise ValueError(f"position {pos[0]}: token id {ids[pos[0]]} is not in the "
+                             f"vocabulary (0..{n - 1} and special ids "
+                             f"{sorted(self._special_by_id)})")
+
+    def decode_bytes(self, tokens: Sequence[int] | np.ndarray) -> bytes:
         """Exact bytes of token ids (special tokens as their UTF-8 strings).
 
         Raises
@@ -337,37 +608,101 @@ class ByteTokenizer:
             If an id is not in the vocabulary (names it and its position).
         """
         self._check_fitted()
-        ids = np.asarray(ids, np.int64).reshape(-1)
+        ids = np.asarray(tokens, np.int64).reshape(-1)
+        self._check_ids(ids)
         n = self.tokenizer_.n_tokens_
-        bad = np.flatnonzero((ids < 0) | (ids >= self.n_vocab))
-        if bad.size:
-            raise ValueError(f"position {bad[0]}: token id {ids[bad[0]]} is not in the "
-                             f"vocabulary 0..{self.n_vocab - 1}")
+        core = self.tokenizer_
         special = np.flatnonzero(ids >= n)
+        if not special.size:
+            return _bytebpe.decode_ids(self._to_internal[ids], core._exp_start,
+                                       self._flat).tobytes()
         parts, start = [], 0
-        for k in list(special) + [ids.size]:
+        for k in [*special.tolist(), ids.size]:
             if k > start:
-                parts.append(self.tokenizer_.decode(self._to_internal[ids[start:k]])
-                             .astype(np.uint8).tobytes())
+                parts.append(_bytebpe.decode_ids(self._to_internal[ids[start:k]],
+                                                 core._exp_start, self._flat).tobytes())
             if k < ids.size:
                 parts.append(self._special_by_id[int(ids[k])].encode("utf-8"))
             start = k + 1
         return b"".join(parts)
 
-    def decode(self, ids, errors: str = "replace") -> str:
+    def decode(self, tokens: Sequence[int] | np.ndarray, errors: str = "replace") -> str:
         """Text of token ids; invalid UTF-8 becomes U+FFFD (``errors`` as in bytes.decode)."""
-        return self.decode_bytes(ids).decode("utf-8", errors=errors)
+        return self.decode_bytes(tokens).decode("utf-8", errors=errors)
+
+    def decode_single_token_bytes(self, token: int) -> bytes:
+        """The bytes of one token id.
+
+        Raises
+        ------
+        KeyError
+            If the id is not in the vocabulary (tiktoken raises KeyError too).
+        """
+        self._check_fitted()
+        if token in self._special_by_id:
+            return self._special_by_id[token].encode("utf-8")
+        if not 0 <= token < self.tokenizer_.n_tokens_:
+            raise KeyError(token)
+        t = int(self._to_internal[token])
+        s = self.tokenizer_._exp_start
+        return self._flat[s[t]: s[t + 1]].tobytes()
 
     def token_bytes(self, token_id: int) -> bytes:
-        """The bytes of one token id."""
-        return self.decode_bytes([token_id])
+        """The bytes of one token id (see :meth:`decode_single_token_bytes`)."""
+        return self.decode_single_token_bytes(token_id)
 
-    def _check_fitted(self):
+    def decode_tokens_bytes(self, tokens: Sequence[int]) -> list[bytes]:
+        """The bytes of each token id."""
+        return [self.decode_single_token_bytes(int(t)) for t in tokens]
+
+    def decode_with_offsets(self, tokens: Sequence[int]) -> tuple[str, list[int]]:
+        """Text of token ids and the character index where each token starts.
+
+        tiktoken's rule: a token that starts inside a multi-byte character
+        gets the index of that character.
+
+        Raises
+        ------
+        UnicodeDecodeError
+            If the bytes are not valid UTF-8 (tiktoken decodes strictly here).
+        ValueError
+            If an id is not in the vocabulary.
+        """
+        data = self.decode_bytes(tokens)
+        text = data.decode("utf-8")
+        ids = np.asarray(tokens, np.int64).reshape(-1)
+        lengths = self.token_lengths()[ids]
+        starts = np.cumsum(lengths) - lengths
+        arr = np.frombuffer(data, np.uint8)
+        cont = (arr & 0xC0) == 0x80
+        lead = np.concatenate([[0], np.cumsum(~cont)])
+        inside = np.zeros(ids.size, bool)
+        nonempty = lengths > 0
+        inside[nonempty] = cont[starts[nonempty]]
+        return text, np.maximum(lead[starts] - inside, 0).tolist()
+
+    def decode_batch(self, batch: Sequence[Sequence[int]], *, errors: str = "replace",
+                     num_threads: int = DEFAULT_THREADS) -> list[str]:
+        """:meth:`decode` of several id sequences in parallel threads."""
+        self._check_fitted()
+        return self._map(lambda ids: self.decode(ids, errors=errors), list(batch), num_threads)
+
+    def decode_bytes_batch(self, batch: Sequence[Sequence[int]], *,
+                           num_threads: int = DEFAULT_THREADS) -> list[bytes]:
+        """:meth:`decode_bytes` of several id sequences in parallel threads."""
+        self._check_fitted()
+        return self._map(self.decode_bytes, list(batch), num_threads)
+
+    def token_byte_values(self) -> list[bytes]:
+        """The bytes of every ordinary token, sorted (tiktoken's ``token_byte_values``)."""
+        return sorted(self.mergeable_ranks())
+
+    def _check_fitted(self) -> None:
         if not hasattr(self, "tokenizer_"):
             raise RuntimeError("this ByteTokenizer is not fitted yet; call fit() or load()")
 
     # ----------------------------------------------------------- save/load
-    def save(self, path) -> None:
+    def save(self, path: str | os.PathLike) -> None:
         """Write the model as one versioned JSON file, atomically."""
         self._check_fitted()
         write_document(path, FORMAT, VERSION, {
@@ -379,7 +714,7 @@ class ByteTokenizer:
             "tokenizer": self.tokenizer_.to_dict()})
 
     @classmethod
-    def load(cls, path) -> ByteTokenizer:
+    def load(cls, path: str | os.PathLike) -> ByteTokenizer:
         """Read a model written by :meth:`save`.
 
         Raises
@@ -389,11 +724,12 @@ class ByteTokenizer:
         """
         doc = read_document(path, FORMAT, VERSION)
         try:
-            specials = sorted(doc["special_tokens"], key=doc["special_tokens"].get)
-            tok = cls(**doc["params"], pattern=doc["pattern"], special_tokens=specials)
+            specials = {str(k): int(v) for k, v in doc["special_tokens"].items()}
+            tok = cls(**doc["params"], pattern=doc["pattern"])
             tok.tokenizer_ = Tokenizer.from_dict(doc["tokenizer"], source=f"{path}: tokenizer")
-            tok._finish(doc["byte_ids"])
-        except (KeyError, TypeError, ValueError) as e:
+            _check_special_ids(specials, tok.tokenizer_.n_tokens_)
+            tok._finish(doc["byte_ids"], specials)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise FormatError(f"{path}: malformed text tokenizer ({e})") from None
         return tok
 
@@ -407,15 +743,21 @@ class ByteTokenizer:
             If two tokens have the same bytes (tiktoken cannot express that).
         """
         self._check_fitted()
-        ranks: dict[bytes, int] = {}
-        for i in range(self.tokenizer_.n_tokens_):
-            b = self.token_bytes(i)
-            if b in ranks:
-                raise ValueError(f"token ids {ranks[b]} and {i} have the same bytes {b!r}")
-            ranks[b] = i
+        flat = self._flat.tobytes()
+        s = self.tokenizer_._exp_start.tolist()
+        public = self._to_public.tolist()
+        ranks = {flat[s[t]: s[t + 1]]: public[t] for t in range(len(public))}
+        if len(ranks) < len(public):
+            seen: dict[bytes, int] = {}
+            for t in range(len(public)):
+                b = flat[s[t]: s[t + 1]]
+                if b in seen:
+                    raise ValueError(f"token ids {seen[b]} and {public[t]} have the same "
+                                     f"bytes {b!r}")
+                seen[b] = public[t]
         return ranks
 
-    def to_tiktoken(self, name: str = "ubpe"):
+    def to_tiktoken(self, name: str | None = None):
         """A ``tiktoken.Encoding`` with this model's ranks, pattern and special tokens.
 
         Raises
@@ -426,18 +768,21 @@ class ByteTokenizer:
         import tiktoken
         if self.pattern_str is None:
             raise ValueError("tiktoken needs a pre-tokenization pattern; this model has none")
-        return tiktoken.Encoding(name, pat_str=self.pattern_str,
+        return tiktoken.Encoding(name or self.name, pat_str=self.pattern_str,
                                  mergeable_ranks=self.mergeable_ranks(),
                                  special_tokens=dict(self.special_tokens_))
 
-    def save_tiktoken(self, path) -> None:
+    def save_tiktoken(self, path: str | os.PathLike) -> None:
         """Write a tiktoken ranks file: ``base64(token bytes) rank`` per line."""
         from .serialization import atomic_write_bytes
         lines = [f"{base64.b64encode(b).decode()} {r}" for b, r in self.mergeable_ranks().items()]
         atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
 
     @classmethod
-    def from_tiktoken(cls, ranks, *, pattern="cl100k", special_tokens=None) -> ByteTokenizer:
+    def from_tiktoken(cls, ranks: dict[bytes, int] | str | os.PathLike, *,
+                      pattern: str | None = "cl100k",
+                      special_tokens: dict[str, int] | None = None,
+                      name: str = "ubpe") -> ByteTokenizer:
         """Build a tokenizer from tiktoken ranks, recovering the merges.
 
         Parameters
@@ -448,92 +793,178 @@ class ByteTokenizer:
             ``byte_ids_``).
         pattern : str, default "cl100k"
         special_tokens : dict of str to int, optional
-            Their ids must follow the ordinary tokens.
+            Ids at or above ``n`` (gaps allowed, as cl100k's ``<|endoftext|>``
+            at 100257 after 100256 ordinary tokens).
+        name : str, default "ubpe"
 
         Each token's merge is found by running BPE on its bytes with only
-        the lower ranks (minbpe's ``recover_merges``).
+        the lower ranks (minbpe's ``recover_merges``), in one compiled pass.
 
         Raises
         ------
         FormatError
-            On a malformed file, ranks that are not 0..n-1, or a token that no
-            pair of lower-ranked tokens forms.
+            On a malformed file, ranks that are not 0..n-1, special ids that
+            collide or fall among the ordinary ones, or a token that no pair
+            of lower-ranked tokens forms.
         """
-        if not isinstance(ranks, dict):
-            ranks = _read_ranks(ranks)
-        by_rank = sorted(ranks.items(), key=lambda kv: kv[1])
-        if [r for _, r in by_rank] != list(range(len(by_rank))):
+        if isinstance(ranks, dict):
+            flat = np.frombuffer(b"".join(ranks), np.uint8)
+            lengths = np.fromiter(map(len, ranks), np.int64, len(ranks))
+            values = np.fromiter(ranks.values(), np.int64, len(ranks))
+        else:
+            flat, lengths, values = _read_ranks(ranks)
+        n = len(values)
+        order = np.argsort(values, kind="stable")
+        if not np.array_equal(values[order], np.arange(n)):
             raise FormatError("tiktoken ranks must be 0..n-1 without gaps")
-        if sorted(len(b) for b, _ in by_rank[:256]) != [1] * 256:
+        # the tokens' bytes in rank order
+        starts = np.cumsum(lengths) - lengths
+        lengths = lengths[order]
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        flat = flat[np.repeat(starts[order] - offsets[:-1], lengths) + np.arange(offsets[-1])]
+        if n < 256 or not (lengths[:256] == 1).all():
             raise FormatError("the first 256 ranks must be the 256 single bytes")
-        byte_ids = np.empty(256, np.int64)
-        for b, r in by_rank[:256]:
-            byte_ids[b[0]] = r
-        internal = {bytes([b]): b for b in range(256)}  # token bytes -> internal id
-        merges = []
-        for token, r in by_rank[256:]:
-            parts = _bpe_parts(ranks, token, r)
-            if parts is None:
-                raise FormatError(f"rank {r} ({token!r}) is not formed by two lower-ranked tokens")
-            merges.append([internal[parts[0]], internal[parts[1]], r])
-            internal[token] = r
+        byte_ids = np.full(256, -1, np.int64)
+        byte_ids[flat[:256]] = np.arange(256)
+        if (byte_ids < 0).any():
+            raise FormatError("the first 256 ranks must be the 256 single bytes")
+        pairs, bad = _bytebpe.recover_merges(flat, offsets)
+        if bad >= 0:
+            token = flat[offsets[bad]: offsets[bad + 1]].tobytes()
+            raise FormatError(f"rank {bad} ({token!r}) is not formed by two lower-ranked tokens")
         specials = dict(special_tokens or {})
-        if sorted(specials.values()) != list(range(len(ranks), len(ranks) + len(specials))):
-            raise FormatError(f"special token ids must follow the ordinary tokens "
-                              f"({len(ranks)}..)")
-        m = len(merges)
-        tok = cls(256 + m, pattern=pattern, special_tokens=sorted(specials, key=lambda s: specials[s]))
-        tok.tokenizer_ = Tokenizer.from_dict({
-            "format": "ubpe.tokenizer", "version": 1,
-            "params": {"alphabet_size": 256, "vocab_size": 256 + m, "n_candidates": 1,
-                       "min_frequency": 2, "token_order": "rank"},
-            "n_documents": 0, "merges": merges, "weights": [0.0] * m, "counts": [0] * m})
-        tok._finish(byte_ids)
+        _check_special_ids(specials, n)
+        tok = cls(n, pattern=pattern, name=name)
+        # the merges are valid by construction (each part precedes its token): no re-check
+        m = len(pairs)
+        core = Tokenizer(256, n, token_order="rank", progress=False)
+        core.n_documents_ = 0
+        core._set_merges(np.column_stack([pairs, np.arange(256, n)]), np.zeros(m),
+                         np.zeros(m, np.int64))
+        tok.tokenizer_ = core
+        tok._finish(byte_ids, specials)
         return tok
 
-    def to_huggingface(self, path) -> None:
+    def to_huggingface(self, path: str | os.PathLike) -> None:
         """Write a Hugging Face ``tokenizer.json`` (BPE model, Split + ByteLevel).
 
         ``tokenizers.Tokenizer.from_file(path)`` encodes text to the same ids.
-        Needs the ``tokenizers`` package.
+        The pattern is translated to the Oniguruma dialect that ``tokenizers``
+        uses (see :func:`to_oniguruma`). Needs the ``tokenizers`` package.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            File to write, atomically (UTF-8 JSON).
+
+        Raises
+        ------
+        RuntimeError
+            If the model is not fitted.
+        ImportError
+            If ``tokenizers`` is not installed.
         """
         from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
         from tokenizers import Tokenizer as HFTokenizer
+
+        from .serialization import atomic_write_bytes
         self._check_fitted()
-        chars = _byte_chars()
-        as_chars = lambda b: "".join(chars[x] for x in b)
-        vocab = {as_chars(self.token_bytes(i)): i for i in range(self.tokenizer_.n_tokens_)}
-        m = self.tokenizer_.merges_
-        to_bytes = lambda t: self.tokenizer_.decode([t]).astype(np.uint8).tobytes()
-        merges = [(as_chars(to_bytes(left)), as_chars(to_bytes(right)))
-                  for left, right, _ in m.tolist()]
-        hf = HFTokenizer(models.BPE(vocab=vocab, merges=merges))
+        # every token's bytes in GPT-2's printable byte alphabet, in one pass
+        core = self.tokenizer_
+        flat = core._exp_flat.astype(np.uint8).tobytes().decode("latin-1").translate(_BYTE_TABLE)
+        starts = core._exp_start.tolist()
+        names = [flat[a:b] for a, b in zip(starts[:-1], starts[1:])]
+        quoted = list(map(json.encoder.encode_basestring, names))
+        vocab = "{" + ",".join(map("{}:{}".format, quoted, self._to_public.tolist())) + "}"
+        name = names.__getitem__
+        # merges as "left right" (the names hold no space: GPT-2's map moves it to U+0120)
+        merges = json.dumps(list(map(" ".join, zip(map(name, core.merges_[:, 0].tolist()),
+                                                   map(name, core.merges_[:, 1].tolist())))),
+                            ensure_ascii=False)
+        # the skeleton (pre-tokenizer, decoder, added tokens) from tokenizers itself
+        hf = HFTokenizer(models.BPE(vocab={}, merges=[]))
         steps: list = [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
         if self.pattern_str is not None:
-            steps.insert(0, pre_tokenizers.Split(Regex(self.pattern_str), behavior="isolated"))
+            steps.insert(0, pre_tokenizers.Split(Regex(to_oniguruma(self.pattern_str)),
+                                                 behavior="isolated"))
         hf.pre_tokenizer = pre_tokenizers.Sequence(steps)
         hf.decoder = decoders.ByteLevel()
         hf.add_special_tokens([AddedToken(s, special=True) for s in self.special_tokens])
-        from .serialization import atomic_write_bytes
-        atomic_write_bytes(path, hf.to_str().encode())
+        doc = json.loads(hf.to_str())
+        for entry in doc["added_tokens"]:
+            entry["id"] = self.special_tokens_[entry["content"]]
+        doc["model"]["vocab"] = "\0vocab\0"
+        doc["model"]["merges"] = "\0merges\0"
+        text = json.dumps(doc, ensure_ascii=False)
+        text = text.replace('"\\u0000vocab\\u0000"', vocab, 1)
+        text = text.replace('"\\u0000merges\\u0000"', merges, 1)
+        atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def _bpe_parts(ranks, token: bytes, max_rank: int):
-    """Run BPE on ``token`` with ranks below ``max_rank``; its two final parts."""
-    parts = [bytes([b]) for b in token]
-    while len(parts) > 2:
-        best, best_rank = None, None
-        for i in range(len(parts) - 1):
-            r = ranks.get(parts[i] + parts[i + 1])
-            if r is not None and r < max_rank and (best_rank is None or r < best_rank):
-                best, best_rank = i, r
-        if best is None:
-            return None
-        parts[best: best + 2] = [parts[best] + parts[best + 1]]
-    return tuple(parts) if len(parts) == 2 else None
+_ATOM = regex.compile(r"""
+    (?P<group>\((?P<head>\?(?:[:=!>]|<[=!]|[a-zA-Z-]+:)?)?
+       (?P<body>(?:\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|[^()\\\[]|(?&group))*)\))
+  | (?P<other>\\[pPx]\{[^}]*\}|\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|.)
+""", regex.VERBOSE | regex.DOTALL)
+_POSSESSIVE_INTERVAL = regex.compile(r"\{\d+(?:,\d*)?\}\+")
 
 
-def _read_ranks(path) -> dict[bytes, int]:
+def to_oniguruma(pattern: str) -> str:
+    """Translate a ``regex`` pattern to the Oniguruma dialect of HF ``tokenizers``.
+
+    The two engines read possessive intervals differently: in Python's
+    ``regex`` (and tiktoken's ``fancy-regex``), ``X{1,3}+`` is ``X{1,3}``
+    made possessive; Oniguruma's default (Ruby) syntax reads it as
+    ``(?:X{1,3})+``, any run of ``X`` (Oniguruma's ``doc/RE``: "{n,m}+ ...
+    are possessive op. in ONIG_SYNTAX_JAVA and ONIG_SYNTAX_PERL only"). Each
+    one becomes an atomic group ``(?>X{1,3})``, which means the same in both.
+    Possessive ``?+``, ``*+``, ``++`` mean the same in both and are kept.
+
+    Parameters
+    ----------
+    pattern : str
+        A pattern in ``regex`` syntax.
+
+    Returns
+    -------
+    str
+        The same language in Oniguruma's syntax; ``pattern`` itself when no
+        construct differs.
+    """
+    out, pos = [], 0
+    while pos < len(pattern):
+        m = _ATOM.match(pattern, pos)
+        assert m is not None  # the last branch matches any character
+        if m.group("group") is not None:
+            atom = "(" + (m.group("head") or "") + to_oniguruma(m.group("body")) + ")"
+        else:
+            atom = m.group("other")
+        pos = m.end()
+        q = _POSSESSIVE_INTERVAL.match(pattern, pos) if atom not in "|*+?{}" else None
+        if q:
+            atom = f"(?>{atom}{q.group()[:-1]})"
+            pos = q.end()
+        out.append(atom)
+    return "".join(out)
+
+
+def _check_special_ids(specials: dict[str, int], n: int) -> None:
+    """Special ids must be distinct, at or above ``n``; raises FormatError."""
+    ids = list(specials.values())
+    if any(not isinstance(i, int) or i < n for i in ids) or len(set(ids)) < len(ids):
+        raise FormatError(f"special token ids must be distinct and at least {n} (after the "
+                          f"ordinary tokens), got {specials}")
+
+
+_B64 = np.full(256, 255, np.uint8)
+_B64[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", np.uint8)] = \
+    np.arange(64, dtype=np.uint8)
+_B64[ord("=")] = 0
+
+
+def _read_ranks_slow(path: str | os.PathLike) -> dict[bytes, int]:
+    """A tiktoken ranks file line by line (names the first malformed line)."""
     ranks = {}
     with open(path, "rb") as f:
         for n, line in enumerate(f, 1):
@@ -543,8 +974,53 @@ def _read_ranks(path) -> dict[bytes, int]:
                 token, rank = line.split()
                 ranks[base64.b64decode(token, validate=True)] = int(rank)
             except ValueError as e:
-                raise FormatError(f"{path}, line {n}: expected 'base64-token rank' ({e})") from None
+                raise FormatError(f"{path}, line {n}: expected 'base64-token rank' ({e})") \
+                    from None
     return ranks
+
+
+def _read_ranks(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A tiktoken ranks file (``base64-token rank`` per line), decoded with numpy.
+
+    Returns the bytes of all tokens concatenated (uint8), their lengths and
+    their ranks (int64), in file order. Falls back to a line-by-line read
+    to name the line when the file is malformed (raises FormatError).
+    """
+    with open(path, "rb") as f:
+        parts = f.read().split()
+    codes, rank_text = parts[0::2], parts[1::2]
+    if len(codes) != len(rank_text) or not codes:
+        _read_ranks_slow(path)
+        raise FormatError(f"{path}: expected 'base64-token rank' lines")
+    lengths = np.fromiter(map(len, codes), np.int64, len(codes))
+    chars = np.frombuffer(b"".join(codes), np.uint8)
+    values = _B64[chars]
+    try:
+        ranks = np.array(rank_text).astype(np.int64)
+    except ValueError:
+        ranks = None
+    # padding: at most two '=' at the end of each token, none elsewhere
+    ends = np.cumsum(lengths)
+    pad = chars == ord("=")
+    n_pad = pad[ends - 1].astype(np.int64) + np.where(lengths > 1, pad[ends - 2], False)
+    pad_ok = pad.sum() == n_pad.sum() and not (pad[ends - 1] < pad[ends - 2]).any()
+    if (ranks is None or (values == 255).any() or (lengths % 4).any() or not pad_ok
+            or ((n_pad == 2) & (values[ends - 3] & 0x0F != 0)).any()
+            or ((n_pad == 1) & (values[ends - 2] & 0x03 != 0)).any()):
+        _read_ranks_slow(path)  # raises, naming the line
+        raise FormatError(f"{path}: malformed ranks file")
+    q = values.reshape(-1, 4).astype(np.uint32)
+    word = (q[:, 0] << 18) | (q[:, 1] << 12) | (q[:, 2] << 6) | q[:, 3]
+    out = np.empty((q.shape[0], 3), np.uint8)
+    out[:, 0] = word >> 16
+    out[:, 1] = (word >> 8) & 0xFF
+    out[:, 2] = word & 0xFF
+    decoded = out.reshape(-1)
+    keep = np.ones(decoded.size, bool)
+    last = ends // 4 * 3  # end of each token's decoded groups
+    keep[last[n_pad >= 1] - 1] = False
+    keep[last[n_pad == 2] - 2] = False
+    return decoded[keep], lengths // 4 * 3 - n_pad, ranks
 
 
 def _chunks(path, special_tokens, size=1 << 22) -> Iterator[str]:
@@ -574,22 +1050,30 @@ def _chunks(path, special_tokens, size=1 << 22) -> Iterator[str]:
             rest = text[cut:]
 
 
-def _count_chunk(args):
-    tok, chunk = args
-    return tok.count_pretokens([chunk])
+def _count_files(tok: ByteTokenizer, files, workers: int) -> dict[bytes, int]:
+    """Pre-token counts of files, over chunks cut at newlines or special tokens.
 
+    With ``workers > 1`` the chunks are counted in a thread pool (the
+    compiled kernels release the GIL); at most ``2 * workers`` chunks are in
+    flight, so memory stays bounded.
+    """
+    counts: dict[bytes, int] = {}
 
-def _count_files(tok: ByteTokenizer, files, workers: int) -> Counter:
-    """Pre-token counts of files, over chunks cut at newlines or special tokens."""
-    counts: Counter = Counter()
+    def add(part: dict[bytes, int]) -> None:
+        for k, v in part.items():
+            counts[k] = counts.get(k, 0) + v
+
     chunks = (c for f in files for c in _chunks(Path(f), tok.special_tokens))
     if workers <= 1:
         for c in chunks:
-            counts.update(tok.count_pretokens([c]))
+            add(tok._count_bytes([c]))
         return counts
-    import multiprocessing as mp
-    light = ByteTokenizer(pattern=tok.pattern, special_tokens=tok.special_tokens)
-    with mp.get_context("spawn").Pool(workers) as pool:
-        for part in pool.imap_unordered(_count_chunk, ((light, c) for c in chunks)):
-            counts.update(part)
+    with ThreadPoolExecutor(workers) as pool:
+        pending: list = []
+        for c in chunks:
+            pending.append(pool.submit(tok._count_bytes, [c]))
+            if len(pending) >= 2 * workers:
+                add(pending.pop(0).result())
+        for fut in pending:
+            add(fut.result())
     return counts
