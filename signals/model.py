@@ -22,6 +22,7 @@ from ubpe.serialization import FormatError, check_document, content_id, read_doc
 from . import packets as _packets
 from .channel import ChannelModel, decode_channel, encode_channel, fit_channel_model
 from .codec import DEFAULT_LEVEL
+from .container import SignalFormatError
 from .quantize import QUANTIZERS, UniformQuantizer, quantizer_from_dict
 
 FORMAT = "ubpe.signal-model"
@@ -276,12 +277,45 @@ class SignalModel:
         return out[0] if len(out) == 1 else np.stack(out)
 
     def compress_packets(self, xs) -> list[bytes]:
-        """:meth:`compress_packet` for many packets: a list of arrays in, a list of bytes out."""
-        return [self.compress_packet(x) for x in xs]
+        """:meth:`compress_packet` for many packets: a list of arrays in, a list of bytes out.
 
-    def decompress_packets(self, packets) -> list[np.ndarray]:
-        """:meth:`decompress_packet` for many packets."""
-        return [self.decompress_packet(p) for p in packets]
+        Each channel of all the packets is coded in one compiled loop, so the
+        per-packet Python cost stays small.
+        """
+        names, models = self._codec_models()
+        batch = []
+        for x in xs:
+            arr = np.asarray(x)
+            chans = [arr] if arr.ndim == 1 else list(arr)
+            if len(chans) != len(names):
+                raise ValueError(f"the model codes {len(names)} channels, a packet has "
+                                 f"{len(chans)}")
+            batch.append([self.map_channel(n, c)[0] for n, c in zip(names, chans)])
+        return _packets.encode_many(batch, models, self.model_id(), level=self.level)
+
+    def decompress_packets(self, packets, *, errors: str = "raise") -> list:
+        """:meth:`decompress_packet` for many packets.
+
+        Parameters
+        ----------
+        packets : list of bytes
+        errors : {"raise", "keep"}
+            "raise": the first damaged packet raises; "keep": its
+            :class:`SignalFormatError` takes its place in the list, and the
+            other packets still decode.
+        """
+        names, models = self._codec_models()
+        out: list = []
+        for k, got in enumerate(_packets.decode_many(list(packets), models, self.model_id(),
+                                                     self.content_id())):
+            if isinstance(got, SignalFormatError):
+                if errors == "raise":
+                    raise SignalFormatError(f"packet {k}: {got}")
+                out.append(got)
+                continue
+            vals = [self.unmap_channel(n, i) for n, i in zip(names, got)]
+            out.append(vals[0] if len(vals) == 1 else np.stack(vals))
+        return out
 
     def write_packet_stream(self, xs, fileobj) -> int:
         """Compress packets into a packet stream with an end marker; returns the count."""
