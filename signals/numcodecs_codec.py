@@ -17,8 +17,8 @@ column.
 What is exact and what is not:
 
 - integers of every dtype round-trip exactly (a chunk that
-  :func:`signals.compress` cannot take, such as random 64-bit integers whose
-  prediction residuals exceed its 2**30-symbol alphabet, is stored with zstd
+  :func:`signals.compress` cannot take well, one whose sample-to-sample steps
+  reach 2**20 such as random 32- or 64-bit integers, is stored with zstd
   instead, still exactly);
 - floats are lossless by default: a chunk whose values are decimal numbers
   with at most 9 digits after the point (what sensors and CSV files hold) is
@@ -63,13 +63,16 @@ from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray, ndarray_co
 
 import signals
 
-__all__ = ["UBPECodec", "UBPEZarrCodec", "model_config"]
+__all__ = ["UBPECodec", "UBPEZarrCodec", "model_config"]  # noqa: F822 (UBPEZarrCodec: __getattr__)
 
 FRAME_VERSION = 1
 MODE_INT, MODE_DECIMAL, MODE_GRID, MODE_MODEL, MODE_ZSTD = 0, 1, 2, 3, 15
 _DTYPES = ("|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8",
            ">i2", ">u2", ">i4", ">u4", ">i8", ">u8", ">f2", ">f4", ">f8")
 _MAX_DECIMALS = 9
+# Chunks whose sample-to-sample steps reach this go to zstd: prediction residuals
+# that large make a residual alphabet of millions of symbols (slow, and no gain).
+_MAX_STEP = 2**20
 _models: dict[str, Any] = {}
 _models_lock = threading.Lock()
 
@@ -276,6 +279,10 @@ class UBPECodec(Codec):
         return np.moveaxis(chans.T.reshape(moved), 0, ax)
 
     def _compress(self, chans: np.ndarray, **extra: Any) -> bytes:
+        if "model" not in extra and chans.shape[1] > 1:
+            step = np.abs(np.diff(chans.astype(np.int64), axis=1)).max()
+            if step >= _MAX_STEP:
+                raise ValueError("steps too large for a UBPE alphabet")  # -> zstd
         x = chans[0] if chans.shape[0] == 1 else chans
         return signals.compress(x, vocab_size=self.vocab_size, n_candidates=self.n_candidates,
                                 **extra)
@@ -332,8 +339,7 @@ class UBPECodec(Codec):
             if self.max_error is not None and self.max_error > 0:
                 grid = self._grid(chans)
                 if grid is not None:
-                    step, q = grid
-                    return MODE_GRID, struct.pack("<d", step), self._compress(q)
+                    return MODE_GRID, struct.pack("<d", grid[0]), self._compress(grid[1])
             dec = _decimal_digits(chans)
             if dec is not None:
                 k, q = dec
@@ -421,7 +427,7 @@ class UBPECodec(Codec):
                     np.round(vals).astype(native)
             else:
                 chans = vals.astype(native)
-        result = self._unchannels(chans, shape).astype(dtype)
+        result = self._unchannels(chans, shape).astype(dtype, order="C")
         if out is not None:
             return ndarray_copy(result, out)
         return result if result.flags.c_contiguous else result.copy(order="C")
@@ -437,7 +443,7 @@ def _make_zarr_codec() -> type:
     from zarr.core.common import parse_named_configuration
 
     @dataclass(frozen=True)
-    class UBPEZarrCodec(ArrayBytesCodec):  # type: ignore[misc]
+    class UBPEZarrCodec(ArrayBytesCodec):
         """zarr v3 array-to-bytes codec ``"ubpe"``: :class:`UBPECodec` per chunk.
 
         Parameters are those of :class:`UBPECodec`. Use it as the
@@ -447,6 +453,7 @@ def _make_zarr_codec() -> type:
 
         is_fixed_size = False
         configuration: dict
+        _codec: UBPECodec
 
         def __init__(self, **configuration: Any) -> None:
             codec = UBPECodec(**configuration)
