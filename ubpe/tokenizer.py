@@ -8,6 +8,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -464,6 +465,7 @@ class Tokenizer:
 
     def _encode_flat(self, flat, offsets, method, beam, *, nogil):
         """(ids, offsets) of documents already checked and flattened."""
+        fn: Any
         if method == "merges":
             fn = _nogil("merges") if nogil else _engine.encode_docs
             return fn(flat, offsets, self._keys, self._vals, self._bits, self._left, self._right,
