@@ -1,11 +1,15 @@
 """Quantizers: float signals to integer alphabets and back.
 
 Every quantizer follows scikit-learn's conventions: parameters in
-``__init__``, ``fit(x)`` learns per-channel state (attributes ending in
-``_``), ``encode`` gives int32 codes, ``decode`` gives float64 values.
-``x`` is 1-D ``(n_samples,)`` or 2-D ``(n_channels, n_samples)``; each
-channel is fitted on its own. ``to_dict``/``quantizer_from_dict`` make a
-plain JSON-ready config (numcodecs style).
+``__init__`` (``get_params(deep=True)``/``set_params``, so
+``sklearn.base.clone`` works), ``fit(X)`` learns per-channel state
+(attributes ending in ``_``), ``encode``/``transform`` give int32 codes,
+``decode``/``inverse_transform`` give float64 values. ``X`` is 1-D
+``(n_samples,)`` (one channel) or 2-D ``(n_samples, n_features)``,
+scikit-learn's axis order: each column is a channel, fitted on its own.
+Any array-like is taken, pandas Series and DataFrames included.
+``to_dict``/``quantizer_from_dict`` make a plain JSON-ready config
+(numcodecs style); saved quantizers do not depend on the axis order.
 
 Scalar quantization theory: Gersho & Gray, "Vector Quantization and Signal
 Compression" (1992), ch. 5-6.
@@ -21,14 +25,24 @@ from scipy.cluster.vq import kmeans2
 
 
 def _as_channels(x, name="x"):
-    """View input as (n_channels, n_samples); report whether it was 1-D."""
+    """View input (n_samples,) or (n_samples, n_features) as (n_channels, n_samples).
+
+    Also reports whether it was 1-D. pandas objects become NumPy arrays
+    (a DataFrame's columns are its features).
+    """
+    if hasattr(x, "to_numpy") and not isinstance(x, np.ndarray):
+        x = x.to_numpy()
     x = np.asarray(x)
     if x.ndim not in (1, 2):
-        raise ValueError(f"{name} must be 1-D (n_samples,) or 2-D (n_channels, n_samples), "
+        raise ValueError(f"{name} must be 1-D (n_samples,) or 2-D (n_samples, n_features), "
                          f"got shape {x.shape}")
     if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
         raise TypeError(f"{name} must be numeric, got dtype {x.dtype}")
-    return (x[None, :], True) if x.ndim == 1 else (x, False)
+    if x.ndim == 2 and x.shape[1] > x.shape[0] and x.shape[1] > 64:
+        warnings.warn(f"{name} has shape {x.shape}: more features than samples. Quantizers take "
+                      f"(n_samples, n_features), scikit-learn's order; transpose a "
+                      f"(n_channels, n_samples) array", UserWarning, stacklevel=3)
+    return (x[None, :], True) if x.ndim == 1 else (x.T, False)
 
 
 def _check_finite(x2):
@@ -66,8 +80,19 @@ class Quantizer:
         self.n_levels = n_levels
 
     # -- fitting
-    def fit(self, x) -> Quantizer:
+    def fit(self, x, y=None) -> Quantizer:
         """Design one quantizer per channel.
+
+        Parameters
+        ----------
+        x : array-like, shape (n_samples,) or (n_samples, n_features)
+            Finite samples; each column is a channel.
+        y : ignored
+            For scikit-learn pipelines.
+
+        Returns
+        -------
+        self
 
         Raises
         ------
@@ -127,6 +152,10 @@ class Quantizer:
     def encode(self, x) -> np.ndarray:
         """Map samples to integer codes.
 
+        Parameters
+        ----------
+        x : array-like, shape (n_samples,) or (n_samples, n_features)
+
         Returns
         -------
         ndarray of the same shape as ``x``, int32, values in ``[0, n_codes_)``
@@ -149,7 +178,7 @@ class Quantizer:
                 raise ValueError(f"channel {c}, sample {i}: value {row[i]} is outside the "
                                  f"fitted range [{edges[0]}, {edges[-1]}]")
             codes[c] = np.searchsorted(edges[1:-1], row, side="right")
-        return codes[0] if one_d else codes
+        return codes[0] if one_d else codes.T
 
     def decode(self, codes) -> np.ndarray:
         """Map codes back to codebook values, float64, same shape as ``codes``.
@@ -169,18 +198,18 @@ class Quantizer:
                 i = int(np.argmax(bad))
                 raise ValueError(f"channel {c}, sample {i}: code {row[i]} is not in 0..{len(book) - 1}")
             out[c] = book[row]
-        return out[0] if one_d else out
+        return out[0] if one_d else out.T
 
     def error(self, x) -> np.ndarray:
         """Measured maximum absolute reconstruction error per channel, shape (n_channels,)."""
         x2, _ = _as_channels(x)
-        back = self.decode(self.encode(x2))
+        back = self.decode(self.encode(x2.T)).T
         return np.abs(back - x2).max(axis=1) if x2.shape[1] else np.zeros(x2.shape[0])
 
     def error_stats(self, x) -> dict:
         """Max, RMS and mean absolute reconstruction error per channel, and SNR in dB."""
         x2, _ = _as_channels(x)
-        d = self.decode(self.encode(x2)) - x2
+        d = self.decode(self.encode(x2.T)).T - x2
         rms = np.sqrt((d ** 2).mean(axis=1))
         power = (x2.astype(float) - x2.mean(axis=1, keepdims=True)).var(axis=1)
         with np.errstate(divide="ignore"):
@@ -188,14 +217,63 @@ class Quantizer:
         return {"max": np.abs(d).max(axis=1), "rms": rms, "mean_abs": np.abs(d).mean(axis=1),
                 "snr_db": snr}
 
-    # -- serialization
-    def get_params(self) -> dict:
-        return {"n_levels": int(self.n_levels)}
+    # -- scikit-learn transformer API
+    def transform(self, x) -> np.ndarray:
+        """:meth:`encode` under scikit-learn's name."""
+        return self.encode(x)
+
+    def inverse_transform(self, codes) -> np.ndarray:
+        """:meth:`decode` under scikit-learn's name."""
+        return self.decode(codes)
+
+    def fit_transform(self, x, y=None) -> np.ndarray:
+        """``fit(x).transform(x)``."""
+        return self.fit(x).encode(x)
+
+    # -- parameters and serialization
+    def get_params(self, deep: bool = True) -> dict:
+        """Constructor parameters, as given (scikit-learn's ``get_params``; no sub-estimators)."""
+        return {"n_levels": self.n_levels}
+
+    def set_params(self, **params) -> Quantizer:
+        """Set constructor parameters (scikit-learn's ``set_params``); returns self.
+
+        Raises
+        ------
+        ValueError
+            On a name that is not a constructor parameter.
+        """
+        valid = self.get_params()
+        for k, v in params.items():
+            if k not in valid:
+                raise ValueError(f"invalid parameter {k!r} for {type(self).__name__}; "
+                                 f"valid: {', '.join(valid)}")
+            setattr(self, k, v)
+        return self
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({params})"
+
+    def __sklearn_tags__(self):
+        """scikit-learn's estimator tags (a transformer; 1-D and 2-D input), for pipelines.
+
+        Needs scikit-learn >= 1.6 when called; ubpe itself does not import it.
+        """
+        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
+        return Tags(estimator_type=None, target_tags=TargetTags(required=False),
+                    transformer_tags=TransformerTags(preserves_dtype=[]),
+                    input_tags=InputTags(one_d_array=True, two_d_array=True))
+
+    def _json_params(self) -> dict:
+        """get_params() as plain JSON numbers."""
+        return {k: (float(v) if isinstance(v, (float, np.floating)) else int(v))
+                for k, v in self.get_params().items()}
 
     def to_dict(self) -> dict:
         """Plain, JSON-ready configuration and fitted state."""
         self._check_fitted()
-        return {"kind": self.kind, **self.get_params(), "lossless": self.lossless_.tolist(),
+        return {"kind": self.kind, **self._json_params(), "lossless": self.lossless_.tolist(),
                 "bin_edges": [e.tolist() for e in self.bin_edges_],
                 "codebook": [c.tolist() for c in self.codebook_]}
 
@@ -233,7 +311,7 @@ class UniformQuantizer(Quantizer):
 
     def to_dict(self) -> dict:
         self._check_fitted()
-        return {"kind": self.kind, **self.get_params(), "lossless": self.lossless_.tolist(),
+        return {"kind": self.kind, **self._json_params(), "lossless": self.lossless_.tolist(),
                 "range": [[e[0], e[-1], len(e) - 1] for e in self.bin_edges_]}
 
     def _load_state(self, d):
@@ -293,8 +371,8 @@ class MuLawQuantizer(Quantizer):
         super().__init__(n_levels)
         self.mu = mu
 
-    def get_params(self) -> dict:
-        return {"n_levels": int(self.n_levels), "mu": float(self.mu)}
+    def get_params(self, deep: bool = True) -> dict:
+        return {"n_levels": self.n_levels, "mu": self.mu}
 
     def _design(self, x):
         centre, half = (x.max() + x.min()) / 2, (x.max() - x.min()) / 2
@@ -325,8 +403,8 @@ class LloydMaxQuantizer(Quantizer):
         super().__init__(n_levels)
         self.max_iter = max_iter
 
-    def get_params(self) -> dict:
-        return {"n_levels": int(self.n_levels), "max_iter": int(self.max_iter)}
+    def get_params(self, deep: bool = True) -> dict:
+        return {"n_levels": self.n_levels, "max_iter": self.max_iter}
 
     def _design(self, x):
         edges = np.linspace(x.min(), x.max(), self.n_levels + 1)

@@ -38,10 +38,10 @@ def test_integers_that_fit_pass_through_losslessly(x):
 
 
 def test_per_channel_fit_and_constant_channel():
-    x = np.array([[0.0, 10.0, 5.0], [3.0, 3.0, 3.0]])
+    x = np.array([[0.0, 10.0, 5.0], [3.0, 3.0, 3.0]]).T  # (n_samples, n_features)
     q = UniformQuantizer(10).fit(x)
     assert q.step_.tolist() == [1.0, 1.0] and q.max_error_.tolist() == [0.5, 0.0]
-    assert q.decode(q.encode(x))[1].tolist() == [3.0, 3.0, 3.0]
+    assert q.decode(q.encode(x))[:, 1].tolist() == [3.0, 3.0, 3.0]
 
 
 def test_quantizer_errors():
@@ -112,7 +112,7 @@ from signals import QUANTIZERS, quantizer_from_dict  # noqa: E402
 
 @pytest.mark.parametrize("kind", sorted(QUANTIZERS))
 @settings(max_examples=40, deadline=None)
-@given(x=arrays(np.float64, st.tuples(st.integers(1, 3), st.integers(1, 120)),
+@given(x=arrays(np.float64, st.tuples(st.integers(1, 120), st.integers(1, 3)),  # samples x features
                 elements=st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False)),
        n_levels=st.integers(2, 300))
 def test_every_quantizer_respects_its_bound_and_serializes(kind, x, n_levels):
@@ -120,8 +120,8 @@ def test_every_quantizer_respects_its_bound_and_serializes(kind, x, n_levels):
     q = QUANTIZERS[kind](n_levels).fit(x)
     codes = q.encode(x)
     assert codes.shape == x.shape and codes.min() >= 0
-    assert (codes.max(axis=1) < q.n_codes_).all() and (q.n_codes_ <= n_levels).all()
-    err = np.abs(q.decode(codes) - x).max(axis=1)
+    assert (codes.max(axis=0) < q.n_codes_).all() and (q.n_codes_ <= n_levels).all()
+    err = np.abs(q.decode(codes) - x).max(axis=0)
     assert (err <= q.max_error_ * (1 + 1e-9) + 1e-9).all()
     back = quantizer_from_dict(json.loads(json.dumps(q.to_dict())))
     assert np.array_equal(back.encode(x), codes)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
+from numba import njit
 
 from . import _engine, _segment
 from .serialization import FormatError, check_document, get_limits, read_document, write_document
@@ -63,6 +67,40 @@ def _flatten_documents(corpus, alphabet_size: int) -> tuple[np.ndarray, np.ndarr
             raise ValueError(f"document {d}, position {bad[0] - offsets[d]}: symbol "
                              f"{flat[bad[0]]} is outside the alphabet 0..{alphabet_size - 1}")
     return flat.astype(np.int32), offsets
+
+
+_PARALLEL_MIN_SYMBOLS = 1 << 16
+_NOGIL: dict = {}
+_KERNELS = {"merges": (_engine, "encode_docs"), "shortest": (_segment, "shortest_docs"),
+            "weighted": (_segment, "weighted_docs")}
+
+
+def _nogil(method: str):
+    """The encoding kernel of ``method``, compiled to release the GIL.
+
+    The engine's kernels are used as they are when they were compiled with
+    ``nogil=True``; otherwise a nogil copy is compiled on first use (not
+    cached on disk: a cached wrapper would not see a change to the engine).
+    """
+    fn = _NOGIL.get(method)
+    if fn is None:
+        module, name = _KERNELS[method]
+        kernel = getattr(module, name)
+        fn = kernel if kernel.targetoptions.get("nogil") else njit(nogil=True)(kernel.py_func)
+        _NOGIL[method] = fn
+    return fn
+
+
+def _balanced_groups(offsets: np.ndarray, k: int) -> list[tuple[int, int]]:
+    """Cut documents ``0..n_docs`` into at most ``k`` runs of about equal symbol count."""
+    n_docs = len(offsets) - 1
+    if k <= 1 or n_docs <= 1:
+        return [(0, n_docs)]
+    targets = offsets[-1] * np.arange(1, k) / k
+    cuts = np.unique(np.concatenate([[0], np.searchsorted(offsets, targets, side="left"),
+                                     [n_docs]]))
+    cuts = np.clip(cuts, 0, n_docs)
+    return [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
 
 
 class _Progress:
@@ -338,21 +376,201 @@ class Tokenizer:
         """
         return self.encode_batch([doc], method=method, beam=beam)[0]
 
-    def encode_batch(self, docs, *, method: str = "merges", beam: int = 8) -> list[np.ndarray]:
-        """Encode several documents; one int32 array per document, as :meth:`encode` gives."""
+    def encode_batch(self, docs, *, method: str = "merges", beam: int = 8,
+                     num_threads: int | None = None) -> list[np.ndarray]:
+        """Encode several documents, in parallel threads; one array per document.
+
+        Parameters
+        ----------
+        docs : sequence of array-like of int, each of shape (n_i,)
+            Symbols in ``[0, alphabet_size)``.
+        method : {"merges", "shortest", "weighted"}, default "merges"
+            As in :meth:`encode`.
+        beam : int, default 8
+            As in :meth:`encode`.
+        num_threads : int, optional
+            Threads to encode with; the documents are cut into that many
+            groups of about equal total length, each encoded by a numba
+            kernel that releases the GIL. None: one thread per CPU core for a
+            batch of at least 65,536 symbols, else one. 1: the calling
+            thread only. (tiktoken's ``encode_batch`` takes the same
+            argument.)
+
+        Returns
+        -------
+        list of ndarray, each of shape (m_i,), dtype int32
+            Token ids, as :meth:`encode` gives for each document (views into
+            one array: see :meth:`encode_to_numpy`).
+
+        Raises
+        ------
+        ValueError
+            If a symbol is outside the alphabet (names the document and
+            position), the method is unknown, or ``num_threads < 1``.
+        """
+        out, out_off = self.encode_to_numpy(docs, method=method, beam=beam, num_threads=num_threads)
+        return [out[out_off[i]: out_off[i + 1]] for i in range(len(out_off) - 1)]
+
+    def encode_to_numpy(self, docs, *, method: str = "merges", beam: int = 8,
+                        num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Encode several documents into one flat array of ids and its offsets.
+
+        The ragged (CSR) form that Arrow list arrays and ML data loaders take,
+        with no Python object per document. Document ``i`` is
+        ``ids[offsets[i]:offsets[i + 1]]``. (tiktoken's ``encode_to_numpy``
+        encodes one text; a 1-D integer array here already is one document's
+        result of :meth:`encode`.)
+
+        Parameters
+        ----------
+        docs, method, beam, num_threads
+            As in :meth:`encode_batch`.
+
+        Returns
+        -------
+        ids : ndarray of shape (n_tokens,), dtype int32
+        offsets : ndarray of shape (n_docs + 1,), dtype int64
+            ``offsets[0] == 0`` and ``offsets[-1] == n_tokens``.
+
+        Raises
+        ------
+        ValueError
+            As in :meth:`encode_batch`.
+        """
         self._check_fitted()
         if method not in self.METHODS:
             raise ValueError(f"unknown method {method!r}; choose one of {', '.join(self.METHODS)}")
+        if num_threads is not None and (not isinstance(num_threads, (int, np.integer))
+                                        or num_threads < 1):
+            raise ValueError(f"num_threads must be a positive integer or None, got {num_threads!r}")
         flat, offsets = _flatten_documents(docs, self.alphabet_size)
+        n_docs = len(offsets) - 1
+        if num_threads is None:
+            num_threads = (os.cpu_count() or 1) if flat.size >= _PARALLEL_MIN_SYMBOLS else 1
+        groups = _balanced_groups(offsets, min(int(num_threads), max(n_docs, 1)))
+        if len(groups) <= 1:
+            return self._encode_flat(flat, offsets, method, beam, nogil=False)
+        parts = [(flat[offsets[a]: offsets[b]], offsets[a: b + 1] - offsets[a]) for a, b in groups]
+        self._trie()  # build the shared tables once, before the threads read them
+        with ThreadPoolExecutor(max_workers=len(parts)) as pool:
+            results = list(pool.map(lambda p: self._encode_flat(p[0], p[1], method, beam,
+                                                                nogil=True), parts))
+        ids = np.concatenate([r[0] for r in results])
+        out_off = np.zeros(n_docs + 1, np.int64)
+        pos, base = 1, 0
+        for _, off_g in results:
+            out_off[pos: pos + len(off_g) - 1] = off_g[1:] + base
+            pos += len(off_g) - 1
+            base += int(off_g[-1])
+        return ids, out_off
+
+    def _encode_flat(self, flat, offsets, method, beam, *, nogil):
+        """(ids, offsets) of documents already checked and flattened."""
+        fn: Any
         if method == "merges":
-            out, out_off = _engine.encode_docs(flat, offsets, self._keys, self._vals, self._bits,
-                                               self._left, self._right, self._token)
-        elif method == "shortest":
-            out, out_off = _segment.shortest_docs(  # type: ignore[call-arg]
-                flat, offsets, *self._trie(), self._token_rank)
+            fn = _nogil("merges") if nogil else _engine.encode_docs
+            return fn(flat, offsets, self._keys, self._vals, self._bits, self._left, self._right,
+                      self._token)
+        if method == "shortest":
+            fn = _nogil("shortest") if nogil else _segment.shortest_docs
+            return fn(flat, offsets, *self._trie(), self._token_rank)
+        fn = _nogil("weighted") if nogil else _segment.weighted_docs
+        out, out_off, _, doc_first = fn(flat, offsets, *self._trie(), self._token_weight,
+                                        beam, 1)
+        # top_n=1: one encoding per document (none for an empty one? keep its slot empty)
+        firsts = doc_first[:-1]
+        starts, ends = out_off[firsts], out_off[firsts + 1]
+        lengths = ends - starts
+        new_off = np.zeros(len(firsts) + 1, np.int64)
+        np.cumsum(lengths, out=new_off[1:])
+        idx = np.arange(int(new_off[-1])) - np.repeat(new_off[:-1] - starts, lengths)
+        return out[idx], new_off
+
+    def encode_padded(self, docs, *, max_length: int | None = None, padding: str = "longest",
+                      truncation: bool = False, pad_id: int | None = None,
+                      padding_side: str = "right", truncation_side: str = "right",
+                      method: str = "merges", beam: int = 8,
+                      num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Encode a batch into a padded matrix and its attention mask.
+
+        The semantics of Hugging Face tokenizers' ``padding``,
+        ``truncation`` and ``max_length`` (``tokenizer(batch, padding=...,
+        truncation=..., max_length=..., return_tensors="np")``).
+
+        Parameters
+        ----------
+        docs : sequence of array-like of int
+            As in :meth:`encode_batch`.
+        max_length : int, optional
+            The length to pad to (``padding="max_length"``) and to truncate to
+            (``truncation=True``).
+        padding : {"longest", "max_length"}, default "longest"
+            ``"longest"``: pad to the longest encoding in the batch (after
+            truncation). ``"max_length"``: pad to ``max_length``.
+        truncation : bool, default False
+            Cut encodings longer than ``max_length`` tokens.
+        pad_id : int, optional
+            The id written in padded positions; default ``n_tokens_``, one past
+            the vocabulary, so that it never collides with a real token.
+        padding_side, truncation_side : {"right", "left"}, default "right"
+            Where padding goes, and which end truncation cuts.
+        method, beam, num_threads
+            As in :meth:`encode_batch`.
+
+        Returns
+        -------
+        ids : ndarray of shape (n_docs, length), dtype int32
+        attention_mask : ndarray of shape (n_docs, length), dtype int32
+            1 on real tokens, 0 on padding.
+
+        Raises
+        ------
+        ValueError
+            On ``padding="max_length"`` or ``truncation=True`` without
+            ``max_length``; on an encoding longer than ``max_length`` with
+            ``padding="max_length"`` and no truncation (a ragged batch);
+            on an unknown ``padding`` or side.
+        """
+        if padding not in ("longest", "max_length"):
+            raise ValueError(f"padding must be 'longest' or 'max_length', got {padding!r}")
+        if padding_side not in ("right", "left") or truncation_side not in ("right", "left"):
+            raise ValueError("padding_side and truncation_side must be 'right' or 'left'")
+        if (padding == "max_length" or truncation) and max_length is None:
+            raise ValueError(f"padding={padding!r}, truncation={truncation} needs max_length")
+        if max_length is not None and max_length < 0:
+            raise ValueError(f"max_length must be >= 0, got {max_length}")
+        ids, off = self.encode_to_numpy(docs, method=method, beam=beam, num_threads=num_threads)
+        lengths = np.diff(off)
+        starts = off[:-1].copy()
+        if truncation:
+            assert max_length is not None
+            cut = np.maximum(lengths - max_length, 0)
+            if truncation_side == "left":
+                starts += cut
+            lengths = lengths - cut
+        longest = int(lengths.max()) if lengths.size else 0
+        if padding == "max_length":
+            assert max_length is not None
+            if longest > max_length:
+                d = int(np.argmax(lengths))
+                raise ValueError(f"document {d} has {longest} tokens, more than max_length="
+                                 f"{max_length}; pass truncation=True")
+            width = max_length
         else:
-            return [r[0][0] for r in self._weighted(flat, offsets, 1, beam)]
-        return [out[out_off[i]: out_off[i + 1]] for i in range(len(offsets) - 1)]
+            width = longest
+        n = len(lengths)
+        pad = self.n_tokens_ if pad_id is None else int(pad_id)
+        out = np.full((n, width), pad, np.int32)
+        mask = np.zeros((n, width), np.int32)
+        col = np.arange(width)
+        real = col[None, :] < lengths[:, None]
+        if padding_side == "left":
+            real = real[:, ::-1]
+        src = starts[:, None] + (col[None, :] - (width - lengths[:, None] if padding_side == "left"
+                                                 else 0))
+        out[real] = ids[src[real]]
+        mask[real] = 1
+        return out, mask
 
     def encode_top_n(self, doc, top_n: int, *, beam: int = 8) -> list[tuple[np.ndarray, float]]:
         """The ``top_n`` best encodings of one document under UBPE's tf-idf objective.

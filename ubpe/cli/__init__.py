@@ -8,6 +8,7 @@ here, so that the help screen costs no numba, scipy or codec import.
 | build, encode, decode           | ``tokens.py``     |
 | compress, decompress, inspect   | ``signal.py``     |
 | text train/encode/decode/stats  | ``text.py``       |
+| plot                            | ``plot.py``       |
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ COMMANDS = {
     "decompress": ("signal", "decompress", "Decode a .ubpe file back to CSV."),
     "inspect": ("signal", "inspect", "Describe a model or a .ubpe file."),
     "text": ("text", "text", "Byte-level BPE for text (train, encode, decode, stats)."),
+    "plot": ("plot", "plot", "Draw PNG pictures of a signal's tokens, bits and residuals."),
 }
 
 

@@ -1,0 +1,248 @@
+"""A time-series tokenizer: Chronos' mean scaling and uniform bins, then a UBPE vocabulary.
+
+Chronos (Ansari et al., "Chronos: Learning the Language of Time Series",
+TMLR 2024, arXiv:2403.07815; the ``chronos-forecasting`` package's
+``MeanScaleUniformBins``) gives every sample of a context window one token:
+
+1. scale: ``s = mean(|x|)`` over the window (1 when that is 0);
+2. quantize ``x / s`` into bins whose centres are ``linspace(low_limit,
+   high_limit, n_bins)``, the boundaries halfway between centres (the outer
+   two open), as ``torch.bucketize(..., right=True)`` does;
+3. Chronos' token id is ``bin + n_special_tokens + 1`` (pad 0, EOS 1).
+
+:class:`ChronosUBPETokenizer` does steps 1 and 2 the same way and then
+applies a UBPE vocabulary trained on the bins, so one token covers one or
+more samples. Decoding gives the bin centres times the scale: within half a
+bin (``(high_limit - low_limit) / (2 (n_bins - 1))`` in scaled units) of the
+input where ``x / s`` lies inside the limits.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ubpe import Tokenizer
+
+__all__ = ["ChronosUBPETokenizer", "mean_scale", "CHRONOS_N_BINS"]
+
+# chronos-t5 defaults: n_tokens 4096, n_special_tokens 2, centres n_tokens - n_special - 1
+CHRONOS_N_BINS = 4093
+
+
+def mean_scale(window: np.ndarray) -> float:
+    """Chronos' scale of a context window: the mean absolute value (1.0 when it is 0 or NaN).
+
+    Parameters
+    ----------
+    window : ndarray, shape (n,)
+        NaN samples (missing values) are left out of the mean.
+
+    Returns
+    -------
+    float
+    """
+    w = np.asarray(window, np.float64)
+    finite = w[np.isfinite(w)]
+    s = float(np.abs(finite).mean()) if finite.size else 0.0
+    return s if s > 0 and np.isfinite(s) else 1.0
+
+
+class ChronosUBPETokenizer:
+    """Mean-scale each context window, quantize into uniform bins, apply a UBPE vocabulary.
+
+    Parameters
+    ----------
+    n_bins : int, default 4093
+        Bin centres (Chronos: ``n_tokens - n_special_tokens - 1``); the UBPE
+        alphabet.
+    low_limit, high_limit : float, default -15.0 and 15.0
+        First and last bin centre, in scaled units; scaled values beyond them
+        fall in the outer bins.
+    context_length : int, default 512
+        Samples per context window (Chronos' default).
+    vocab_size : int, default 8192
+        UBPE vocabulary, the bins included.
+    n_candidates : int, default 8
+        UBPE merges per training round.
+    method : {"shortest", "merges", "weighted"}, default "shortest"
+        Encoder (see :meth:`ubpe.Tokenizer.encode`).
+
+    Attributes
+    ----------
+    tokenizer_ : ubpe.Tokenizer
+        Fitted by :meth:`fit`.
+    centers_ : ndarray of shape (n_bins,), float64
+    boundaries_ : ndarray of shape (n_bins - 1,), float64
+        Inner bin boundaries (halfway between centres).
+    """
+
+    def __init__(self, n_bins: int = CHRONOS_N_BINS, low_limit: float = -15.0,
+                 high_limit: float = 15.0, context_length: int = 512, vocab_size: int = 8192,
+                 n_candidates: int = 8, method: str = "shortest"):
+        self.n_bins = n_bins
+        self.low_limit = low_limit
+        self.high_limit = high_limit
+        self.context_length = context_length
+        self.vocab_size = vocab_size
+        self.n_candidates = n_candidates
+        self.method = method
+
+    # scikit-learn conventions
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Constructor parameters (``deep`` is accepted for scikit-learn; there are no children)."""
+        return {"n_bins": self.n_bins, "low_limit": self.low_limit,
+                "high_limit": self.high_limit, "context_length": self.context_length,
+                "vocab_size": self.vocab_size, "n_candidates": self.n_candidates,
+                "method": self.method}
+
+    def set_params(self, **params: Any) -> ChronosUBPETokenizer:
+        """Set constructor parameters; returns self."""
+        for k, v in params.items():
+            if k not in self.get_params():
+                raise ValueError(f"unknown parameter {k!r}")
+            setattr(self, k, v)
+        return self
+
+    @property
+    def centers_(self) -> np.ndarray:
+        return np.linspace(self.low_limit, self.high_limit, self.n_bins)
+
+    @property
+    def boundaries_(self) -> np.ndarray:
+        c = self.centers_
+        return (c[1:] + c[:-1]) / 2
+
+    @property
+    def half_bin(self) -> float:
+        """Largest quantization error in scaled units, for values inside the limits."""
+        return (self.high_limit - self.low_limit) / (2 * (self.n_bins - 1))
+
+    # ------------------------------------------------------------- quantize
+    def quantize(self, window: Any) -> tuple[np.ndarray, float]:
+        """Bins of one context window and its scale.
+
+        Parameters
+        ----------
+        window : array-like, shape (n,)
+            Finite samples (NaN is an error here: a UBPE token cannot be
+            missing; Chronos pads those).
+
+        Returns
+        -------
+        bins : ndarray of shape (n,), int64, in ``[0, n_bins)``
+        scale : float
+
+        Raises
+        ------
+        ValueError
+            On a non-finite sample or a window that is not 1-D.
+        """
+        w = np.asarray(window, np.float64)
+        if w.ndim != 1:
+            raise ValueError(f"a context window is 1-D, got shape {w.shape}")
+        if not np.isfinite(w).all():
+            raise ValueError(f"sample {int(np.argmax(~np.isfinite(w)))}: non-finite value")
+        s = mean_scale(w)
+        # bucketize(right=True) over [-inf, inner..., +inf], minus one: bins from 0
+        return np.searchsorted(self.boundaries_, w / s, side="right").astype(np.int64), s
+
+    def dequantize(self, bins: Any, scale: float) -> np.ndarray:
+        """Bin centres times the scale, float64."""
+        return self.centers_[np.asarray(bins, np.int64)] * scale
+
+    def _windows(self, series: Any) -> list[np.ndarray]:
+        x = np.asarray(series, np.float64)
+        if x.ndim != 1:
+            raise ValueError(f"a series is 1-D, got shape {x.shape}")
+        n = self.context_length
+        return [x[i:i + n] for i in range(0, x.size, n) if x[i:i + n].size]
+
+    # ---------------------------------------------------------------- fit
+    def fit(self, series: Sequence[Any], y: Any = None) -> ChronosUBPETokenizer:
+        """Train the UBPE vocabulary on the bins of every context window.
+
+        Parameters
+        ----------
+        series : sequence of array-like, each (n_samples_i,)
+            Training series, cut into windows of ``context_length``.
+        y : ignored
+            For scikit-learn pipelines.
+
+        Returns
+        -------
+        self
+        """
+        docs = [self.quantize(w)[0] for s in series for w in self._windows(s)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a small corpus supports fewer merges
+            self.tokenizer_ = Tokenizer(self.n_bins, self.vocab_size,
+                                        n_candidates=self.n_candidates, progress=False).fit(docs)
+        return self
+
+    # ------------------------------------------------------------- coding
+    def encode(self, window: Any) -> tuple[np.ndarray, float]:
+        """Token ids of one context window and its scale.
+
+        Returns
+        -------
+        ids : ndarray of shape (m,), int32, m <= len(window)
+        scale : float
+
+        Raises
+        ------
+        RuntimeError
+            If not fitted.
+        """
+        tok = self._tok()
+        bins, s = self.quantize(window)
+        return tok.encode(bins, method=self.method), s
+
+    def encode_batch(self, windows: Sequence[Any], *, max_length: int | None = None,
+                     padding: str = "longest", truncation: bool = False,
+                     num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Padded token ids of several windows, their attention mask and scales.
+
+        Parameters
+        ----------
+        windows : sequence of array-like, each (n_i,)
+        max_length, padding, truncation, num_threads
+            As in :meth:`ubpe.Tokenizer.encode_padded` (padding id
+            ``tokenizer_.n_tokens_``).
+
+        Returns
+        -------
+        ids : ndarray (n_windows, length), int32
+        attention_mask : ndarray (n_windows, length), int32
+        scales : ndarray (n_windows,), float64
+        """
+        tok = self._tok()
+        q = [self.quantize(w) for w in windows]
+        ids, mask = tok.encode_padded([b for b, _ in q], max_length=max_length, padding=padding,
+                                      truncation=truncation, method=self.method,
+                                      num_threads=num_threads)
+        return ids, mask, np.array([s for _, s in q], np.float64)
+
+    def decode(self, ids: Any, scale: float) -> np.ndarray:
+        """Values of a window from its token ids and scale, float64 (bin centres x scale)."""
+        return self.dequantize(self._tok().decode(ids), scale)
+
+    def tokens_per_sample(self, series: Sequence[Any]) -> float:
+        """Tokens per sample over every context window of ``series`` (Chronos: 1.0).
+
+        Chronos adds one EOS token per window as well; this counts samples'
+        tokens only, on both sides.
+        """
+        tok = self._tok()
+        docs = [self.quantize(w)[0] for s in series for w in self._windows(s)]
+        n = sum(d.size for d in docs)
+        m = sum(e.size for e in tok.encode_batch(docs, method=self.method))
+        return m / max(n, 1)
+
+    def _tok(self) -> Tokenizer:
+        if not hasattr(self, "tokenizer_"):
+            raise RuntimeError("this ChronosUBPETokenizer is not fitted yet; call fit() first")
+        return self.tokenizer_

@@ -1,0 +1,313 @@
+"""Recordings in the formats sensor people hold: Parquet/Arrow, EDF/BDF, WFDB (``ubpe[formats]``).
+
+:func:`read_recording` reads any of them (and, through
+:func:`signals.read_signal`, CSV, ``.npz``/``.npy`` and ``.wav``) into a
+:class:`Recording`: channel names, the samples, each channel's physical unit,
+sampling rate and digital-to-physical scaling. Where the file stores
+integers (EDF, BDF, WFDB), the channels are those integers, so that
+:func:`signals.compress` keeps them exactly, and :meth:`Recording.physical`
+gives the values in physical units: ``physical = gain * digital + offset``.
+
+Format references:
+
+- EDF: Kemp et al., "A simple format for exchange of digitized polygraphic
+  recordings", Electroencephalogr. Clin. Neurophysiol. 82 (1992); EDF+ and
+  BDF through pyedflib (https://pyedflib.readthedocs.io). Per signal:
+  ``gain = (physical_max - physical_min) / (digital_max - digital_min)``,
+  ``offset = physical_min - gain * digital_min``.
+- WFDB: PhysioNet's header and signal files
+  (https://wfdb.readthedocs.io/en/latest/wfdb.html), through the ``wfdb``
+  package: ``physical = (digital - baseline) / adc_gain``.
+- Parquet (https://parquet.apache.org/docs/) and Arrow IPC / Feather
+  (https://arrow.apache.org/docs/format/Columnar.html), through pyarrow.
+  Columns are channels; a field's metadata may carry ``unit`` (or
+  ``units``), ``sampling_rate`` (or ``rate``, ``fs``), ``gain`` and
+  ``offset``, which are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .arraylike import as_channels
+
+__all__ = ["Recording", "Scaling", "read_recording", "read_parquet", "read_arrow", "read_edf",
+           "read_wfdb", "SUFFIXES"]
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """Digital-to-physical scaling of one channel: ``physical = gain * digital + offset``."""
+
+    gain: float
+    offset: float = 0.0
+
+    def to_physical(self, digital: np.ndarray) -> np.ndarray:
+        """Physical values, float64, same shape as ``digital``."""
+        return self.gain * np.asarray(digital, np.float64) + self.offset
+
+    def to_digital(self, physical: np.ndarray) -> np.ndarray:
+        """Nearest digital values, int64 (the inverse of :meth:`to_physical` on its image)."""
+        return np.round((np.asarray(physical, np.float64) - self.offset) / self.gain).astype(
+            np.int64)
+
+    def to_dict(self) -> dict[str, float]:
+        """``{"gain": ..., "offset": ...}``, JSON-ready."""
+        return {"gain": float(self.gain), "offset": float(self.offset)}
+
+
+@dataclass
+class Recording:
+    """Channels read from a file, with what is needed to write them back.
+
+    Attributes
+    ----------
+    path : str
+    names : list of str
+        One per channel.
+    channels : list of ndarray, each (n_samples_c,)
+        Integers where the file stores integers (EDF/BDF/WFDB digital
+        values), else the file's numbers.
+    units : list of str or None
+        Physical unit per channel (``"mV"``, ``"uV"``...), None if unknown.
+    rates : list of float or None
+        Sampling rate per channel in Hz, None if unknown.
+    scaling : list of Scaling or None
+        Digital-to-physical scaling per channel; None where the channel
+        already holds physical values.
+    """
+
+    path: str
+    names: list[str]
+    channels: list[np.ndarray]
+    units: list[str | None] = field(default_factory=list)
+    rates: list[float | None] = field(default_factory=list)
+    scaling: list[Scaling | None] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        n = len(self.channels)
+        self.units = list(self.units) or [None] * n
+        self.rates = list(self.rates) or [None] * n
+        self.scaling = list(self.scaling) or [None] * n
+        if not (len(self.names) == len(self.units) == len(self.rates) == len(self.scaling) == n):
+            raise ValueError("names, units, rates and scaling need one entry per channel")
+
+    def physical(self, i: int) -> np.ndarray:
+        """Channel ``i`` in physical units (float64; the samples as they are when unscaled)."""
+        s = self.scaling[i]
+        return self.channels[i] if s is None else s.to_physical(self.channels[i])
+
+    def metadata(self) -> list[dict[str, Any]]:
+        """Per channel ``{"name", "unit", "rate", "scaling"}``: plain JSON for a container."""
+        return [{"name": n, "unit": u, "rate": r, "scaling": None if s is None else s.to_dict()}
+                for n, u, r, s in zip(self.names, self.units, self.rates, self.scaling)]
+
+    def select(self, columns: list[str | int] | None = None,
+               exclude: list[str | int] | None = None) -> Recording:
+        """The channels picked by name or index (``columns``), or all but ``exclude``.
+
+        Raises
+        ------
+        ValueError
+            On an unknown name or an index out of range.
+        """
+        def index(spec: str | int) -> int:
+            if isinstance(spec, int) or (isinstance(spec, str) and spec.isdigit()
+                                         and spec not in self.names):
+                i = int(spec)
+                if not 0 <= i < len(self.names):
+                    raise ValueError(f"{self.path}: channel index {i} out of range "
+                                     f"(0..{len(self.names) - 1})")
+                return i
+            if spec not in self.names:
+                raise ValueError(f"{self.path}: no channel {spec!r}; channels: "
+                                 f"{', '.join(self.names)}")
+            return self.names.index(spec)
+        if columns:
+            keep = [index(c) for c in columns]
+        else:
+            drop = {index(c) for c in exclude or []}
+            keep = [i for i in range(len(self.names)) if i not in drop]
+        return Recording(self.path, [self.names[i] for i in keep], [self.channels[i] for i in keep],
+                         [self.units[i] for i in keep], [self.rates[i] for i in keep],
+                         [self.scaling[i] for i in keep])
+
+
+def _need(module: str, extra: str = "formats") -> Any:
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise ImportError(f"reading this file needs {module.split('.')[0]}: "
+                          f"pip install 'ubpe[{extra}]' ({e})") from None
+
+
+def _meta_value(meta: dict[bytes, bytes] | None, *keys: str) -> str | None:
+    if not meta:
+        return None
+    for k in keys:
+        v = meta.get(k.encode())
+        if v is not None:
+            return v.decode()
+    return None
+
+
+def _from_arrow_table(table: Any, path: str) -> Recording:
+    numeric: list[str] = []
+    skipped: list[str] = []
+    pa = _need("pyarrow")
+    for f in table.schema:
+        t = f.type
+        (numeric if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+         else skipped).append(f.name)
+    if not numeric:
+        raise ValueError(f"{path}: no numeric column (columns: {', '.join(table.column_names)})")
+    chans, names = as_channels(table.select(numeric))
+    assert names is not None
+    units, rates, scaling = [], [], []
+    for name in numeric:
+        meta = table.schema.field(name).metadata
+        units.append(_meta_value(meta, "unit", "units"))
+        rate = _meta_value(meta, "sampling_rate", "rate", "fs")
+        rates.append(float(rate) if rate is not None else None)
+        gain = _meta_value(meta, "gain")
+        scaling.append(None if gain is None else
+                       Scaling(float(gain), float(_meta_value(meta, "offset") or 0.0)))
+    return Recording(path, names, chans, units, rates, scaling)
+
+
+def read_parquet(path: str | Path) -> Recording:
+    """Read a Parquet file: each numeric column is a channel; text columns are skipped.
+
+    Returns
+    -------
+    Recording
+        Units, rates and scaling from each field's metadata when present.
+
+    Raises
+    ------
+    ValueError
+        If no column is numeric, or a column holds nulls.
+    ImportError
+        Without pyarrow (``pip install 'ubpe[formats]'``).
+    """
+    pq = _need("pyarrow.parquet")
+    return _from_arrow_table(pq.read_table(path), str(path))
+
+
+def read_arrow(path: str | Path) -> Recording:
+    """Read an Arrow IPC file (Feather v2, ``.arrow``); as :func:`read_parquet`."""
+    feather = _need("pyarrow.feather")
+    return _from_arrow_table(feather.read_table(path), str(path))
+
+
+def read_edf(path: str | Path) -> Recording:
+    """Read an EDF, EDF+ or BDF file: digital samples, with units, rates and scaling.
+
+    Returns
+    -------
+    Recording
+        ``channels`` are the stored integers (int32: 16-bit for EDF, 24-bit
+        for BDF); :meth:`Recording.physical` applies the header's scaling.
+
+    Raises
+    ------
+    OSError
+        If pyedflib cannot open the file.
+    ImportError
+        Without pyedflib.
+    """
+    pyedflib = _need("pyedflib")
+    reader = pyedflib.EdfReader(str(path))
+    try:
+        names: list[str] = []
+        chans: list[np.ndarray] = []
+        units: list[str | None] = []
+        rates: list[float | None] = []
+        scaling: list[Scaling | None] = []
+        for i in range(reader.signals_in_file):
+            names.append(reader.getLabel(i).strip() or f"ch{i}")
+            chans.append(np.asarray(reader.readSignal(i, digital=True)).astype(np.int32))
+            units.append(reader.getPhysicalDimension(i).strip() or None)
+            rates.append(float(reader.getSampleFrequency(i)))
+            dmin, dmax = reader.getDigitalMinimum(i), reader.getDigitalMaximum(i)
+            pmin, pmax = reader.getPhysicalMinimum(i), reader.getPhysicalMaximum(i)
+            gain = (pmax - pmin) / (dmax - dmin)
+            scaling.append(Scaling(gain, pmin - gain * dmin))
+    finally:
+        reader.close()
+    return Recording(str(path), names, chans, units, rates, scaling)
+
+
+def read_wfdb(path: str | Path) -> Recording:
+    """Read a WFDB record (``NAME.hea`` with its signal files): digital samples and scaling.
+
+    Parameters
+    ----------
+    path : path
+        The record's header ``NAME.hea`` or the record name without suffix.
+
+    Returns
+    -------
+    Recording
+        ``channels`` are the stored integers (int64); the scaling is
+        ``(digital - baseline) / adc_gain``.
+
+    Raises
+    ------
+    OSError, ValueError
+        If wfdb cannot read the record.
+    ImportError
+        Without wfdb.
+    """
+    wfdb = _need("wfdb")
+    p = Path(path)
+    record_name = str(p.with_suffix("")) if p.suffix in (".hea", ".dat") else str(p)
+    rec = wfdb.rdrecord(record_name, physical=False)
+    d = np.asarray(rec.d_signal)
+    names = [str(n) for n in rec.sig_name]
+    scaling: list[Scaling | None] = [Scaling(1.0 / float(g), -float(b) / float(g))
+                                     for g, b in zip(rec.adc_gain, rec.baseline)]
+    return Recording(str(path), names, [d[:, i].astype(np.int64) for i in range(d.shape[1])],
+                     [str(u) for u in rec.units], [float(rec.fs) for _ in names], scaling)
+
+
+SUFFIXES = {".parquet": read_parquet, ".pq": read_parquet, ".arrow": read_arrow,
+            ".feather": read_arrow, ".ipc": read_arrow, ".edf": read_edf, ".bdf": read_edf,
+            ".hea": read_wfdb}
+
+
+def read_recording(path: str | Path, columns: list[str | int] | None = None,
+                   exclude: list[str | int] | None = None) -> Recording:
+    """Read a recording of any supported format, chosen by the file's suffix.
+
+    Parameters
+    ----------
+    path : path
+        ``.parquet``/``.pq``, ``.arrow``/``.feather``/``.ipc``, ``.edf``,
+        ``.bdf``, ``.hea`` (WFDB), or what :func:`signals.read_signal` reads
+        (CSV, ``.npz``/``.npy``, ``.wav``).
+    columns, exclude : list of str or int, optional
+        Channels to keep or drop, by name or 0-based index.
+
+    Returns
+    -------
+    Recording
+
+    Raises
+    ------
+    ValueError
+        On an unknown channel; what the reader raises on a bad file.
+    ImportError
+        When the format's optional package is missing.
+    """
+    reader = SUFFIXES.get(Path(path).suffix.lower())
+    if reader is not None:
+        return reader(path).select(columns, exclude)
+    from .readers import read_signal
+    t = read_signal(path, columns=columns, exclude=exclude)
+    return Recording(str(path), list(t.names), list(t.channels))

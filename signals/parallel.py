@@ -1,0 +1,227 @@
+"""Many recordings at once, on a Dask cluster (``ubpe[dask]``).
+
+- :func:`compress_files`: one task per file, each reading the file,
+  compressing it with :func:`signals.compress` and writing the output
+  atomically (a temporary file, then a rename: a failed or killed task never
+  leaves a partial ``.ubpe``).
+- :func:`read_files`: the reading and sampling step of ``ubpe build``, one
+  task per file; fitting stays local (BPE training is sequential, and a
+  model is trained on a sample).
+
+Both take a ``dask.distributed`` scheduler address, a number of local
+workers, or an existing :class:`distributed.Client`. The scheduler is
+Dask's (https://distributed.dask.org); nothing here schedules by hand.
+
+For one large array, use Dask arrays and the zarr codec instead:
+``dask.array.from_array(x, chunks=(4096, n)).to_zarr(z)`` with ``z`` a zarr
+array whose serializer is :data:`signals.numcodecs_codec.UBPEZarrCodec`
+compresses the chunks in parallel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["compress_files", "read_files", "cluster"]
+
+
+@contextlib.contextmanager
+def cluster(scheduler: Any = None, workers: int | None = None, *,
+            processes: bool = True) -> Iterator[Any]:
+    """A ``dask.distributed`` client for the duration of a ``with`` block.
+
+    Parameters
+    ----------
+    scheduler : str or distributed.Client, optional
+        A scheduler address (``"tcp://host:8786"``) or a client to use as it
+        is (left open on exit).
+    workers : int, optional
+        Without ``scheduler``: start a :class:`distributed.LocalCluster` of
+        this many workers, one thread each (default: one per CPU core).
+    processes : bool, default True
+        Local workers as processes (parallel CPU work) or as threads in this
+        process (cheap to start; numba and zstd release the GIL, Python code
+        does not).
+
+    Yields
+    ------
+    distributed.Client
+
+    Raises
+    ------
+    ImportError
+        Without dask.distributed (``pip install 'ubpe[dask]'``).
+    """
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as e:
+        raise ImportError(f"this needs dask.distributed: pip install 'ubpe[dask]' ({e})") from None
+    if scheduler is not None and not isinstance(scheduler, str):
+        yield scheduler
+        return
+    if scheduler is not None:
+        with Client(scheduler) as client:
+            yield client
+        return
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
+                      dashboard_address=None) as lc, Client(lc) as client:
+        yield client
+
+
+def _compress_one(source: str, output: str, columns: list | None, exclude: list | None,
+                  options: dict[str, Any]) -> dict[str, Any]:
+    """Task: read one file, compress it, write it atomically; a summary dict."""
+    import signals
+    from signals.formats import read_recording
+    from ubpe.serialization import atomic_write_bytes
+
+    t0 = time.perf_counter()
+    rec = read_recording(source, columns=columns, exclude=exclude)
+    data = signals.compress(rec.channels, names=rec.names, **options)
+    atomic_write_bytes(output, data)
+    n = sum(c.size for c in rec.channels)
+    try:
+        from distributed import get_worker
+        worker = get_worker().address
+    except (ImportError, ValueError):
+        worker = None
+    return {"source": source, "output": output, "channels": len(rec.channels), "samples": n,
+            "bytes": len(data), "bits_per_sample": 8 * len(data) / max(n, 1),
+            "seconds": time.perf_counter() - t0, "worker": worker}
+
+
+def _output_for(source: Path, out_dir: Path | None, suffix: str) -> Path:
+    return (out_dir or source.parent) / (source.name + suffix)
+
+
+def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None = None,
+                   outputs: Sequence[str | Path] | None = None, suffix: str = ".ubpe",
+                   scheduler: Any = None, workers: int | None = None, processes: bool = True,
+                   columns: list | None = None, exclude: list | None = None,
+                   **options: Any) -> list[dict[str, Any]]:
+    """Compress many files on a Dask cluster, one task per file.
+
+    Parameters
+    ----------
+    sources : sequence of path
+        Input files, any format :func:`signals.formats.read_recording` reads.
+    out_dir : path, optional
+        Folder for the outputs (created if missing); default: beside each
+        input. An output is named ``<input name><suffix>``.
+    outputs : sequence of path, optional
+        Explicit output paths, one per source (instead of ``out_dir``).
+    suffix : str, default ".ubpe"
+    scheduler, workers, processes
+        As in :func:`cluster`. Local workers need the inputs and outputs on
+        this machine; a remote cluster needs them on a shared file system.
+    columns, exclude : list, optional
+        Channels to keep or drop in every file.
+    **options
+        Passed to :func:`signals.compress`.
+
+    Returns
+    -------
+    list of dict
+        Per file, in the order of ``sources``: ``source``, ``output``,
+        ``channels``, ``samples``, ``bytes``, ``bits_per_sample``,
+        ``seconds`` (the task's time), ``worker`` (the address that ran it).
+
+    Raises
+    ------
+    ValueError
+        If ``outputs`` does not match ``sources`` or two sources map to the
+        same output; the first task's error otherwise (after every task has
+        ended; outputs already written stay, and no output is partial).
+    """
+    srcs = [Path(s) for s in sources]
+    if outputs is not None:
+        outs = [Path(o) for o in outputs]
+        if len(outs) != len(srcs):
+            raise ValueError(f"{len(outs)} outputs for {len(srcs)} sources")
+    else:
+        od = Path(out_dir) if out_dir is not None else None
+        if od is not None:
+            od.mkdir(parents=True, exist_ok=True)
+        outs = [_output_for(s, od, suffix) for s in srcs]
+    if len(set(outs)) != len(outs):
+        raise ValueError("two sources map to the same output file")
+    if not srcs:
+        return []
+    with cluster(scheduler, workers, processes=processes) as client:
+        futures = [client.submit(_compress_one, str(s), str(o), columns, exclude, options,
+                                 key=f"ubpe-compress-{i}-{s.name}", pure=False)
+                   for i, (s, o) in enumerate(zip(srcs, outs))]
+        from distributed import wait
+        wait(futures)
+        errors = [f for f in futures if f.status == "error"]
+        if errors:
+            errors[0].result()  # raises the task's exception
+        return list(client.gather(futures))
+
+
+def _read_one(source: str, columns: list | None, exclude: list | None,
+              max_samples: int | None, seed: int) -> tuple[list[str], list[np.ndarray]]:
+    """Task: read one file; each channel cut to at most max_samples (one random window)."""
+    from signals.formats import read_recording
+
+    rec = read_recording(source, columns=columns, exclude=exclude)
+    rng = np.random.default_rng(seed)
+    chans = []
+    for c in rec.channels:
+        if max_samples is not None and c.size > max_samples:
+            start = int(rng.integers(0, c.size - max_samples + 1))
+            c = c[start:start + max_samples]
+        chans.append(np.ascontiguousarray(c))
+    return rec.names, chans
+
+
+def read_files(sources: Sequence[str | Path], *, scheduler: Any = None, workers: int | None = None,
+               processes: bool = True, columns: list | None = None, exclude: list | None = None,
+               max_samples: int | None = None, seed: int = 0) -> tuple[list[str], list[np.ndarray]]:
+    """Read (and sample) the training data of ``ubpe build`` across files in parallel.
+
+    Parameters
+    ----------
+    sources : sequence of path
+    scheduler, workers, processes
+        As in :func:`cluster`.
+    columns, exclude : list, optional
+        Channels to keep or drop in every file.
+    max_samples : int, optional
+        Keep at most this many samples per channel: one window at a random
+        place (``seed`` and the file's position make it reproducible).
+    seed : int, default 0
+
+    Returns
+    -------
+    names : list of str
+        ``"<file stem>:<channel>"`` when there are several files, else the
+        channel names.
+    channels : list of ndarray
+        In file order, then channel order: what :meth:`signals.SignalModel.fit`
+        takes.
+
+    Raises
+    ------
+    ValueError, OSError
+        What reading a file raises.
+    """
+    srcs = [Path(s) for s in sources]
+    if not srcs:
+        return [], []
+    with cluster(scheduler, workers, processes=processes) as client:
+        futures = [client.submit(_read_one, str(s), columns, exclude, max_samples, seed + i,
+                                 key=f"ubpe-read-{i}-{s.name}", pure=False)
+                   for i, s in enumerate(srcs)]
+        results = client.gather(futures)
+    names, chans = [], []
+    for s, (n, c) in zip(srcs, results):
+        names += [f"{s.stem}:{x}" for x in n] if len(srcs) > 1 else list(n)
+        chans += c
+    return names, chans

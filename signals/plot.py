@@ -1,0 +1,375 @@
+"""Pictures of what ubpe does to a signal (matplotlib; needs ``ubpe[plot]``).
+
+Each picture is a function that returns a :class:`matplotlib.figure.Figure`.
+They build the figure without ``pyplot``, so no GUI backend is ever loaded:
+``fig.savefig("x.png")`` renders with Agg, headless or not. Show one in a
+notebook by leaving it as a cell's value, or with ``pyplot`` as usual.
+
+- :func:`tokens_figure`: a window of the signal with each token's span shaded
+  and labelled with its token id;
+- :func:`bits_figure`: bits per sample along the recording, block by block,
+  each block compressed by :func:`signals.compress`;
+- :func:`vocab_figure`: tokens per sample and bits per sample against the
+  vocabulary size, from one training run;
+- :func:`residual_figure`: the histogram of prediction residuals against
+  the entropy coder's table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ubpe import Tokenizer, split_documents
+
+from .arraylike import as_channels
+from .codec import compress
+from .model import SignalModel
+from .predict import LinearPredictor, zigzag
+from .quantize import UniformQuantizer
+
+__all__ = ["tokens_figure", "bits_figure", "vocab_figure", "residual_figure", "save_all",
+           "PICTURES"]
+
+_SHADES = ("#4C72B0", "#DD8452")
+
+
+def _figure(width: float = 10.0, height: float = 4.0):
+    from matplotlib.figure import Figure
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _channel(x: Any, channel: int) -> tuple[np.ndarray, str]:
+    chans, names = as_channels(x)
+    if not 0 <= channel < len(chans):
+        raise ValueError(f"channel {channel} does not exist ({len(chans)} channel(s))")
+    return chans[channel], (names[channel] if names else f"ch{channel}")
+
+
+def _codes(x: np.ndarray, n_levels: int) -> np.ndarray:
+    """Integer codes from 0: integers shifted when their range fits, else uniform bins."""
+    if x.dtype.kind in "iu" and int(x.max()) - int(x.min()) < n_levels:
+        return (x.astype(np.int64) - int(x.min())).astype(np.int64)
+    return UniformQuantizer(n_levels).fit(x).encode(x).astype(np.int64)
+
+
+def tokens_figure(x: Any, model: SignalModel | None = None, *, channel: int = 0, start: int = 0,
+                  length: int = 400, method: str = "shortest", n_levels: int = 256,
+                  vocab_size: int = 512, rate: float | None = None, title: str | None = None):
+    """A window of the signal with each UBPE token's span shaded.
+
+    The window's quantized samples are encoded as one document; token ``k``
+    covers ``token_lengths()[ids[k]]`` samples. Spans alternate between two
+    colours and carry the token id as a label (merged tokens in bold).
+
+    Parameters
+    ----------
+    x : array-like
+        Samples; any input :func:`signals.arraylike.as_channels` takes
+        (1-D array, ``(n_channels, n_samples)`` array, pandas DataFrame...).
+    model : SignalModel, optional
+        A model from ``ubpe build`` whose channel ``channel`` is used. None:
+        a model is fitted on this channel (``n_levels`` levels,
+        ``vocab_size`` tokens, documents of ``length`` samples).
+    channel : int, default 0
+    start, length : int, default 0 and 400
+        The window, in samples.
+    method : {"shortest", "merges", "weighted"}, default "shortest"
+        The encoder (see :meth:`ubpe.Tokenizer.encode`).
+    n_levels, vocab_size : int
+        For the model fitted when none is given.
+    rate : float, optional
+        Sampling rate in Hz: the x axis in seconds instead of samples.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        ``fig.ubpe_ids`` holds the token ids (int32, one per span) and
+        ``fig.ubpe_spans`` their ``(first sample, length)`` rows.
+
+    Raises
+    ------
+    ValueError
+        On an empty window, a missing channel, or values outside the model's
+        fitted range.
+    """
+    sig, name = _channel(x, channel)
+    win = sig[start:start + length]
+    if win.size == 0:
+        raise ValueError(f"empty window: start={start}, length={length}, {sig.size} samples")
+    if model is None:
+        fit_on = sig if sig.size <= 200_000 else sig[:200_000]
+        model = SignalModel(n_levels=n_levels, vocab_size=vocab_size, n_candidates=8,
+                            doc_length=length, progress=False).fit([fit_on])
+        q, tok = model.quantizers_[0], model.tokenizer_
+    else:
+        q, tok = model.quantizers_[channel], model.tokenizer_
+    ids = tok.encode(q.encode(win).astype(np.int64), method=method)
+    lengths = tok.token_lengths()[ids]
+    firsts = start + np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    scale = 1.0 / rate if rate else 1.0
+    t = (start + np.arange(win.size)) * scale
+
+    fig = _figure()
+    ax = fig.add_subplot()
+    lo, hi = float(win.min()), float(win.max())
+    pad = 0.08 * (hi - lo or 1.0)
+    for parity in (0, 1):
+        sel = np.arange(parity, ids.size, 2)
+        ax.broken_barh([((f - 0.5) * scale, n * scale) for f, n in zip(firsts[sel], lengths[sel])],
+                       (lo - pad, hi - lo + 2 * pad), facecolors=_SHADES[parity], alpha=0.3,
+                       edgecolor="none", gid=f"token-spans-{parity}")
+    ax.plot(t, win, color="black", lw=0.9)
+    width_px = fig.get_figwidth() * fig.dpi * 0.9
+    per_sample = width_px / win.size
+    for f, n, i in zip(firsts, lengths, ids):
+        if n * per_sample >= 9:  # room for a label
+            ax.text((f + (n - 1) / 2) * scale, hi + pad * 0.5, str(int(i)), ha="center",
+                    va="bottom", fontsize=6, rotation=90,
+                    fontweight="bold" if i >= tok.alphabet_size else "normal")
+    ax.set_xlim((start - 0.5) * scale, (start + win.size - 0.5) * scale)
+    ax.set_ylim(lo - pad, hi + 2.5 * pad)
+    ax.set_xlabel("time (s)" if rate else "sample")
+    ax.set_ylabel(name)
+    merged = int((ids >= tok.alphabet_size).sum())
+    ax.set_title(title or f"{ids.size} tokens over {win.size} samples "
+                          f"({win.size / ids.size:.2f} samples per token, {merged} merged); "
+                          f"vocabulary {tok.n_tokens_}, method {method!r}")
+    fig.ubpe_ids = ids
+    fig.ubpe_spans = np.column_stack([firsts, lengths])
+    return fig
+
+
+def bits_figure(x: Any, *, block: int = 16384, rate: float | None = None,
+                title: str | None = None, **options: Any):
+    """Bits per sample along the recording: each block compressed on its own.
+
+    Parameters
+    ----------
+    x : array-like
+        Samples (any input :func:`signals.arraylike.as_channels` takes); one
+        line per channel.
+    block : int, default 16384
+        Samples per block.
+    rate : float, optional
+        Sampling rate in Hz (x axis in seconds).
+    title : str, optional
+    **options
+        Passed to :func:`signals.compress` (``quantizer``, ``n_levels``...).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        ``fig.ubpe_bits`` holds, per channel, the bits per sample of each
+        block (float64 arrays).
+
+    Raises
+    ------
+    ValueError
+        On ``block < 1`` or what :func:`signals.compress` raises.
+    """
+    if block < 1:
+        raise ValueError(f"block must be >= 1, got {block}")
+    chans, names = as_channels(x)
+    names = names or [f"ch{i}" for i in range(len(chans))]
+    fig = _figure(10, 3.5)
+    ax = fig.add_subplot()
+    scale = 1.0 / rate if rate else 1.0
+    all_bits = []
+    for c, name in zip(chans, names):
+        bits = np.array([8.0 * len(compress(c[i:i + block], **options)) / c[i:i + block].size
+                         for i in range(0, c.size, block)])
+        edges = np.minimum(np.arange(bits.size + 1) * block, c.size) * scale
+        whole = 8.0 * len(compress(c, **options)) / c.size
+        ax.stairs(bits, edges, baseline=None, label=f"{name}: {whole:.2f} bits/sample whole")
+        all_bits.append(bits)
+    ax.set_xlabel("time (s)" if rate else "sample")
+    ax.set_ylabel("bits per sample")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7, loc="upper right")
+    ax.set_title(title or f"bits per sample, blocks of {block:,} samples compressed on their own")
+    fig.ubpe_bits = all_bits
+    return fig
+
+
+def vocab_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, max_merges: int = 1024,
+                 vocab_sizes: Sequence[int] | None = None, doc_length: int = 4096,
+                 title: str | None = None):
+    """Tokens per sample and bits per sample against the vocabulary size.
+
+    One tokenizer is trained (classic BPE order) with ``max_merges`` merges
+    on the prediction residuals that :func:`signals.compress` codes; every
+    smaller vocabulary is a prefix of its merges. For each size the residuals
+    are encoded (shortest segmentation), and the bits per sample are the
+    order-0 entropy of the tokens times tokens per sample (the range coder's
+    cost without its table).
+
+    Parameters
+    ----------
+    x : array-like
+    channel : int, default 0
+    n_levels : int, default 1024
+        Quantizer levels for float input (integers are kept).
+    max_merges : int, default 1024
+    vocab_sizes : sequence of int, optional
+        Merge counts to evaluate; default 0 and powers of two up to
+        ``max_merges``.
+    doc_length : int, default 4096
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        ``fig.ubpe_curve`` is an array of rows ``(merges, tokens per sample,
+        bits per sample)``.
+    """
+    sig, name = _channel(x, channel)
+    res, _ = LinearPredictor().encode(_codes(sig, n_levels))
+    sym = zigzag(res).astype(np.int64)
+    docs = split_documents(sym, doc_length)
+    alphabet = max(2, int(sym.max()) + 1)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = Tokenizer(alphabet, alphabet + max_merges, n_candidates=8, token_order="rank",
+                         progress=False).fit(docs)
+    learned = len(full.merges_)
+    sizes = sorted({0, learned, *[m for m in (vocab_sizes or
+                                              [2 ** k for k in range(2, 31)]) if m <= learned]})
+    rows = []
+    pairs = full.merges_[:, :2]
+    for m in sizes:
+        tok = Tokenizer.from_merges(alphabet, pairs[:m])
+        ids = np.concatenate(tok.encode_batch(docs, method="shortest"))
+        _, counts = np.unique(ids, return_counts=True)
+        p = counts / ids.size
+        h = float(-(p * np.log2(p)).sum())
+        rows.append((m, ids.size / sym.size, h * ids.size / sym.size))
+    curve = np.array(rows)
+    fig = _figure(8, 4)
+    ax = fig.add_subplot()
+    ax.plot(alphabet + curve[:, 0], curve[:, 1], "o-", color=_SHADES[0], label="tokens per sample")
+    ax.set_xscale("log")
+    ax.set_xlabel(f"vocabulary size (residual alphabet {alphabet} + merges)")
+    ax.set_ylabel("tokens per sample", color=_SHADES[0])
+    ax2 = ax.twinx()
+    ax2.plot(alphabet + curve[:, 0], curve[:, 2], "s-", color=_SHADES[1], label="bits per sample")
+    ax2.set_ylabel("bits per sample (order-0 entropy)", color=_SHADES[1])
+    ax.set_title(title or f"{name}: vocabulary growth on prediction residuals")
+    fig.ubpe_curve = curve
+    return fig
+
+
+def residual_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, title: str | None = None):
+    """The histogram of prediction residuals against the entropy coder's table.
+
+    Bars: the empirical probability of each residual value (what the
+    per-channel frequency table of the range coder holds when each residual
+    is its own token, as with zero merges). Line: the two-sided geometric
+    (discrete Laplace) law with the same mean absolute value, which a Rice /
+    Golomb coder such as FLAC's assumes (Rice, 1979; Golomb, 1966). The title
+    gives each one's cost in bits per sample: the table's entropy and the
+    Laplace law's cross-entropy.
+
+    Parameters
+    ----------
+    x : array-like
+    channel : int, default 0
+    n_levels : int, default 1024
+        Quantizer levels for float input (integers are kept).
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        ``fig.ubpe_entropy`` is ``(table bits/sample, Laplace bits/sample)``.
+    """
+    sig, name = _channel(x, channel)
+    res, _ = LinearPredictor().encode(_codes(sig, n_levels))
+    res = res.astype(np.int64)
+    values, counts = np.unique(res, return_counts=True)
+    p = counts / res.size
+    h_table = float(-(p * np.log2(p)).sum())
+    mean_abs = max(float(np.abs(res).mean()), 1e-9)
+    theta = mean_abs / (1.0 + mean_abs) if mean_abs < 1e6 else 1 - 1e-6
+    theta = float(np.clip(theta, 1e-9, 1 - 1e-9))
+
+    def laplace(v: np.ndarray) -> np.ndarray:
+        return (1 - theta) / (1 + theta) * theta ** np.abs(v)
+
+    h_laplace = float(-(p * np.log2(laplace(values))).sum())
+    fig = _figure(8, 4)
+    ax = fig.add_subplot()
+    lim = int(np.quantile(np.abs(res), 0.995)) + 1
+    keep = np.abs(values) <= lim
+    ax.bar(values[keep], p[keep], width=1.0, color=_SHADES[0], alpha=0.6,
+           label="residuals (coder's table)")
+    grid = np.arange(-lim, lim + 1)
+    ax.plot(grid, laplace(grid), color=_SHADES[1], lw=1.5, label="discrete Laplace (Rice/Golomb)")
+    ax.set_yscale("log")
+    ax.set_xlabel("prediction residual")
+    ax.set_ylabel("probability")
+    ax.legend(fontsize=8)
+    ax.set_title(title or f"{name}: table {h_table:.2f} bits/sample, Laplace {h_laplace:.2f} "
+                          f"bits/sample ({res.size:,} residuals)")
+    fig.ubpe_entropy = (h_table, h_laplace)
+    return fig
+
+
+PICTURES: dict[str, Any] = {"tokens": tokens_figure, "bits": bits_figure, "vocab": vocab_figure,
+            "residuals": residual_figure}
+
+
+def save_all(x: Any, outdir: str | Path, *, which: Sequence[str] = tuple(PICTURES),
+             prefix: str = "", dpi: int = 120, model: SignalModel | None = None,
+             channel: int = 0, start: int = 0, length: int = 400,
+             rate: float | None = None) -> list[Path]:
+    """Render pictures to PNG files ``<outdir>/<prefix><name>.png``.
+
+    Parameters
+    ----------
+    x : array-like
+    outdir : path
+        Created if missing.
+    which : sequence of {"tokens", "bits", "vocab", "residuals"}
+    prefix : str
+    dpi : int, default 120
+    model, channel, start, length, rate
+        As in :func:`tokens_figure` (``channel`` and ``rate`` for the others too).
+
+    Returns
+    -------
+    list of Path
+        The files written.
+
+    Raises
+    ------
+    ValueError
+        On an unknown picture name.
+    """
+    unknown = [w for w in which if w not in PICTURES]
+    if unknown:
+        raise ValueError(f"unknown picture(s) {unknown}; choose from {', '.join(PICTURES)}")
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    chans, names = as_channels(x)
+    one = chans[channel] if 0 <= channel < len(chans) else None
+    if one is None:
+        raise ValueError(f"channel {channel} does not exist ({len(chans)} channel(s))")
+    written = []
+    for w in which:
+        if w == "tokens":
+            fig = tokens_figure(x, model, channel=channel, start=start, length=length, rate=rate)
+        elif w == "bits":
+            fig = bits_figure([one], rate=rate, title=f"{names[channel] if names else 'ch0'}: bits "
+                                                      f"per sample, blocks compressed on their own")
+        else:
+            fig = PICTURES[w](x, channel=channel)
+        path = outdir / f"{prefix}{w}.png"
+        fig.savefig(path, dpi=dpi)
+        written.append(path)
+    return written

@@ -1,0 +1,87 @@
+"""Chronos-style mean scaling and uniform bins, then UBPE tokens."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import signals
+from signals.chronos import CHRONOS_N_BINS, ChronosUBPETokenizer, mean_scale
+
+
+def test_mean_scale():
+    assert mean_scale(np.array([1.0, -3.0])) == 2.0
+    assert mean_scale(np.zeros(4)) == 1.0  # Chronos: scale 1 for an all-zero context
+    assert mean_scale(np.array([np.nan, 2.0])) == 2.0
+
+
+def test_bins_by_hand():
+    """Centres -2..2: boundaries -1.5, -0.5, 0.5, 1.5; a value on a boundary goes up
+    (torch.bucketize(right=True), as Chronos); beyond the limits, the outer bins."""
+    c = ChronosUBPETokenizer(n_bins=5, low_limit=-2, high_limit=2)
+    bins, s = c.quantize([1.0, -1.0, 2.0, 0.0])  # mean |x| = 1
+    assert s == 1.0 and bins.tolist() == [3, 1, 4, 2]
+    bins, s = c.quantize([0.5, -0.5, 10.0, -9.0])  # scale 5: 0.1, -0.1, 2, -1.8
+    assert s == 5.0 and bins.tolist() == [2, 2, 4, 0]
+    assert np.allclose(c.dequantize([0, 4], 5.0), [-10.0, 10.0])
+    assert c.half_bin == 0.5
+
+
+def test_chronos_defaults():
+    c = ChronosUBPETokenizer()
+    assert c.n_bins == CHRONOS_N_BINS == 4096 - 2 - 1 and c.context_length == 512
+    assert c.centers_[0] == -15.0 and c.centers_[-1] == 15.0
+
+
+@pytest.fixture(scope="module")
+def fitted(ecg_csv):
+    x = signals.read_csv(ecg_csv).channels[0]
+    return ChronosUBPETokenizer(n_bins=1024, vocab_size=1024 + 512).fit([x[:40000]]), x
+
+
+def test_fewer_tokens_than_samples(fitted):
+    c, x = fitted
+    tps = c.tokens_per_sample([x[60000:80000]])
+    assert 0 < tps < 1.0  # Chronos: one token per sample
+
+
+@settings(max_examples=50, deadline=None)
+@given(hnp.arrays(np.float64, st.integers(1, 300),
+                  elements=st.floats(-1e3, 1e3, allow_nan=False)))
+def test_decode_within_half_a_bin(fitted, w):
+    c, _ = fitted
+    ids, s = c.encode(w)
+    back = c.decode(ids, s)
+    scaled = w / s
+    inside = (scaled >= c.low_limit) & (scaled <= c.high_limit)
+    assert back.shape == w.shape
+    assert np.all(np.abs(back[inside] / s - scaled[inside]) <= c.half_bin + 1e-12)
+    assert np.array_equal(back, c.dequantize(c.quantize(w)[0], s))
+
+
+def test_encode_batch_padded(fitted):
+    c, x = fitted
+    windows = [x[:512], x[512:700], x[700:701]]
+    ids, mask, scales = c.encode_batch(windows)
+    assert ids.shape == mask.shape and ids.shape[0] == 3
+    for row, m, w, s in zip(ids, mask, windows, scales):
+        assert s == mean_scale(w)
+        assert np.array_equal(row[m == 1], c.encode(w)[0])
+
+
+def test_errors():
+    c = ChronosUBPETokenizer(n_bins=16)
+    with pytest.raises(RuntimeError, match="not fitted"):
+        c.encode([1.0])
+    with pytest.raises(ValueError, match="non-finite"):
+        c.quantize([1.0, np.nan])
+    with pytest.raises(ValueError, match="unknown parameter"):
+        c.set_params(bins=3)
+
+
+def test_sklearn_clone():
+    base = pytest.importorskip("sklearn.base")
+    c = ChronosUBPETokenizer(n_bins=64, vocab_size=100)
+    c2 = base.clone(c)
+    assert c2 is not c and c2.get_params() == c.get_params()

@@ -1,0 +1,102 @@
+"""Readers for Parquet/Arrow, EDF/BDF and WFDB: channels, units, rates, scaling.
+
+Each format is written here from the real ECG (MIT-BIH record 208, which
+PhysioNet distributes as WFDB with adc_gain 200 and baseline 1024) by the
+format's own package, then read back.
+"""
+
+import numpy as np
+import pytest
+
+import signals
+from signals.formats import Recording, Scaling, read_recording
+
+
+@pytest.fixture(scope="module")
+def ecg_digital(ecg_csv):
+    mv = signals.read_csv(ecg_csv).channels[0][:3600]  # 10 s at 360 Hz
+    return np.round(mv * 200).astype(np.int64) + 1024  # the record's 11-bit ADC values
+
+
+def test_scaling_by_hand():
+    s = Scaling(gain=0.005, offset=-5.12)
+    assert np.allclose(s.to_physical(np.array([1024, 1224])), [0.0, 1.0])
+    assert s.to_digital(np.array([0.0, 1.0])).tolist() == [1024, 1224]
+    assert s.to_dict() == {"gain": 0.005, "offset": -5.12}
+
+
+def test_recording_select_and_metadata():
+    r = Recording("x", ["a", "b", "c"], [np.arange(3)] * 3, ["mV", None, "g"], [360.0] * 3)
+    assert r.select(["c", 0]).names == ["c", "a"]
+    assert r.select(exclude=["b"]).units == ["mV", "g"]
+    assert r.metadata()[0] == {"name": "a", "unit": "mV", "rate": 360.0, "scaling": None}
+    with pytest.raises(ValueError, match="no channel 'z'"):
+        r.select(["z"])
+    with pytest.raises(ValueError, match="one entry per channel"):
+        Recording("x", ["a"], [np.arange(3)] * 2)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning",
+                            "ignore:The inplace keyword")
+def test_wfdb(tmp_path, ecg_digital):
+    wfdb = pytest.importorskip("wfdb")
+    d = np.stack([ecg_digital, 2048 - ecg_digital], axis=1)
+    wfdb.wrsamp("rec208", fs=360, units=["mV", "mV"], sig_name=["MLII", "inv"], d_signal=d,
+                fmt=["212", "212"], adc_gain=[200.0, 200.0], baseline=[1024, 1024],
+                write_dir=str(tmp_path))
+    r = read_recording(tmp_path / "rec208.hea")
+    assert r.names == ["MLII", "inv"] and r.units == ["mV", "mV"] and r.rates == [360.0, 360.0]
+    assert np.array_equal(r.channels[0], ecg_digital) and r.channels[0].dtype.kind == "i"
+    assert r.scaling[0] == Scaling(1 / 200, -1024 / 200)
+    assert np.allclose(r.physical(0), (ecg_digital - 1024) / 200)
+    back = signals.decompress(signals.compress(np.stack(r.channels)))
+    assert np.array_equal(back[0], r.channels[0])  # digital values: exact
+
+
+@pytest.mark.parametrize("suffix", [".edf", ".bdf"])
+def test_edf_bdf(tmp_path, ecg_digital, suffix):
+    pyedflib = pytest.importorskip("pyedflib")
+    path = tmp_path / f"ecg{suffix}"
+    bdf = suffix == ".bdf"
+    w = pyedflib.EdfWriter(str(path), 1, file_type=pyedflib.FILETYPE_BDFPLUS if bdf
+                           else pyedflib.FILETYPE_EDFPLUS)
+    dmin, dmax = (-8388608, 8388607) if bdf else (-32768, 32767)
+    w.setSignalHeaders([{"label": "MLII", "dimension": "mV", "sample_frequency": 360,
+                         "physical_min": -10.0, "physical_max": 10.0,
+                         "digital_min": dmin, "digital_max": dmax}])
+    w.writeSamples([(ecg_digital - 1024).astype(np.int32)], digital=True)
+    w.close()
+    r = read_recording(path)
+    assert r.names == ["MLII"] and r.units == ["mV"] and r.rates == [360.0]
+    assert np.array_equal(r.channels[0], ecg_digital - 1024)
+    gain = 20.0 / (dmax - dmin)
+    assert r.scaling[0].gain == pytest.approx(gain)
+    assert r.scaling[0].offset == pytest.approx(-10.0 - gain * dmin)
+    assert np.allclose(r.physical(0), gain * (ecg_digital - 1024) + r.scaling[0].offset)
+
+
+def test_parquet_and_arrow(tmp_path, ecg_digital):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.feather
+    import pyarrow.parquet
+    field = pa.field("MLII", pa.int16(), metadata={"unit": "mV", "sampling_rate": "360",
+                                                   "gain": "0.005", "offset": "-5.12"})
+    table = pa.table({"MLII": pa.array(ecg_digital.astype(np.int16)),
+                      "label": pa.array(["n"] * ecg_digital.size),
+                      "t": pa.array(np.arange(ecg_digital.size) / 360.0)},
+                     schema=pa.schema([field, pa.field("label", pa.string()),
+                                       pa.field("t", pa.float64())]))
+    pyarrow.parquet.write_table(table, tmp_path / "ecg.parquet")
+    pyarrow.feather.write_feather(table, tmp_path / "ecg.arrow")
+    for name in ("ecg.parquet", "ecg.arrow"):
+        r = read_recording(tmp_path / name)
+        assert r.names == ["MLII", "t"]  # the text column is skipped
+        assert r.units == ["mV", None] and r.rates == [360.0, None]
+        assert r.channels[0].dtype == np.int16 and np.array_equal(r.channels[0], ecg_digital)
+        assert r.scaling[0] == Scaling(0.005, -5.12) and r.scaling[1] is None
+    assert read_recording(tmp_path / "ecg.parquet", exclude=["t"]).names == ["MLII"]
+
+
+def test_csv_through_read_signal(ecg_csv):
+    r = read_recording(ecg_csv)
+    assert r.names and r.units == [None] * len(r.names) and r.scaling == [None] * len(r.names)

@@ -1,0 +1,209 @@
+"""The numcodecs codec ``ubpe`` and its zarr v3 form."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+numcodecs = pytest.importorskip("numcodecs")
+
+from signals.numcodecs_codec import UBPECodec, model_config  # noqa: E402
+
+INT_DTYPES = ["|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", ">i2", ">i4", ">u8"]
+
+
+def same_bits(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def test_registered_in_a_fresh_process():
+    code = ("import numcodecs, json; c = numcodecs.get_codec({'id': 'ubpe', 'max_error': 0.5});"
+            "print(type(c).__module__, json.dumps(c.get_config()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    module, cfg = out.stdout.split(" ", 1)
+    assert module == "signals.numcodecs_codec"
+    assert json.loads(cfg) == {"id": "ubpe", "max_error": 0.5, "axis": 0, "vocab_size": "auto",
+                               "n_candidates": 16}
+
+
+def test_golden_header():
+    # (version 1 << 4) | mode 0, dtype '<i2' is index 3, ndim 1, shape 4 as one varint byte
+    data = UBPECodec().encode(np.array([3, 1, 4, 1], "<i2"))
+    assert data[:4] == bytes([0x10, 3, 1, 4])
+    # 300 samples: varint 300 = 0xAC 0x02
+    assert UBPECodec().encode(np.zeros(300, "|u1"))[2:5] == bytes([1, 0xAC, 0x02])
+
+
+def test_config_round_trip_through_json():
+    c = UBPECodec(max_error=0.25, axis=1, vocab_size=512)
+    c2 = numcodecs.get_codec(json.loads(json.dumps(c.get_config())))
+    assert c2.get_config() == c.get_config()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(INT_DTYPES).flatmap(lambda dt: hnp.arrays(
+    np.dtype(dt), hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=40))))
+def test_integers_round_trip_exactly(x):
+    c = UBPECodec()
+    assert same_bits(c.decode(c.encode(x)), x)
+
+
+@settings(max_examples=40, deadline=None)
+@given(hnp.arrays(st.sampled_from([np.float32, np.float64, np.float16]),
+                  hnp.array_shapes(min_dims=1, max_dims=2, max_side=50)))
+def test_floats_lossless_by_default(x):
+    """Any float, NaN, infinities and -0.0 included, comes back bit for bit."""
+    c = UBPECodec()
+    assert same_bits(c.decode(c.encode(x)), x)
+
+
+def test_decimal_floats_are_coded_not_stored(ecg_csv):
+    from signals import read_csv
+    x = read_csv(ecg_csv).channels[0][:4096]  # mV with 3 decimals
+    data = UBPECodec().encode(x)
+    assert data[0] & 0x0F == 1 and data[5] == 3  # decimal mode; shape 4096 takes 2 bytes
+    assert same_bits(UBPECodec().decode(data), x)
+    assert len(data) < x.nbytes / 8
+
+
+@settings(max_examples=40, deadline=None)
+@given(hnp.arrays(st.sampled_from([np.float32, np.float64]), st.integers(1, 300),
+                  elements=st.floats(-100, 100, width=32)),
+       st.sampled_from([1e-3, 0.01, 0.5, 3.0]))
+def test_max_error_bound_floats(x, e):
+    c = UBPECodec(max_error=e)
+    y = c.decode(c.encode(x))
+    assert y.dtype == x.dtype
+    assert np.abs(y.astype(np.float64) - x.astype(np.float64)).max() <= e
+
+
+@settings(max_examples=30, deadline=None)
+@given(hnp.arrays(np.int32, st.integers(1, 300), elements=st.integers(-10**6, 10**6)),
+       st.sampled_from([0.4, 1, 2.5, 7]))
+def test_max_error_bound_integers(x, e):
+    c = UBPECodec(max_error=e)
+    y = c.decode(c.encode(x))
+    assert y.dtype == x.dtype and np.abs(y.astype(np.int64) - x).max() <= e
+
+
+def test_channels_follow_axis():
+    x = np.arange(60, dtype=np.int32).reshape(3, 20)  # channels x samples
+    for axis in (0, 1, -1):
+        c = UBPECodec(axis=axis)
+        assert same_bits(c.decode(c.encode(x)), x)
+
+
+def test_decode_into_out():
+    x = np.arange(100, dtype=np.int16).reshape(50, 2)
+    out = np.empty_like(x)
+    UBPECodec().decode(UBPECodec().encode(x), out=out)
+    assert same_bits(out, x)
+
+
+def test_rejects_bad_input():
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        UBPECodec().encode(np.array(["a", "b"]))
+    with pytest.raises(ValueError, match="max_error"):
+        UBPECodec(max_error=-1)
+    with pytest.raises(ValueError, match="framing version"):
+        UBPECodec().decode(b"\xf0\x03\x01\x04")
+
+
+@pytest.fixture(scope="module")
+def trained_model(tmp_path_factory, daphnet_csv):
+    from signals import SignalModel, read_csv
+    chans = read_csv(daphnet_csv, exclude=["is_anomaly"]).channels[:2]
+    path = tmp_path_factory.mktemp("model") / "model.json"
+    SignalModel(n_levels=4096, vocab_size=4096 + 64, doc_length=1024, progress=False).fit(
+        [c[:6000] for c in chans]).save(path)  # the codec takes values in the fitted range
+    return path, np.stack([c[4000:6000] for c in chans], axis=1)
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_trained_model_by_id(trained_model, inline):
+    path, x = trained_model
+    cfg = model_config(path, inline=inline)
+    assert cfg["id"].startswith("sha256:") and ("inline" in cfg) == inline
+    c = numcodecs.get_codec(json.loads(json.dumps({"id": "ubpe", "model": cfg})))
+    y = c.decode(c.encode(x))
+    import signals
+    model = signals.SignalModel.load(path)
+    expected = signals.decompress(signals.compress(x.T, model=model)).T  # the model's quantizers
+    assert y.dtype == x.dtype and np.array_equal(y, np.round(expected).astype(x.dtype))
+
+
+def test_model_id_is_checked(trained_model, tmp_path, monkeypatch):
+    import signals.numcodecs_codec as nc
+    monkeypatch.setattr(nc, "_models", {})  # models are cached by id: start empty
+    path, x = trained_model
+    cfg = model_config(path, inline=False)
+    other = tmp_path / "other.json"
+    other.write_bytes(path.read_bytes().replace(b'"n_levels"', b' "n_levels"', 1))
+    with pytest.raises(ValueError, match="has id"):
+        UBPECodec(model={"id": cfg["id"], "path": str(other)}).encode(x)
+
+
+# ------------------------------------------------------------------ zarr v3
+zarr_needed = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _ecg_2d(ecg_csv):
+    from signals import read_csv
+    mv = read_csv(ecg_csv).channels[0][:30000]
+    counts = np.round(mv / 0.005).astype(np.int16)
+    return np.stack([counts, np.diff(counts, prepend=counts[0])], axis=1)  # samples x channels
+
+
+@zarr_needed
+def test_zarr_local_store_read_in_fresh_process(tmp_path, ecg_csv):
+    zarr = pytest.importorskip("zarr")
+    from signals.numcodecs_codec import UBPEZarrCodec
+    x = _ecg_2d(ecg_csv)
+    a = zarr.create_array(zarr.storage.LocalStore(tmp_path / "ecg.zarr"), shape=x.shape,
+                          chunks=(4096, 2), dtype=x.dtype, serializer=UBPEZarrCodec(),
+                          compressors=None)
+    a[:] = x
+    meta = json.loads((tmp_path / "ecg.zarr" / "zarr.json").read_text())
+    assert meta["codecs"] == [{"name": "ubpe", "configuration": {
+        "max_error": None, "axis": 0, "vocab_size": "auto", "n_candidates": 16}}]
+    np.save(tmp_path / "expected.npy", x)
+    code = ("import sys, warnings, numpy as np, zarr; warnings.simplefilter('ignore');"
+            "a = zarr.open_array(sys.argv[1], mode='r');"
+            "assert (a[:] == np.load(sys.argv[2])).all() and a.dtype == np.int16; print('same')")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "ecg.zarr"),
+                          str(tmp_path / "expected.npy")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "same"
+    stored = sum(p.stat().st_size for p in (tmp_path / "ecg.zarr").rglob("*") if p.is_file())
+    assert stored < x.nbytes / 2
+
+
+@zarr_needed
+def test_zarr_zip_store(tmp_path, ecg_csv):
+    zarr = pytest.importorskip("zarr")
+    from signals.numcodecs_codec import UBPEZarrCodec
+    x = _ecg_2d(ecg_csv).astype(np.float32) * np.float32(0.005)
+    store = zarr.storage.ZipStore(tmp_path / "ecg.zip", mode="w")
+    a = zarr.create_array(store, shape=x.shape, chunks=(4096, 2), dtype=x.dtype,
+                          serializer=UBPEZarrCodec(max_error=0.001), compressors=None)
+    a[:] = x
+    store.close()
+    store = zarr.storage.ZipStore(tmp_path / "ecg.zip", mode="r")
+    y = zarr.open_array(store, mode="r")[:]
+    store.close()
+    assert y.dtype == np.float32 and np.abs(y - x).max() <= 0.001
+
+
+@zarr_needed
+def test_zarr_codec_from_dict():
+    pytest.importorskip("zarr")
+    from signals.numcodecs_codec import UBPEZarrCodec
+    c = UBPEZarrCodec.from_dict({"name": "ubpe", "configuration": {"max_error": 1.0}})
+    assert c.to_dict()["configuration"]["max_error"] == 1.0
+    assert UBPEZarrCodec.from_dict(c.to_dict()) == c

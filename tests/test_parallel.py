@@ -1,0 +1,89 @@
+"""Dask: many files on a LocalCluster (2 workers, threads in this process), and dask arrays to zarr."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed")
+
+import signals  # noqa: E402
+from signals.parallel import cluster, compress_files, read_files  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+
+
+@pytest.fixture(scope="module")
+def client():
+    with cluster(workers=2, processes=False) as c:
+        yield c
+
+
+@pytest.fixture
+def files(tmp_path, ecg_csv):
+    mv = signals.read_csv(ecg_csv).channels[0]
+    counts = np.round(mv / 0.005).astype(np.int64)
+    paths = []
+    for i in range(4):
+        p = tmp_path / f"rec{i}.npz"
+        seg = counts[i * 5000:(i + 1) * 5000]
+        np.savez(p, lead=seg, diff=np.diff(seg, prepend=0))
+        paths.append(p)
+    return paths
+
+
+def test_compress_files_one_task_per_file(client, files, tmp_path):
+    out = tmp_path / "out"
+    results = compress_files(files, out_dir=out, scheduler=client)
+    assert [r["source"] for r in results] == [str(f) for f in files]
+    for f, r in zip(files, results):
+        data = (out / (f.name + ".ubpe")).read_bytes()
+        assert len(data) == r["bytes"] and r["samples"] == 10000
+        arrays = np.load(f)
+        assert np.array_equal(signals.decompress(data), np.stack([arrays["lead"], arrays["diff"]]))
+    assert sorted(p.name for p in out.iterdir()) == sorted(f.name + ".ubpe" for f in files)
+    workers = set(client.scheduler_info()["workers"])
+    assert len(workers) == 2 and all(r["worker"] in workers for r in results)  # ran as tasks
+
+
+def test_a_failed_file_leaves_no_partial_output(client, files, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n3,not-a-number\n")
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match="not-a-number|numeric"):
+        compress_files([files[0], bad], out_dir=out, scheduler=client)
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["rec0.npz.ubpe"]  # the good one written whole, no temporary file left
+
+
+def test_outputs_must_be_distinct(files, tmp_path):
+    with pytest.raises(ValueError, match="same output"):
+        compress_files(files[:2], outputs=[tmp_path / "x", tmp_path / "x"])
+    with pytest.raises(ValueError, match="2 outputs for 3"):
+        compress_files(files[:3], outputs=[tmp_path / "x", tmp_path / "y"])
+    assert compress_files([]) == []
+
+
+def test_read_files_for_build(client, files):
+    names, chans = read_files(files, scheduler=client, max_samples=1000, seed=3)
+    assert names[:2] == ["rec0:lead", "rec0:diff"] and len(chans) == 8
+    assert all(c.size == 1000 for c in chans)
+    names2, chans2 = read_files(files, scheduler=client, max_samples=1000, seed=3)
+    assert all(np.array_equal(a, b) for a, b in zip(chans, chans2))  # reproducible
+    full = np.load(files[0])["lead"]
+    w = chans[0]
+    starts = [i for i in range(full.size - 999) if np.array_equal(full[i:i + 1000], w)]
+    assert starts  # a window of the file
+    model = signals.SignalModel(n_levels=512, vocab_size=600, progress=False).fit(chans, names)
+    assert model.tokenizer_.n_tokens_ > 512
+
+
+def test_dask_array_to_zarr_with_the_codec(client, tmp_path, ecg_csv):
+    zarr = pytest.importorskip("zarr")
+    da = pytest.importorskip("dask.array")
+    from signals.numcodecs_codec import UBPEZarrCodec
+    mv = signals.read_csv(ecg_csv).channels[0][:40000]
+    x = np.stack([np.round(mv / 0.005), np.round(mv / 0.01)], axis=1).astype(np.int16)
+    z = zarr.create_array(zarr.storage.LocalStore(tmp_path / "x.zarr"), shape=x.shape,
+                          chunks=(4096, 2), dtype=x.dtype, serializer=UBPEZarrCodec(),
+                          compressors=None)
+    da.from_array(x, chunks=(4096, 2)).to_zarr(z)  # chunks written by the cluster's workers
+    assert np.array_equal(zarr.open_array(tmp_path / "x.zarr", mode="r")[:], x)

@@ -1,0 +1,121 @@
+"""Pictures: each renders to a valid PNG under Agg; token spans match the tokens."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from click.testing import CliRunner  # noqa: E402
+
+from signals import SignalModel, read_csv  # noqa: E402
+from signals import plot as pictures  # noqa: E402
+from ubpe.cli import main  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def ecg(ecg_csv):
+    return read_csv(ecg_csv).channels[0][:20000]
+
+
+def assert_png(path, min_side=100):
+    import matplotlib.image
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    img = matplotlib.image.imread(path)
+    assert img.ndim == 3 and min(img.shape[:2]) >= min_side and img.std() > 0  # not blank
+
+
+def span_count(fig):
+    ax = fig.axes[0]
+    return sum(len(c.get_paths()) for c in ax.collections
+               if (c.get_gid() or "").startswith("token-spans"))
+
+
+def test_tokens_spans_match_tokens(ecg, tmp_path):
+    fig = pictures.tokens_figure(ecg, start=500, length=250, rate=360.0)
+    ids, spans = fig.ubpe_ids, fig.ubpe_spans
+    assert span_count(fig) == ids.size == len(spans)
+    assert spans[0, 0] == 500 and spans[:, 1].sum() == 250  # the spans tile the window
+    assert np.array_equal(spans[1:, 0], (spans[:, 0] + spans[:, 1])[:-1])
+    fig.savefig(tmp_path / "tokens.png")
+    assert_png(tmp_path / "tokens.png")
+
+
+def test_tokens_with_a_trained_model(ecg):
+    model = SignalModel(n_levels=128, vocab_size=300, doc_length=500, progress=False).fit([ecg])
+    fig = pictures.tokens_figure(ecg, model, start=0, length=100, method="merges")
+    tok = model.tokenizer_
+    codes = model.quantizers_[0].encode(ecg[:100]).astype(np.int64)
+    assert np.array_equal(fig.ubpe_ids, tok.encode(codes, method="merges"))
+    assert span_count(fig) == fig.ubpe_ids.size
+
+
+def test_tokens_hand_checked_spans():
+    """0,1,2,3 repeating: (0,1), (1,2), (2,3) occur 50 times, (3,0) 49; the one merge is one of
+    the first three, and any of them cuts the window 0,1,2,3,0,1,2,3 into 6 tokens."""
+    x = np.tile([0, 1, 2, 3], 50)
+    model = SignalModel(n_levels=4, vocab_size=5, n_candidates=1, progress=False).fit([x])
+    fig = pictures.tokens_figure(x, model, length=8)
+    (left, right, token), = model.tokenizer_.merges_.tolist()
+    assert (left, right) in {(0, 1), (1, 2), (2, 3)}
+    assert span_count(fig) == fig.ubpe_ids.size == 6
+    assert sorted(fig.ubpe_spans[:, 1].tolist()) == [1, 1, 1, 1, 2, 2]
+
+
+@pytest.mark.parametrize("name", ["bits", "vocab", "residuals"])
+def test_other_pictures_render(ecg, tmp_path, name):
+    fig = pictures.PICTURES[name](ecg)
+    fig.savefig(tmp_path / f"{name}.png")
+    assert_png(tmp_path / f"{name}.png")
+
+
+def test_bits_values_are_compress_sizes(ecg):
+    import signals
+    x = ecg[:9000]
+    fig = pictures.bits_figure(x, block=4000)
+    expected = [8 * len(signals.compress(x[i:i + 4000])) / x[i:i + 4000].size
+                for i in (0, 4000, 8000)]  # the last block has 1000 samples
+    assert np.allclose(fig.ubpe_bits[0], expected)
+
+
+def test_vocab_curve_monotone_tokens(ecg):
+    curve = pictures.vocab_figure(ecg, max_merges=64).ubpe_curve
+    assert curve[0, 0] == 0 and curve[0, 1] == 1.0  # no merges: one token per sample
+    assert (np.diff(curve[:, 1]) <= 0).all()  # more merges, never more tokens (shortest)
+
+
+def test_residual_entropies(ecg):
+    h_table, h_laplace = pictures.residual_figure(ecg).ubpe_entropy
+    assert 0 < h_table <= h_laplace  # the table's own entropy is the least cross-entropy
+
+
+def test_errors(ecg):
+    with pytest.raises(ValueError, match="empty window"):
+        pictures.tokens_figure(ecg, start=10**6)
+    with pytest.raises(ValueError, match="channel 3"):
+        pictures.residual_figure(ecg, channel=3)
+    with pytest.raises(ValueError, match="unknown picture"):
+        pictures.save_all(ecg, "/nonexistent", which=["pie"])
+
+
+def test_cli_plot_writes_all_four(ecg_csv, tmp_path):
+    r = CliRunner().invoke(main, ["plot", str(ecg_csv), "-o", str(tmp_path / "pics"),
+                                  "--length", "200", "--rate", "360"])
+    assert r.exit_code == 0, r.output
+    for name in ("tokens", "bits", "vocab", "residuals"):
+        assert_png(tmp_path / "pics" / f"mitbih208_ecg.{name}.png")
+    assert "4 picture(s)" in r.output
+
+
+def test_cli_plot_reads_ubpe_files(tmp_path):
+    import signals
+    x = np.round(np.sin(np.arange(3000) / 20) * 500).astype(np.int64)
+    (tmp_path / "s.ubpe").write_bytes(signals.compress(x))
+    r = CliRunner().invoke(main, ["plot", str(tmp_path / "s.ubpe"), "-o", str(tmp_path),
+                                  "--which", "tokens,residuals"])
+    assert r.exit_code == 0, r.output
+    assert_png(tmp_path / "s.tokens.png")
+    r = CliRunner().invoke(main, ["plot", str(tmp_path / "s.ubpe"), "-o", str(tmp_path),
+                                  "--channel", "2"])
+    assert r.exit_code == 2 and "1 channel" in r.output

@@ -1,0 +1,84 @@
+"""ubpe plot: pictures of a signal's tokens, bits and residuals (needs ``ubpe[plot]``)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from ._common import split_list
+
+PICTURES = ("tokens", "bits", "vocab", "residuals")
+
+
+@click.command()
+@click.argument("source", metavar="IN", type=click.Path(exists=True, dir_okay=False,
+                                                        path_type=Path))
+@click.option("-o", "--output", "outdir", required=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for the PNG files (created if missing).")
+@click.option("--which", default=",".join(PICTURES), show_default=True,
+              help="Pictures to draw, comma-separated: tokens, bits, vocab, residuals.")
+@click.option("--channel", default=0, show_default=True, type=click.IntRange(0),
+              help="Channel (0-based, after --columns/--exclude).")
+@click.option("--start", default=0, show_default=True, type=click.IntRange(0),
+              help="First sample of the token window.")
+@click.option("--length", default=400, show_default=True, type=click.IntRange(1),
+              help="Samples in the token window.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True),
+              help="Sampling rate in Hz: time axes in seconds.")
+@click.option("--model", "model_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A model from 'ubpe build' for the token picture (default: fit one).")
+@click.option("--columns", metavar="A,B,...", help="Columns to read (names or 0-based indices).")
+@click.option("--exclude", metavar="A,B,...", help="Columns to leave out.")
+@click.option("--dpi", default=120, show_default=True, type=click.IntRange(20, 1200))
+def plot(source, outdir, which, channel, start, length, rate, model_path, columns, exclude, dpi):
+    """Draw PNG pictures of a signal file (CSV, .npz/.npy, .wav or .ubpe).
+
+    tokens: a window with each token's span shaded and labelled; bits: bits
+    per sample along the recording; vocab: tokens and bits per sample against
+    the vocabulary size; residuals: the residual histogram against the
+    coder's table.
+    """
+    try:
+        from signals import plot as pictures
+    except ImportError as e:
+        raise click.ClickException(f"ubpe plot needs matplotlib: pip install 'ubpe[plot]' ({e})") from None
+    import signals
+
+    t0 = time.perf_counter()
+    names = split_list(which) or []
+    if source.read_bytes()[:8] == b"UBPE-SIG":
+        x = signals.decompress(source.read_bytes())
+        chans = [x] if getattr(x, "ndim", 2) == 1 else list(x)
+        chan_names = None
+    else:
+        data = signals.read_signal(source, columns=split_list(columns),
+                                   exclude=split_list(exclude))
+        chans, chan_names = data.channels, data.names
+    if not 0 <= channel < len(chans):
+        raise click.BadParameter(f"{source} has {len(chans)} channel(s)", param_hint="--channel")
+    model = signals.SignalModel.load(model_path) if model_path else None
+    if model is not None and len(model.quantizers_) != len(chans):
+        raise click.ClickException(f"the model has {len(model.quantizers_)} channels, "
+                                   f"{source} {len(chans)}")
+    x_in = _Table(dict(zip(chan_names, chans))) if chan_names else chans
+    written = pictures.save_all(x_in, outdir, which=names,
+                                prefix=f"{source.stem}.", dpi=dpi, model=model, channel=channel,
+                                start=start, length=length, rate=rate)
+    for p in written:
+        click.echo(f"wrote {p}")
+    click.echo(f"{len(written)} picture(s) in {time.perf_counter() - t0:.2f} s")
+
+
+class _Table:
+    """Named channels in the shape signals.arraylike reads as a table (no pandas needed)."""
+
+    def __init__(self, columns: dict):
+        self._cols = columns
+        self.column_names = list(columns)
+        self.num_columns = len(columns)
+
+    def column(self, i: int):
+        return self._cols[self.column_names[i]]
