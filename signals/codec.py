@@ -272,7 +272,8 @@ def compress(x, *, level: int = DEFAULT_LEVEL, max_error: float | None = None,
     if max_error is not None and not (max_error >= 0 and np.isfinite(max_error)):
         raise ValueError(f"max_error must be a finite number >= 0, got {max_error}")
     header = {"source": "array" if shape is not None else "arrays", "shape": shape,
-              "axis": axis, "meta": meta or {}}
+              "axis": axis, "meta": meta or {},
+              "dtype": np.asarray(x).dtype.str if shape is not None else None}
     if model is not None and names == [f"ch{i}" for i in range(len(chans))] and \
             len(chans) == len(model.channel_names_):
         names = list(model.channel_names_)  # unnamed channels are the model's, in order
@@ -348,7 +349,7 @@ def _as_array(header: dict, columns: list[Column]) -> Any:
         return values[0]
     if len({v.dtype for v in values}) > 1:
         values = [v.astype(np.float64) for v in values]
-    out = np.stack(values) if values else np.zeros((0, 0))
+    out = np.stack(values) if values else np.zeros(shape, header.get("dtype") or np.int64)
     if header.get("axis") == 1:
         out = out.T
     if list(out.shape) != list(shape):

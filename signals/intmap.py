@@ -427,7 +427,12 @@ def _map_decimal(x: np.ndarray, dtype: np.dtype, e: int, g: int) -> tuple[Mapped
         elif n_off:
             g, r = _gcd_offset(n, ok)
     if g > 1:
-        n = (n - r) // g
+        stepped = (n - r) // g
+        # the decoder bounds |ints| by 2**53 // g (the exact range of a double): else no step
+        if g > 1 << 53 or np.abs(stepped).max(initial=0) > (1 << 53) // g:
+            g, r = 1, 0
+        else:
+            n = stepped
     pos = np.flatnonzero(~ok)
     extra = _pack_exceptions(pos, _bits_view(x[pos]), x.size)
     cost = _diff_cost(n) + 8.0 * len(extra)

@@ -14,30 +14,16 @@ flattened into channels, so a 2-D zarr array of samples x channels chunked
 along time gives one ``.ubpe`` container per chunk with one channel per
 column.
 
-What is exact and what is not:
+What is exact and what is not: exactly what :func:`signals.compress` keeps
+(every integer dtype at any range, floats bit for bit by default), and with
+``max_error`` every value within that absolute error.
 
-- integers of every dtype round-trip exactly (a chunk that
-  :func:`signals.compress` cannot take well, one whose sample-to-sample steps
-  reach 2**20 such as random 32- or 64-bit integers, is stored with zstd
-  instead, still exactly);
-- floats are lossless by default: a chunk whose values are decimal numbers
-  with at most 9 digits after the point (what sensors and CSV files hold) is
-  scaled to integers and coded exactly, bit for bit; any other float chunk
-  (NaN, infinities, full-precision doubles) is stored with zstd, exactly;
-- with ``max_error`` the codec is lossy: samples go to the nearest point of a
-  grid of step ``2 * max_error`` (aligned on 0, the same in every chunk), and
-  ``|decoded - x| <= max_error`` is checked before a chunk is written.
+Encoded chunk (a small framing around a ``.ubpe`` container)::
 
-Encoded chunk (the codec's own framing around a ``.ubpe`` container; the
-container is whatever :func:`signals.compress` writes)::
-
-    byte 0     (FRAME_VERSION << 4) | mode     mode: 0 integers, 1 decimal floats,
-                                               2 grid (max_error), 3 model, 15 zstd
-    byte 1     dtype index in _DTYPES
+    byte 0     FRAME_VERSION << 4
+    byte 1     dtype index in _DTYPES (byte order included)
     byte 2     ndim, then the chunk shape as LEB128 varints
-    mode 1     1 byte: decimal digits k (values are integers / 10**k)
-    mode 2     8 bytes: grid step (float64, little-endian)
-    payload    a .ubpe container (modes 0-3) or a zstd frame of the raw bytes (15)
+    payload    a .ubpe container of the chunk's channels (signals.compress)
 
 References: numcodecs codec API (https://numcodecs.readthedocs.io/en/stable/abc.html);
 zarr v3 codec specification (https://zarr-specs.readthedocs.io/en/latest/v3/core/index.html#codecs).
@@ -50,7 +36,6 @@ import base64
 import hashlib
 import math
 import os
-import struct
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -65,14 +50,9 @@ import signals
 
 __all__ = ["UBPECodec", "UBPEZarrCodec", "model_config"]  # noqa: F822 (UBPEZarrCodec: __getattr__)
 
-FRAME_VERSION = 1
-MODE_INT, MODE_DECIMAL, MODE_GRID, MODE_MODEL, MODE_ZSTD = 0, 1, 2, 3, 15
+FRAME_VERSION = 2
 _DTYPES = ("|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8",
            ">i2", ">u2", ">i4", ">u4", ">i8", ">u8", ">f2", ">f4", ">f8")
-_MAX_DECIMALS = 9
-# Chunks whose sample-to-sample steps reach this go to zstd: prediction residuals
-# that large make a residual alphabet of millions of symbols (slow, and no gain).
-_MAX_STEP = 2**20
 _models: dict[str, Any] = {}
 _models_lock = threading.Lock()
 
@@ -180,27 +160,6 @@ def _load_model(cfg: dict[str, str]):
     return model
 
 
-def _decimal_digits(x: np.ndarray) -> tuple[int, np.ndarray] | None:
-    """Smallest k such that x == round(x * 10**k) / 10**k bit for bit, with the integers."""
-    if x.size == 0 or not np.isfinite(x).all() or np.signbit(x[x == 0]).any():
-        return None  # NaN, infinities and -0.0 have no integer form
-    bits = x.view(f"u{x.itemsize}")
-    x64 = x.astype(np.float64)
-    probe = min(x.size, 64)
-    for k in range(_MAX_DECIMALS + 1):
-        s = 10.0 ** k
-        for part in (slice(0, probe), slice(None)):
-            q = np.round(x64[part] * s)
-            if np.abs(q).max() >= 2.0 ** 53:
-                return None
-            back = (q / s).astype(x.dtype)
-            if not np.array_equal(back.view(bits.dtype), bits[part]):
-                break
-        else:
-            return k, q.astype(np.int64)
-    return None
-
-
 class UBPECodec(Codec):
     """numcodecs codec that stores each chunk as a ``.ubpe`` container.
 
@@ -208,19 +167,15 @@ class UBPECodec(Codec):
     ----------
     max_error : float, optional
         None (default): lossless. Otherwise the largest absolute error allowed
-        per sample, in the data's units (integers: a grid of odd integer step
-        ``2 * floor(max_error) + 1``).
+        per sample, in the data's units (:func:`signals.compress`).
     axis : int, default 0
         The time axis of a chunk; every other axis is a channel.
-    vocab_size : "auto" or int, default "auto"
-        Passed to :func:`signals.compress` (UBPE vocabulary per chunk).
-    n_candidates : int, default 16
-        Passed to :func:`signals.compress`.
+    level : int, default 5
+        0 (fastest) .. 9 (smallest), passed to :func:`signals.compress`.
     model : dict, optional
         A trained model, from :func:`model_config`: ``{"id", "path"}`` or
-        ``{"id", "inline"}``. Chunks are then coded with the model's
-        quantizers and vocabulary (:func:`signals.compress` ``model=``);
-        ``max_error`` does not apply (the model's quantizers set the error).
+        ``{"id", "inline"}``. The chunk's channels (named ``ch0, ch1, ...``,
+        matched to the model's channels in order) are coded against it.
 
     Attributes
     ----------
@@ -238,23 +193,21 @@ class UBPECodec(Codec):
 
     codec_id = "ubpe"
 
-    def __init__(self, max_error: float | None = None, axis: int = 0,
-                 vocab_size: str | int = "auto", n_candidates: int = 16,
+    def __init__(self, max_error: float | None = None, axis: int = 0, level: int = 5,
                  model: dict[str, str] | None = None):
         if max_error is not None and not (float(max_error) >= 0 and math.isfinite(max_error)):
             raise ValueError(f"max_error must be a finite number >= 0, got {max_error!r}")
-        if vocab_size != "auto" and not isinstance(vocab_size, int):
-            raise ValueError(f"vocab_size must be 'auto' or an integer, got {vocab_size!r}")
+        if not 0 <= int(level) <= 9:
+            raise ValueError(f"level must be in 0..9, got {level!r}")
         self.max_error = None if max_error is None else float(max_error)
         self.axis = int(axis)
-        self.vocab_size = vocab_size
-        self.n_candidates = int(n_candidates)
+        self.level = int(level)
         self.model = dict(model) if model is not None else None
 
     def get_config(self) -> dict[str, Any]:
         """Plain JSON config: ``{"id": "ubpe", ...}`` with every option."""
         cfg: dict[str, Any] = {"id": self.codec_id, "max_error": self.max_error, "axis": self.axis,
-                               "vocab_size": self.vocab_size, "n_candidates": self.n_candidates}
+                               "level": self.level}
         if self.model is not None:
             cfg["model"] = self.model
         return cfg
@@ -277,15 +230,6 @@ class UBPECodec(Codec):
         ax = self.axis % len(shape)
         moved = (shape[ax],) + tuple(s for i, s in enumerate(shape) if i != ax)
         return np.moveaxis(chans.T.reshape(moved), 0, ax)
-
-    def _compress(self, chans: np.ndarray, **extra: Any) -> bytes:
-        if "model" not in extra and chans.shape[1] > 1:
-            step = np.abs(np.diff(chans.astype(np.int64), axis=1)).max()
-            if step >= _MAX_STEP:
-                raise ValueError("steps too large for a UBPE alphabet")  # -> zstd
-        x = chans[0] if chans.shape[0] == 1 else chans
-        return signals.compress(x, vocab_size=self.vocab_size, n_candidates=self.n_candidates,
-                                **extra)
 
     # --------------------------------------------------------------- encode
     def encode(self, buf: Any) -> bytes:
@@ -313,59 +257,13 @@ class UBPECodec(Codec):
             raise TypeError(f"ubpe codec: unsupported dtype {arr.dtype} (bool, integers and "
                             f"floats up to 64 bits)")
         native = arr.astype(arr.dtype.newbyteorder("="), copy=False)
+        if native.dtype == np.bool_:
+            native = native.view(np.uint8)
         chans = self._channels(native)
-        mode, extra, payload = self._encode_channels(chans)
-        head = bytes([(FRAME_VERSION << 4) | mode, _DTYPES.index(dt), arr.ndim])
-        return head + _varints(list(arr.shape)) + extra + payload
-
-    def _encode_channels(self, chans: np.ndarray) -> tuple[int, bytes, bytes]:
-        raw = lambda: (MODE_ZSTD, b"", zstandard.ZstdCompressor(level=19).compress(chans.tobytes()))
-        if chans.size == 0:
-            return raw()
-        kind = chans.dtype.kind
-        try:
-            if self.model is not None:
-                return MODE_MODEL, b"", self._compress(chans, model=_load_model(self.model))
-            if kind == "b":
-                return MODE_INT, b"", self._compress(chans.astype(np.uint8))
-            if kind in "iu":
-                if chans.dtype.itemsize == 8 and (int(chans.max()) >= 2**62 or int(chans.min()) < -2**62):
-                    return raw()  # beyond what int64 arithmetic keeps exact
-                step = 1 if self.max_error is None else 2 * int(math.floor(self.max_error)) + 1
-                if step == 1:
-                    return MODE_INT, b"", self._compress(chans)
-                q = np.floor_divide(chans.astype(np.int64) + step // 2, step)
-                return MODE_GRID, struct.pack("<d", float(step)), self._compress(q)
-            if self.max_error is not None and self.max_error > 0:
-                grid = self._grid(chans)
-                if grid is not None:
-                    return MODE_GRID, struct.pack("<d", grid[0]), self._compress(grid[1])
-            dec = _decimal_digits(chans)
-            if dec is not None:
-                k, q = dec
-                return MODE_DECIMAL, bytes([k]), self._compress(q.reshape(chans.shape))
-        except (ValueError, OverflowError):
-            if self.model is not None:
-                raise
-            # signals.compress cannot take it (a residual alphabet above 2**30): zstd, exact
-        return raw()
-
-    def _grid(self, chans: np.ndarray) -> tuple[float, np.ndarray] | None:
-        """Nearest points of a step-2*max_error grid, checked against max_error."""
-        assert self.max_error is not None
-        if not np.isfinite(chans).all():
-            return None
-        x = chans.astype(np.float64)
-        step = 2.0 * self.max_error
-        for _ in range(3):
-            q = np.round(x / step)
-            if np.abs(q).max() >= 2.0 ** 53:
-                return None
-            back = (q * step).astype(chans.dtype)
-            if np.all(np.abs(back.astype(np.float64) - x) <= self.max_error):
-                return step, q.astype(np.int64)
-            step *= 0.5  # float32 rounding or a grid point off by an ulp: a finer grid
-        return None
+        model = _load_model(self.model) if self.model is not None else None
+        payload = signals.compress(chans, max_error=self.max_error, level=self.level, model=model)
+        head = bytes([FRAME_VERSION << 4, _DTYPES.index(dt), arr.ndim])
+        return head + _varints(list(arr.shape)) + payload
 
     # --------------------------------------------------------------- decode
     def decode(self, buf: Any, out: Any = None) -> np.ndarray:
@@ -393,8 +291,8 @@ class UBPECodec(Codec):
         data = ensure_bytes(ensure_contiguous_ndarray(buf))
         if len(data) < 3:
             raise ValueError("ubpe codec: chunk shorter than its header")
-        version, mode = data[0] >> 4, data[0] & 0x0F
-        if version != FRAME_VERSION:
+        version = data[0] >> 4
+        if version != FRAME_VERSION or data[0] & 0x0F:
             raise ValueError(f"ubpe codec: chunk framing version {version}, this ubpe reads "
                              f"{FRAME_VERSION}")
         if data[1] >= len(_DTYPES):
@@ -405,28 +303,15 @@ class UBPECodec(Codec):
         native = dtype.newbyteorder("=")
         n_samples = shape[self.axis % len(shape)] if shape else 1
         n_chans = (math.prod(shape) // n_samples) if n_samples else 0
-        if mode == MODE_ZSTD:
-            flat = np.frombuffer(zstandard.ZstdDecompressor().decompress(data[pos:]), native)
-            chans = flat.reshape(n_chans, n_samples)
-        else:
-            extra = b""
-            if mode == MODE_DECIMAL:
-                extra, pos = data[pos:pos + 1], pos + 1
-            elif mode == MODE_GRID:
-                extra, pos = data[pos:pos + 8], pos + 8
-            vals = np.asarray(signals.decompress(data[pos:])).reshape(n_chans, n_samples)
-            if mode == MODE_DECIMAL:
-                chans = (vals.astype(np.float64) / 10.0 ** extra[0]).astype(native)
-            elif mode == MODE_GRID:
-                (step,) = struct.unpack("<d", extra)
-                g = vals.astype(np.int64)
-                chans = (g * int(step)).astype(native) if native.kind in "iu" else \
-                    (g.astype(np.float64) * step).astype(native)
-            elif native.kind in "iub":
-                chans = vals.astype(native) if mode != MODE_MODEL else \
-                    np.round(vals).astype(native)
-            else:
-                chans = vals.astype(native)
+        model = _load_model(self.model) if self.model is not None else None
+        vals = np.asarray(signals.decompress(data[pos:], model=model))
+        if vals.size != n_chans * n_samples:
+            raise ValueError(f"ubpe codec: the chunk holds {vals.size} values, its shape "
+                             f"{shape} needs {n_chans * n_samples}")
+        code_dtype = np.dtype(np.uint8) if native == np.bool_ else native
+        chans = vals.reshape(n_chans, n_samples).astype(code_dtype, copy=False)
+        if native == np.bool_:
+            chans = chans.view(np.bool_)
         result = self._unchannels(chans, shape).astype(dtype, order="C")
         if out is not None:
             return ndarray_copy(result, out)
