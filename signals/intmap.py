@@ -43,6 +43,10 @@ Mappings (``config["kind"]``):
     nearby floats map to nearby integers. Trailing mantissa zero bits common
     to every value (floats widened from a narrower type) are shifted out,
     as pcodec's FloatQuant mode does. No exceptions; NaN payloads kept.
+    The low bits below the typical prediction residual (whole bytes) are
+    noise: they go raw into ``extra`` (``config["raw_bits"]``) and ``ints``
+    keeps the high part (``ordered >> raw_bits``, still order-preserving),
+    as pcodec's bins keep raw offsets.
 ``"quantize"``
     Lossy, only with ``max_error=E``: ``n = rint(x / s)``, ``x' = n * s`` with
     the step ``s = 2E (1 - 2**-20)`` (the uniform quantizer of SZ's and ZFP's
@@ -71,7 +75,10 @@ length u64 LE][body]``, the body zstd-compressed when ``flag == 1``:
   the first gap is the first position), then the raw little-endian bits of
   the values;
 - ULP adjustments (kind ``"scaled"`` with ``config["adjust"]``): one int8 per
-  value.
+  value;
+- raw low bits (kind ``"ieee"`` with ``config["raw_bits"] > 0``): the low
+  ``raw_bits / 8`` bytes of each value's order-preserving integer, little
+  endian.
 
 The decoder checks every count, length and position against the config and
 the array length before it allocates, and reads a zstd body no further than
@@ -275,10 +282,10 @@ def _zstd_level(size: int) -> int:
     return 19 if size < 1 << 20 else 6
 
 
-def _pack_section(payload: bytes, count: int) -> bytes:
+def _pack_section(payload: bytes, count: int, level: int | None = None) -> bytes:
     """``[flag u8][count u64][body length u64][body]``: the body is ``payload``, zstd-compressed
     when that is smaller (flag 1)."""
-    z = zstandard.ZstdCompressor(level=_zstd_level(len(payload))).compress(payload)
+    z = zstandard.ZstdCompressor(level=level or _zstd_level(len(payload))).compress(payload)
     flag, body = (1, z) if len(z) < len(payload) else (0, payload)
     return struct.pack("<BQQ", flag, count, len(body)) + body
 
@@ -391,6 +398,38 @@ def _map_ieee(x: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, int]:
         mag >>= shift
     mag ^= s >> 63  # negatives: ~(magnitude >> shift)
     return mag, shift
+
+
+def _raw_bits(ints: np.ndarray, nbits: int, max_int_bits: int | None) -> int:
+    """How many low bits (a multiple of 8) of the IEEE integers to keep raw, outside ``ints``.
+
+    The bits below the typical prediction residual are noise that no model predicts (pcodec's
+    binning keeps them as raw offsets too): about 6 bits of residual stay in ``ints``. With
+    ``max_int_bits``, enough more go raw that the range of ``ints`` is below ``2**max_int_bits``.
+    """
+    if ints.size < 3:
+        return 0
+    f = _sample(ints).astype(np.float64)
+    d1 = np.diff(f)
+    noise = math.log2(1.0 + min(float(np.median(np.abs(d1))), float(np.median(np.abs(np.diff(d1))))))
+    r = 8 * math.floor(max(0.0, noise - 6) / 8)
+    if max_int_bits is not None:
+        span = math.log2(1.0 + float(int(ints.max()) - int(ints.min())))
+        r = max(r, 8 * math.ceil(max(0.0, span - max_int_bits) / 8))
+    return min(r, 8 * ((nbits - 1) // 8))
+
+
+def _map_ieee_split(x: np.ndarray, dtype: np.dtype, max_int_bits: int | None) -> tuple[MappedArray, float]:
+    ints, shift = _map_ieee(x, dtype)
+    r = _raw_bits(ints, 8 * dtype.itemsize - shift, max_int_bits)
+    extra = b""
+    if r:
+        low = (ints & np.int64((1 << r) - 1)).astype("<u8")
+        payload = np.ascontiguousarray(low.view(np.uint8).reshape(-1, 8)[:, :r // 8]).tobytes()
+        extra = _pack_section(payload, x.size, level=3)
+        ints = ints >> r
+    cost = _diff_cost(ints) + 8.0 * len(extra)
+    return MappedArray(ints, _config(dtype, "ieee", shift=shift, raw_bits=r), extra), cost
 
 
 def _decimal_candidate(x: np.ndarray, sample: np.ndarray) -> tuple[int, int, float] | None:
@@ -574,7 +613,8 @@ def _map_quantize(x: np.ndarray, dtype: np.dtype, E: float) -> tuple[MappedArray
                        extra), cost
 
 
-def map_to_int64(x: np.ndarray, *, max_error: float | None = None) -> MappedArray:
+def map_to_int64(x: np.ndarray, *, max_error: float | None = None,
+                 max_int_bits: int | None = None) -> MappedArray:
     """Map a 1-D integer or float array to int64, exactly unless ``max_error`` is given.
 
     Parameters
@@ -591,6 +631,11 @@ def map_to_int64(x: np.ndarray, *, max_error: float | None = None) -> MappedArra
         when ``E < 1``, else bins of ``2*floor(E) + 1`` values). NaN and inf
         come back exactly. A lossless mapping is kept when it is estimated
         to be the cheaper one.
+    max_int_bits : int, optional
+        Only for floats mapped by their IEEE bits: keep the range of ``ints``
+        below ``2**max_int_bits`` (8 to 64) by moving more low bits raw into
+        ``extra``, for a coder whose alphabet is bounded. By default only
+        the noise bits go raw (see the module docstring).
 
     Returns
     -------
@@ -603,8 +648,8 @@ def map_to_int64(x: np.ndarray, *, max_error: float | None = None) -> MappedArra
     Raises
     ------
     ValueError
-        If ``x`` is not a 1-D array of a supported dtype, or ``max_error`` is
-        not a finite positive number.
+        If ``x`` is not a 1-D array of a supported dtype, ``max_error`` is
+        not a finite positive number, or ``max_int_bits`` not in 8..64.
     """
     dtype = _dtype_of(x)
     if max_error is not None:
@@ -612,17 +657,18 @@ def map_to_int64(x: np.ndarray, *, max_error: float | None = None) -> MappedArra
                 or not math.isfinite(float(max_error)) or float(max_error) <= 0:
             raise ValueError(f"max_error must be a finite number > 0, got {max_error!r}")
         max_error = float(max_error)
+    if max_int_bits is not None and (isinstance(max_int_bits, bool) or not isinstance(max_int_bits, int)
+                                     or not 8 <= max_int_bits <= 64):
+        raise ValueError(f"max_int_bits must be an integer in 8..64, got {max_int_bits!r}")
     x = np.ascontiguousarray(x, dtype=dtype)
     if dtype.kind in "iu":
         return _map_int(x, dtype, max_error)
-    n = x.size
-    ieee_ints, shift = _map_ieee(x, dtype)
-    best = MappedArray(ieee_ints, _config(dtype, "ieee", shift=shift))
-    if n == 0:
+    best, best_cost = _map_ieee_split(x, dtype, max_int_bits)
+    if x.size == 0:
         return best
-    best_cost = _diff_cost(ieee_ints)
+    ieee_sample = _sample(_map_ieee(x, dtype)[0])
     cand = _decimal_candidate(x, _sample(x))
-    if cand is not None and cand[2] < _diff_cost(_sample(ieee_ints)):
+    if cand is not None and cand[2] < _diff_cost(ieee_sample):
         m, cost = _map_decimal(x, dtype, cand[0], cand[1])
         if cost < best_cost:
             best, best_cost = m, cost
@@ -720,6 +766,16 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
             raise ValueError(f"config 'adjust' must be true or false, got {config.get('adjust')!r}")
         adj_bytes, off = _read_section(extra, off, "adjustments", n, n)
         adj = np.frombuffer(adj_bytes, np.int8)
+    low = None
+    if kind == "ieee":
+        nbits = 8 * dtype.itemsize - _check_int(config, "shift", 0, 8 * dtype.itemsize - 2)
+        rb = _check_int(config, "raw_bits", 0, 8 * ((nbits - 1) // 8))
+        if rb % 8:
+            raise ValueError(f"config 'raw_bits' must be a multiple of 8, got {rb}")
+        if rb:
+            low_bytes, off = _read_section(extra, off, "raw low bits", n, n * (rb // 8))
+            low = np.zeros((n, 8), np.uint8)
+            low[:, :rb // 8] = np.frombuffer(low_bytes, np.uint8).reshape(n, rb // 8)
     if off != len(extra):
         raise ValueError(f"{len(extra) - off} bytes left over after the sections of extra")
 
@@ -750,9 +806,11 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
         return signed.astype(dtype)
     w = dtype.itemsize
     if kind == "ieee":
-        shift = _check_int(config, "shift", 0, 8 * w - 2)
-        lim = (1 << (8 * w - 1 - shift)) - 1
-        _check_range(ints, -lim - 1, lim, f"{name} bits shifted by {shift}")
+        shift, rb = config["shift"], config["raw_bits"]
+        lim = (1 << (8 * w - 1 - shift - rb)) - 1
+        _check_range(ints, -lim - 1, lim, f"{name} bits shifted by {shift + rb}")
+        if low is not None:
+            ints = (ints << rb) | low.view("<u8").reshape(n).astype(np.int64)
         mag = np.where(ints < 0, ~ints, ints) << shift
         bits = np.where(ints < 0, mag | np.int64(-1 << (8 * w - 1)), mag)
         out = bits.astype(_SINT_OF[w]).view(dtype)
@@ -821,8 +879,9 @@ def describe(config: dict[str, Any]) -> str:
         adj = ", ULP adjustments" if config.get("adjust") else ""
         return f"lossless, {dtype} as integers {op} {config.get('base')!r}{adj}{exc}"
     if kind == "ieee":
-        sh = config.get("shift", 0)
-        return f"lossless, {dtype} IEEE bits (order-preserving)" + (f", {sh} zero bits dropped" if sh else "")
+        sh, rb = config.get("shift", 0), config.get("raw_bits", 0)
+        return (f"lossless, {dtype} IEEE bits (order-preserving)"
+                + (f", {sh} zero bits dropped" if sh else "") + (f", {rb} low bits raw" if rb else ""))
     if kind == "quantize":
         return f"max error {config.get('max_error')!r} ({dtype}, step {config.get('step')!r}){exc}"
     if kind == "int_quantize":
