@@ -285,7 +285,11 @@ def _zstd_level(size: int) -> int:
 def _pack_section(payload: bytes, count: int, level: int | None = None) -> bytes:
     """``[flag u8][count u64][body length u64][body]``: the body is ``payload``, zstd-compressed
     when that is smaller (flag 1)."""
-    z = zstandard.ZstdCompressor(level=level or _zstd_level(len(payload))).compress(payload)
+    cctx = zstandard.ZstdCompressor(level=level or _zstd_level(len(payload)))
+    head = payload[:1 << 18]
+    if len(payload) > 1 << 20 and len(cctx.compress(head)) > 0.97 * len(head):
+        return struct.pack("<BQQ", 0, count, len(payload)) + payload  # noise: not worth zstd
+    z = cctx.compress(payload)
     flag, body = (1, z) if len(z) < len(payload) else (0, payload)
     return struct.pack("<BQQ", flag, count, len(body)) + body
 
@@ -388,16 +392,49 @@ def _map_int_quantize(x: np.ndarray, dtype: np.dtype, max_error: float) -> Mappe
                                   min=str(lo), range=str(hi - lo)))
 
 
+@njit(cache=True, nogil=True)
+def _ieee_kernel(s: np.ndarray, nbits: int) -> tuple[np.ndarray, int]:
+    """Order-preserving integers of IEEE bits ``s`` (signed view), common zero bits shifted out."""
+    mask = (np.int64(1) << (nbits - 1)) - 1
+    low = np.int64(0)
+    for i in range(s.size):
+        low |= np.int64(s[i]) & mask
+    shift = 0
+    if low:
+        while not (low >> shift) & 1:
+            shift += 1
+    out = np.empty(s.size, np.int64)
+    for i in range(s.size):
+        v = np.int64(s[i])
+        q = (v & mask) >> shift
+        out[i] = ~q if v < 0 else q
+    return out, shift
+
+
+@njit(cache=True, nogil=True)
+def _ieee_inverse_kernel(ints: np.ndarray, shift: int, rb: int, low: np.ndarray,
+                         nbits: int) -> np.ndarray:
+    """Inverse of :func:`_ieee_kernel`, the raw low bytes ``low`` (n, rb/8) put back first."""
+    out = np.empty(ints.size, np.int64)
+    sign = np.int64(-1) << (nbits - 1)
+    nb = rb // 8
+    for i in range(ints.size):
+        v = ints[i]
+        if nb:
+            lo = np.int64(0)
+            for j in range(nb):
+                lo |= np.int64(low[i, j]) << (8 * j)
+            v = (v << rb) | lo
+        if v < 0:
+            out[i] = ((~v) << shift) | sign
+        else:
+            out[i] = v << shift
+    return out
+
+
 def _map_ieee(x: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, int]:
-    w = dtype.itemsize
-    s = x.view(_SINT_OF[w]).astype(np.int64)  # sign-extended
-    mag = s & np.int64((1 << (8 * w - 1)) - 1)
-    low = int(np.bitwise_or.reduce(mag)) if mag.size else 0
-    shift = (low & -low).bit_length() - 1 if low else 0  # trailing zero bits common to all values
-    if shift:
-        mag >>= shift
-    mag ^= s >> 63  # negatives: ~(magnitude >> shift)
-    return mag, shift
+    ints, shift = _ieee_kernel(x.view(_SINT_OF[dtype.itemsize]), 8 * dtype.itemsize)
+    return ints, int(shift)
 
 
 def _raw_bits(ints: np.ndarray, nbits: int, max_int_bits: int | None) -> int:
@@ -419,17 +456,22 @@ def _raw_bits(ints: np.ndarray, nbits: int, max_int_bits: int | None) -> int:
     return min(r, 8 * ((nbits - 1) // 8))
 
 
-def _map_ieee_split(x: np.ndarray, dtype: np.dtype, max_int_bits: int | None) -> tuple[MappedArray, float]:
+def _ieee_split_plan(x: np.ndarray, dtype: np.dtype, max_int_bits: int | None
+                     ) -> tuple[np.ndarray, int, int, float]:
+    """IEEE integers, their common zero bits, the raw low bits, and the estimated cost."""
     ints, shift = _map_ieee(x, dtype)
     r = _raw_bits(ints, 8 * dtype.itemsize - shift, max_int_bits)
+    return ints, shift, r, _diff_cost(ints >> r) + float(r) * x.size
+
+
+def _map_ieee_split(x: np.ndarray, dtype: np.dtype, ints: np.ndarray, shift: int, r: int) -> MappedArray:
     extra = b""
     if r:
         low = (ints & np.int64((1 << r) - 1)).astype("<u8")
         payload = np.ascontiguousarray(low.view(np.uint8).reshape(-1, 8)[:, :r // 8]).tobytes()
         extra = _pack_section(payload, x.size, level=3)
         ints = ints >> r
-    cost = _diff_cost(ints) + 8.0 * len(extra)
-    return MappedArray(ints, _config(dtype, "ieee", shift=shift, raw_bits=r), extra), cost
+    return MappedArray(ints, _config(dtype, "ieee", shift=shift, raw_bits=r), extra)
 
 
 def _decimal_candidate(x: np.ndarray, sample: np.ndarray) -> tuple[int, int, float] | None:
@@ -663,10 +705,11 @@ def map_to_int64(x: np.ndarray, *, max_error: float | None = None,
     x = np.ascontiguousarray(x, dtype=dtype)
     if dtype.kind in "iu":
         return _map_int(x, dtype, max_error)
-    best, best_cost = _map_ieee_split(x, dtype, max_int_bits)
+    ieee_ints, shift, r, best_cost = _ieee_split_plan(x, dtype, max_int_bits)
+    best: MappedArray | None = None  # None: the IEEE mapping, built at the end when it is kept
     if x.size == 0:
-        return best
-    ieee_sample = _sample(_map_ieee(x, dtype)[0])
+        return _map_ieee_split(x, dtype, ieee_ints, shift, r)
+    ieee_sample = _sample(ieee_ints)
     cand = _decimal_candidate(x, _sample(x))
     if cand is not None and cand[2] < _diff_cost(ieee_sample):
         m, cost = _map_decimal(x, dtype, cand[0], cand[1])
@@ -681,7 +724,7 @@ def map_to_int64(x: np.ndarray, *, max_error: float | None = None,
         m, cost = _map_quantize(x, dtype, max_error)
         if cost < best_cost:
             best = m
-    return best
+    return best if best is not None else _map_ieee_split(x, dtype, ieee_ints, shift, r)
 
 
 # ---------------------------------------------------------------- unmapping
@@ -774,8 +817,7 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
             raise ValueError(f"config 'raw_bits' must be a multiple of 8, got {rb}")
         if rb:
             low_bytes, off = _read_section(extra, off, "raw low bits", n, n * (rb // 8))
-            low = np.zeros((n, 8), np.uint8)
-            low[:, :rb // 8] = np.frombuffer(low_bytes, np.uint8).reshape(n, rb // 8)
+            low = np.frombuffer(low_bytes, np.uint8).reshape(n, rb // 8)
     if off != len(extra):
         raise ValueError(f"{len(extra) - off} bytes left over after the sections of extra")
 
@@ -809,12 +851,9 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
         shift, rb = config["shift"], config["raw_bits"]
         lim = (1 << (8 * w - 1 - shift - rb)) - 1
         _check_range(ints, -lim - 1, lim, f"{name} bits shifted by {shift + rb}")
-        if low is not None:
-            ints = (ints << rb) | low.view("<u8").reshape(n).astype(np.int64)
-        mag = np.where(ints < 0, ~ints, ints) << shift
-        bits = np.where(ints < 0, mag | np.int64(-1 << (8 * w - 1)), mag)
-        out = bits.astype(_SINT_OF[w]).view(dtype)
-        return out
+        bits = _ieee_inverse_kernel(np.ascontiguousarray(ints), shift, rb,
+                                    low if low is not None else np.zeros((0, 0), np.uint8), 8 * w)
+        return bits.astype(_SINT_OF[w]).view(dtype)
     if kind == "decimal":
         e = _check_int(config, "exponent", _EXPONENTS[0], _EXPONENTS[-1])
         n_ints = ints
