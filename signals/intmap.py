@@ -127,7 +127,8 @@ class MappedArray:
     config : dict
         Plain JSON: ``{"format", "dtype", "kind", "exceptions", **parameters}``.
     extra : bytes
-        The exceptions (positions and raw bits), empty when there are none.
+        Exceptions (positions and raw bits), ULP adjustments or raw low bits,
+        as length-prefixed sections (module docstring); often empty.
     """
 
     ints: np.ndarray
@@ -833,6 +834,8 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
         _check_float(config, "max_error")
         q = _check_int(config, "step", 1, (1 << 63) - 1)
         lo, rng = _check_bigint(config, "min"), _check_bigint(config, "range")
+        if lo + rng >= 1 << 64:
+            raise ValueError(f"int_quantize min {lo} plus range {rng} is beyond uint64")
         _check_range(ints, 0, rng // q, "this int_quantize range")
         h = np.uint64(q // 2)
         c = ints.view(np.uint64) * np.uint64(q)

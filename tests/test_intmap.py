@@ -276,6 +276,8 @@ def test_decoder_rejects_out_of_range_ints():
         unmap_from_int64(np.array([86], np.int64), cfg, b"")
     with pytest.raises(ValueError, match="min"):
         unmap_from_int64(np.array([1], np.int64), {**cfg, "min": "-1"}, b"")
+    with pytest.raises(ValueError, match="beyond"):
+        unmap_from_int64(np.array([1], np.int64), {**cfg, "min": str(2**64 - 10)}, b"")
 
 
 # ------------------------------------------------------------ properties
