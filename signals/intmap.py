@@ -274,7 +274,7 @@ def _gcd_kernel(n: np.ndarray, ok: np.ndarray) -> int:
 def _gcd_offset(n: np.ndarray, ok: np.ndarray) -> tuple[int, int]:
     """Common step ``g`` and offset ``r`` (``0 <= r < g``) of the good values of ``n``."""
     g = int(_gcd_kernel(n, ok))
-    if g <= 1:
+    if g <= 1 or g > _EXACT:  # differences reach 2**54; the decoder takes steps up to 2**53
         return 1, 0
     return g, int(n[np.argmax(ok)]) % g
 
