@@ -43,6 +43,10 @@ Mappings (``config["kind"]``):
     nearby floats map to nearby integers. Trailing mantissa zero bits common
     to every value (floats widened from a narrower type) are shifted out,
     as pcodec's FloatQuant mode does. No exceptions; NaN payloads kept.
+    The low bits below the typical prediction residual (whole bytes) are
+    noise: they go raw into ``extra`` (``config["raw_bits"]``) and ``ints``
+    keeps the high part (``ordered >> raw_bits``, still order-preserving),
+    as pcodec's bins keep raw offsets.
 ``"quantize"``
     Lossy, only with ``max_error=E``: ``n = rint(x / s)``, ``x' = n * s`` with
     the step ``s = 2E (1 - 2**-20)`` (the uniform quantizer of SZ's and ZFP's
@@ -71,7 +75,10 @@ length u64 LE][body]``, the body zstd-compressed when ``flag == 1``:
   the first gap is the first position), then the raw little-endian bits of
   the values;
 - ULP adjustments (kind ``"scaled"`` with ``config["adjust"]``): one int8 per
-  value.
+  value;
+- raw low bits (kind ``"ieee"`` with ``config["raw_bits"] > 0``): the low
+  ``raw_bits / 8`` bytes of each value's order-preserving integer, little
+  endian.
 
 The decoder checks every count, length and position against the config and
 the array length before it allocates, and reads a zstd body no further than
@@ -120,7 +127,8 @@ class MappedArray:
     config : dict
         Plain JSON: ``{"format", "dtype", "kind", "exceptions", **parameters}``.
     extra : bytes
-        The exceptions (positions and raw bits), empty when there are none.
+        Exceptions (positions and raw bits), ULP adjustments or raw low bits,
+        as length-prefixed sections (module docstring); often empty.
     """
 
     ints: np.ndarray
@@ -266,7 +274,7 @@ def _gcd_kernel(n: np.ndarray, ok: np.ndarray) -> int:
 def _gcd_offset(n: np.ndarray, ok: np.ndarray) -> tuple[int, int]:
     """Common step ``g`` and offset ``r`` (``0 <= r < g``) of the good values of ``n``."""
     g = int(_gcd_kernel(n, ok))
-    if g <= 1:
+    if g <= 1 or g > _EXACT:  # differences reach 2**54; the decoder takes steps up to 2**53
         return 1, 0
     return g, int(n[np.argmax(ok)]) % g
 
@@ -275,10 +283,14 @@ def _zstd_level(size: int) -> int:
     return 19 if size < 1 << 20 else 6
 
 
-def _pack_section(payload: bytes, count: int) -> bytes:
+def _pack_section(payload: bytes, count: int, level: int | None = None) -> bytes:
     """``[flag u8][count u64][body length u64][body]``: the body is ``payload``, zstd-compressed
     when that is smaller (flag 1)."""
-    z = zstandard.ZstdCompressor(level=_zstd_level(len(payload))).compress(payload)
+    cctx = zstandard.ZstdCompressor(level=level or _zstd_level(len(payload)))
+    head = payload[:1 << 18]
+    if len(payload) > 1 << 20 and len(cctx.compress(head)) > 0.97 * len(head):
+        return struct.pack("<BQQ", 0, count, len(payload)) + payload  # noise: not worth zstd
+    z = cctx.compress(payload)
     flag, body = (1, z) if len(z) < len(payload) else (0, payload)
     return struct.pack("<BQQ", flag, count, len(body)) + body
 
@@ -381,16 +393,86 @@ def _map_int_quantize(x: np.ndarray, dtype: np.dtype, max_error: float) -> Mappe
                                   min=str(lo), range=str(hi - lo)))
 
 
+@njit(cache=True, nogil=True)
+def _ieee_kernel(s: np.ndarray, nbits: int) -> tuple[np.ndarray, int]:
+    """Order-preserving integers of IEEE bits ``s`` (signed view), common zero bits shifted out."""
+    mask = (np.int64(1) << (nbits - 1)) - 1
+    low = np.int64(0)
+    for i in range(s.size):
+        low |= np.int64(s[i]) & mask
+    shift = 0
+    if low:
+        while not (low >> shift) & 1:
+            shift += 1
+    out = np.empty(s.size, np.int64)
+    for i in range(s.size):
+        v = np.int64(s[i])
+        q = (v & mask) >> shift
+        out[i] = ~q if v < 0 else q
+    return out, shift
+
+
+@njit(cache=True, nogil=True)
+def _ieee_inverse_kernel(ints: np.ndarray, shift: int, rb: int, low: np.ndarray,
+                         nbits: int) -> np.ndarray:
+    """Inverse of :func:`_ieee_kernel`, the raw low bytes ``low`` (n, rb/8) put back first."""
+    out = np.empty(ints.size, np.int64)
+    sign = np.int64(-1) << (nbits - 1)
+    nb = rb // 8
+    for i in range(ints.size):
+        v = ints[i]
+        if nb:
+            lo = np.int64(0)
+            for j in range(nb):
+                lo |= np.int64(low[i, j]) << (8 * j)
+            v = (v << rb) | lo
+        if v < 0:
+            out[i] = ((~v) << shift) | sign
+        else:
+            out[i] = v << shift
+    return out
+
+
 def _map_ieee(x: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, int]:
-    w = dtype.itemsize
-    s = x.view(_SINT_OF[w]).astype(np.int64)  # sign-extended
-    mag = s & np.int64((1 << (8 * w - 1)) - 1)
-    low = int(np.bitwise_or.reduce(mag)) if mag.size else 0
-    shift = (low & -low).bit_length() - 1 if low else 0  # trailing zero bits common to all values
-    if shift:
-        mag >>= shift
-    mag ^= s >> 63  # negatives: ~(magnitude >> shift)
-    return mag, shift
+    ints, shift = _ieee_kernel(x.view(_SINT_OF[dtype.itemsize]), 8 * dtype.itemsize)
+    return ints, int(shift)
+
+
+def _raw_bits(ints: np.ndarray, nbits: int, max_int_bits: int | None) -> int:
+    """How many low bits (a multiple of 8) of the IEEE integers to keep raw, outside ``ints``.
+
+    The bits below the typical prediction residual are noise that no model predicts (pcodec's
+    binning keeps them as raw offsets too): about 6 bits of residual stay in ``ints``. With
+    ``max_int_bits``, enough more go raw that the range of ``ints`` is below ``2**max_int_bits``.
+    """
+    if ints.size < 3:
+        return 0
+    f = _sample(ints).astype(np.float64)
+    d1 = np.diff(f)
+    noise = math.log2(1.0 + min(float(np.median(np.abs(d1))), float(np.median(np.abs(np.diff(d1))))))
+    r = 8 * math.floor(max(0.0, noise - 6) / 8)
+    if max_int_bits is not None:
+        span = math.log2(1.0 + float(int(ints.max()) - int(ints.min())))
+        r = max(r, 8 * math.ceil(max(0.0, span - max_int_bits) / 8))
+    return min(r, 8 * ((nbits - 1) // 8))
+
+
+def _ieee_split_plan(x: np.ndarray, dtype: np.dtype, max_int_bits: int | None
+                     ) -> tuple[np.ndarray, int, int, float]:
+    """IEEE integers, their common zero bits, the raw low bits, and the estimated cost."""
+    ints, shift = _map_ieee(x, dtype)
+    r = _raw_bits(ints, 8 * dtype.itemsize - shift, max_int_bits)
+    return ints, shift, r, _diff_cost(ints >> r) + float(r) * x.size
+
+
+def _map_ieee_split(x: np.ndarray, dtype: np.dtype, ints: np.ndarray, shift: int, r: int) -> MappedArray:
+    extra = b""
+    if r:
+        low = (ints & np.int64((1 << r) - 1)).astype("<u8")
+        payload = np.ascontiguousarray(low.view(np.uint8).reshape(-1, 8)[:, :r // 8]).tobytes()
+        extra = _pack_section(payload, x.size, level=3)
+        ints = ints >> r
+    return MappedArray(ints, _config(dtype, "ieee", shift=shift, raw_bits=r), extra)
 
 
 def _decimal_candidate(x: np.ndarray, sample: np.ndarray) -> tuple[int, int, float] | None:
@@ -579,7 +661,8 @@ def _map_quantize(x: np.ndarray, dtype: np.dtype, E: float) -> tuple[MappedArray
                        extra), cost
 
 
-def map_to_int64(x: np.ndarray, *, max_error: float | None = None) -> MappedArray:
+def map_to_int64(x: np.ndarray, *, max_error: float | None = None,
+                 max_int_bits: int | None = None) -> MappedArray:
     """Map a 1-D integer or float array to int64, exactly unless ``max_error`` is given.
 
     Parameters
@@ -596,6 +679,11 @@ def map_to_int64(x: np.ndarray, *, max_error: float | None = None) -> MappedArra
         when ``E < 1``, else bins of ``2*floor(E) + 1`` values). NaN and inf
         come back exactly. A lossless mapping is kept when it is estimated
         to be the cheaper one.
+    max_int_bits : int, optional
+        Only for floats mapped by their IEEE bits: keep the range of ``ints``
+        below ``2**max_int_bits`` (8 to 64) by moving more low bits raw into
+        ``extra``, for a coder whose alphabet is bounded. By default only
+        the noise bits go raw (see the module docstring).
 
     Returns
     -------
@@ -608,8 +696,8 @@ def map_to_int64(x: np.ndarray, *, max_error: float | None = None) -> MappedArra
     Raises
     ------
     ValueError
-        If ``x`` is not a 1-D array of a supported dtype, or ``max_error`` is
-        not a finite positive number.
+        If ``x`` is not a 1-D array of a supported dtype, ``max_error`` is
+        not a finite positive number, or ``max_int_bits`` not in 8..64.
     """
     dtype = _dtype_of(x)
     if max_error is not None:
@@ -617,17 +705,19 @@ def map_to_int64(x: np.ndarray, *, max_error: float | None = None) -> MappedArra
                 or not math.isfinite(float(max_error)) or float(max_error) <= 0:
             raise ValueError(f"max_error must be a finite number > 0, got {max_error!r}")
         max_error = float(max_error)
+    if max_int_bits is not None and (isinstance(max_int_bits, bool) or not isinstance(max_int_bits, int)
+                                     or not 8 <= max_int_bits <= 64):
+        raise ValueError(f"max_int_bits must be an integer in 8..64, got {max_int_bits!r}")
     x = np.ascontiguousarray(x, dtype=dtype)
     if dtype.kind in "iu":
         return _map_int(x, dtype, max_error)
-    n = x.size
-    ieee_ints, shift = _map_ieee(x, dtype)
-    best = MappedArray(ieee_ints, _config(dtype, "ieee", shift=shift))
-    if n == 0:
-        return best
-    best_cost = _diff_cost(ieee_ints)
+    ieee_ints, shift, r, best_cost = _ieee_split_plan(x, dtype, max_int_bits)
+    best: MappedArray | None = None  # None: the IEEE mapping, built at the end when it is kept
+    if x.size == 0:
+        return _map_ieee_split(x, dtype, ieee_ints, shift, r)
+    ieee_sample = _sample(ieee_ints)
     cand = _decimal_candidate(x, _sample(x))
-    if cand is not None and cand[2] < _diff_cost(_sample(ieee_ints)):
+    if cand is not None and cand[2] < _diff_cost(ieee_sample):
         m, cost = _map_decimal(x, dtype, cand[0], cand[1])
         if cost < best_cost:
             best, best_cost = m, cost
@@ -640,7 +730,7 @@ def map_to_int64(x: np.ndarray, *, max_error: float | None = None) -> MappedArra
         m, cost = _map_quantize(x, dtype, max_error)
         if cost < best_cost:
             best = m
-    return best
+    return best if best is not None else _map_ieee_split(x, dtype, ieee_ints, shift, r)
 
 
 # ---------------------------------------------------------------- unmapping
@@ -725,6 +815,15 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
             raise ValueError(f"config 'adjust' must be true or false, got {config.get('adjust')!r}")
         adj_bytes, off = _read_section(extra, off, "adjustments", n, n)
         adj = np.frombuffer(adj_bytes, np.int8)
+    low = None
+    if kind == "ieee":
+        nbits = 8 * dtype.itemsize - _check_int(config, "shift", 0, 8 * dtype.itemsize - 2)
+        rb = _check_int(config, "raw_bits", 0, 8 * ((nbits - 1) // 8))
+        if rb % 8:
+            raise ValueError(f"config 'raw_bits' must be a multiple of 8, got {rb}")
+        if rb:
+            low_bytes, off = _read_section(extra, off, "raw low bits", n, n * (rb // 8))
+            low = np.frombuffer(low_bytes, np.uint8).reshape(n, rb // 8)
     if off != len(extra):
         raise ValueError(f"{len(extra) - off} bytes left over after the sections of extra")
 
@@ -740,6 +839,8 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
         _check_float(config, "max_error")
         q = _check_int(config, "step", 1, (1 << 63) - 1)
         lo, rng = _check_bigint(config, "min"), _check_bigint(config, "range")
+        if lo + rng >= 1 << 64:
+            raise ValueError(f"int_quantize min {lo} plus range {rng} is beyond uint64")
         _check_range(ints, 0, rng // q, "this int_quantize range")
         h = np.uint64(q // 2)
         c = ints.view(np.uint64) * np.uint64(q)
@@ -755,13 +856,12 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
         return signed.astype(dtype)
     w = dtype.itemsize
     if kind == "ieee":
-        shift = _check_int(config, "shift", 0, 8 * w - 2)
-        lim = (1 << (8 * w - 1 - shift)) - 1
-        _check_range(ints, -lim - 1, lim, f"{name} bits shifted by {shift}")
-        mag = np.where(ints < 0, ~ints, ints) << shift
-        bits = np.where(ints < 0, mag | np.int64(-1 << (8 * w - 1)), mag)
-        out = bits.astype(_SINT_OF[w]).view(dtype)
-        return out
+        shift, rb = config["shift"], config["raw_bits"]
+        lim = (1 << (8 * w - 1 - shift - rb)) - 1
+        _check_range(ints, -lim - 1, lim, f"{name} bits shifted by {shift + rb}")
+        bits = _ieee_inverse_kernel(np.ascontiguousarray(ints), shift, rb,
+                                    low if low is not None else np.zeros((0, 0), np.uint8), 8 * w)
+        return bits.astype(_SINT_OF[w]).view(dtype)
     if kind == "decimal":
         e = _check_int(config, "exponent", _EXPONENTS[0], _EXPONENTS[-1])
         n_ints = ints
@@ -826,8 +926,9 @@ def describe(config: dict[str, Any]) -> str:
         adj = ", ULP adjustments" if config.get("adjust") else ""
         return f"lossless, {dtype} as integers {op} {config.get('base')!r}{adj}{exc}"
     if kind == "ieee":
-        sh = config.get("shift", 0)
-        return f"lossless, {dtype} IEEE bits (order-preserving)" + (f", {sh} zero bits dropped" if sh else "")
+        sh, rb = config.get("shift", 0), config.get("raw_bits", 0)
+        return (f"lossless, {dtype} IEEE bits (order-preserving)"
+                + (f", {sh} zero bits dropped" if sh else "") + (f", {rb} low bits raw" if rb else ""))
     if kind == "quantize":
         return f"max error {config.get('max_error')!r} ({dtype}, step {config.get('step')!r}){exc}"
     if kind == "int_quantize":

@@ -73,7 +73,7 @@ def test_golden_ieee_bits():
     # magnitudes 0x3FF0.., 0x3FF8.. share 51 trailing zero bits: 1.0 -> 0x7FE = 2046, 1.5 -> 2047;
     # negatives are the bitwise complement: -1.0 -> ~2046 = -2047, -0.0 -> ~0 = -1
     ints = np.array([2046, -2047, -1, 0, 2047], np.int64)
-    cfg = {"format": 1, "dtype": "float64", "kind": "ieee", "exceptions": 0, "shift": 51}
+    cfg = {"format": 1, "dtype": "float64", "kind": "ieee", "exceptions": 0, "shift": 51, "raw_bits": 0}
     y = unmap_from_int64(ints, cfg, b"")
     assert same_bits(y, np.array([1.0, -1.0, -0.0, 0.0, 1.5]))
     from signals.intmap import _map_ieee
@@ -265,7 +265,7 @@ def test_decoder_rejects_out_of_range_ints():
     cfg = {"format": 1, "dtype": "int8", "kind": "int", "exceptions": 0}
     with pytest.raises(ValueError, match="range"):
         unmap_from_int64(np.array([200], np.int64), cfg, b"")
-    cfg = {"format": 1, "dtype": "float32", "kind": "ieee", "exceptions": 0, "shift": 0}
+    cfg = {"format": 1, "dtype": "float32", "kind": "ieee", "exceptions": 0, "shift": 0, "raw_bits": 0}
     with pytest.raises(ValueError, match="range"):
         unmap_from_int64(np.array([2**31], np.int64), cfg, b"")
     with pytest.raises(ValueError, match="int64"):
@@ -276,6 +276,8 @@ def test_decoder_rejects_out_of_range_ints():
         unmap_from_int64(np.array([86], np.int64), cfg, b"")
     with pytest.raises(ValueError, match="min"):
         unmap_from_int64(np.array([1], np.int64), {**cfg, "min": "-1"}, b"")
+    with pytest.raises(ValueError, match="beyond"):
+        unmap_from_int64(np.array([1], np.int64), {**cfg, "min": str(2**64 - 10)}, b"")
 
 
 # ------------------------------------------------------------ properties
@@ -450,3 +452,50 @@ def test_decoder_fuzz_extra_and_config(data):
     except ValueError:
         return
     assert y.shape == m.ints.shape
+
+
+def test_ieee_noise_bits_go_raw():
+    # a random walk with steps of about 2**-20 relative: the low ~30 bits of each value are noise
+    rng = np.random.default_rng(5)
+    x = 1.0 + np.cumsum(rng.standard_normal(3000)) * 2.0 ** -20
+    m, y = roundtrip(x)
+    assert same_bits(x, y)
+    assert m.config["kind"] == "ieee" and m.config["raw_bits"] == 24
+    assert describe(m.config) == "lossless, float64 IEEE bits (order-preserving), 24 low bits raw"
+    # ints are the order-preserving integers without their low 3 bytes, which extra holds
+    assert np.array_equal(m.ints, x.view(np.int64) >> 24)
+    flag, count, nbody = struct.unpack_from("<BQQ", m.extra)
+    assert count == x.size and len(m.extra) == 17 + nbody
+    if flag == 0:
+        low = np.frombuffer(m.extra[17:], np.uint8).reshape(-1, 3)
+        assert np.array_equal(low[:, 0], x.view(np.uint64).astype(np.uint8))
+    with pytest.raises(ValueError):
+        unmap_from_int64(m.ints, {**m.config, "raw_bits": 12}, m.extra)
+    with pytest.raises(ValueError):
+        unmap_from_int64(m.ints, {**m.config, "raw_bits": 16}, m.extra)
+    with pytest.raises(ValueError, match="range"):
+        unmap_from_int64(m.ints << 30, m.config, m.extra)
+
+
+def test_max_int_bits_bounds_the_range():
+    rng = np.random.default_rng(6)
+    x = np.sin(np.arange(5000) / 50) + rng.standard_normal(5000) * 1e-9  # crosses zero, not on a grid
+    for bits in (12, 20, 40):
+        m, y = roundtrip_with(x, max_int_bits=bits)
+        assert same_bits(x, y) and m.config["kind"] == "ieee"
+        assert int(m.ints.max()) - int(m.ints.min()) < 2**bits
+    for bad in (0, 7, 65, 20.0, True):
+        with pytest.raises(ValueError, match="max_int_bits"):
+            map_to_int64(x, max_int_bits=bad)  # type: ignore[arg-type]
+
+
+def roundtrip_with(x: np.ndarray, **kw) -> tuple[MappedArray, np.ndarray]:
+    m = map_to_int64(x, **kw)
+    return m, unmap_from_int64(m.ints, json.loads(json.dumps(m.config)), m.extra)
+
+
+def test_regression_step_beyond_2_53():
+    # found by a longer hypothesis run: a step (gcd of the decimal integers) above 2**53
+    x = np.array([6.36894720e+16, -2.63825206e+16, -2.63825206e+16])
+    m, y = roundtrip(x)
+    assert same_bits(x, y)
