@@ -102,7 +102,7 @@ def main() -> None:
         lines.append(f"| {path.name} | {len(raw):,} | {len(packed):,} | {xz:,} | {zp_txt} | "
                      f"{len(packed) / xz:.3f} | {zp_ratio} | {ours_num:,} | {pc_txt} | {pc_ratio} | "
                      f"{'yes' if exact else 'NO'} | {secs:.2f} |")
-        print(lines[-1], flush=True)
+        print(lines[-1], file=sys.stderr, flush=True)
     text = "\n".join(lines)
     print(text)
     if args.out:

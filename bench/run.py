@@ -581,41 +581,57 @@ def baseline_bits(x, rate):
     return out
 
 
-def bench_compress(t, data, repeat):
-    """The .ubpe container against general and audio compressors, and its speed."""
-    from signals import SignalModel
-    from signals.codec import compress, decompress
-    for name, (x, rate) in shared_signals(data).items():
-        s, blob = median_time(lambda: compress(x), 1, warmup=False)
-        assert np.array_equal(decompress(blob), x)
-        ours = len(blob) * 8 / x.size
-        base = baseline_bits(x, rate)
-        ref = REFERENCE_BITS.get(name, {})
-        cmp = ", ".join(f"{k} {v:.2f}" for k, v in base.items())
-        verdict = []
-        for k in ("xz", "bz2"):
-            verdict.append(f"{'beats' if ours < base[k] else 'LOSES TO'} {k}")
-        fl = base["FLAC"]
-        verdict.append(f"FLAC ratio {ours / fl:.3f}")
-        t.add(f"compress {name}, lossless", "bits/sample", f"{ours:.3f}", cmp,
-              "; ".join(verdict), "beat xz, bz2; FLAC: beat (sensors) or <= 1.10",
-              f"{x.shape[0]} ch x {x.shape[1]:,}; issue's figures: "
-              + (", ".join(f"{k} {v}" for k, v in ref.items()) or "none"))
-    # speed with a trained model: quantize, tokenize, range-code, and back
-    ecg = np.load(data / "signals" / "mitbih208_ecg.npz")["ecg"]
-    model = SignalModel(1024, 4096, doc_length=10_000, progress=False).fit([ecg])
-    big = [np.tile(ecg, 10)]
-    n = big[0].size
-    s_c, blob = median_time(lambda: compress(big, model=model), repeat)
-    s_d, _ = median_time(lambda: decompress(blob), repeat)
-    t.add(f"compress / decompress ECG x10 ({n / 1e6:.2f} M samples) with a trained model",
-          "M samples/s", f"{n / s_c / 1e6:.1f} / {n / s_d / 1e6:.1f}", "", "", ">= 5 / >= 5",
-          f"{len(blob) * 8 / n:.2f} bits/sample at 1024 levels")
-
-
 BENCHES = {"fit_chars": bench_fit_chars, "fit_words": bench_fit_words,
            "signal": bench_signal, "memory": bench_memory, "encoders": bench_encoders,
-           "trim": bench_trim, "text": bench_text, "compress": bench_compress}
+           "trim": bench_trim, "text": bench_text}
+
+# the suites of the signal codec and the adapters: each its own script, printing markdown
+SCRIPTS = {
+    "recordings": ("recordings.py", "Whole recordings against pcodec, WavPack, FLAC, xz, zpaq"
+                   " (issue 14)"),
+    "packets": ("packets.py", "Trained models: packets against pcodec, FLAC, WavPack, zstd with a "
+                "dictionary (issue 15)"),
+    "csv_files": ("csv_files.py", "Whole CSV files, lossless, against xz -9e, zpaq -m5, pcodec "
+                  "(issue 12)"),
+    "floats": ("floats.py", "Float arrays, lossless, against pcodec (issue 12)"),
+    "csv_speed": ("csv_speed.py", "CSV parsing speed against pandas (issue 12)"),
+    "text_speed": ("text_speed.py", "Text encoding against tiktoken (issue 17)"),
+    "ecosystem": ("ecosystem.py", "zarr codec against numcodecs Zstd, Blosc, pcodec; Dask "
+                  "(issue 16)"),
+}
+
+
+def versions() -> str:
+    """The commit and the versions of the libraries the figures depend on."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
+                                capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip()
+        commit += " (with uncommitted changes)" if dirty else ""
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    from importlib.metadata import PackageNotFoundError, version
+    libs = []
+    for name in ("numpy", "numba", "constriction", "zstandard", "pyarrow", "pcodec", "tiktoken",
+                 "tokenizers", "pandas", "numcodecs", "zarr"):
+        try:
+            libs.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            libs.append(f"{name} (not installed)")
+    tools = []
+    for tool, flag in (("flac", "--version"), ("wavpack", "--version"), ("xz", "--version")):
+        exe = shutil.which(tool)
+        if exe:
+            out = subprocess.run([exe, flag], capture_output=True, text=True)
+            tools.append((out.stdout or out.stderr).splitlines()[0].strip() if
+                         (out.stdout or out.stderr) else tool)
+        else:
+            tools.append(f"{tool} (not installed)")
+    tools.append("zpaq" if shutil.which("zpaq") else "zpaq (not installed)")
+    return (f"commit {commit}; machine: {platform.machine()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}, {platform.platform()}\n\n"
+            f"libraries: {', '.join(libs)}\n\ntools: {'; '.join(tools)}\n")
 
 
 def main():
@@ -623,12 +639,15 @@ def main():
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data",
                     help="the shared data folder (default: ../shared/data)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per figure (median)")
-    ap.add_argument("--only", nargs="*", choices=sorted(BENCHES), help="run only these")
+    ap.add_argument("--only", nargs="*", choices=sorted(BENCHES) + sorted(SCRIPTS),
+                    help="run only these suites")
     ap.add_argument("--output", type=Path, default=HERE / "RESULTS.md")
     ap.add_argument("--rows-json", type=Path, help=argparse.SUPPRESS)  # internal: child process
     args = ap.parse_args()
     if not (args.data / "signals").is_dir():
-        raise SystemExit(f"{args.data}: shared data folder not found; pass --data")
+        print(f"skipped: {args.data}: shared data folder not found (pass --data); every suite "
+              f"needs it", file=sys.stderr)
+        return
     warnings.simplefilter("ignore", UserWarning)  # small corpora: the notes give the sizes
     table = Table()
     t0 = time.perf_counter()
@@ -637,7 +656,24 @@ def main():
             BENCHES[name](table, args.data, args.repeat)
         args.rows_json.write_text(json.dumps(table.rows))
         return
-    for name in args.only or BENCHES:
+    sections = []
+    for name in args.only or [*BENCHES, *SCRIPTS]:
+        if name in SCRIPTS:  # a script suite: its markdown goes in its own section
+            script, title = SCRIPTS[name]
+            if not (HERE / script).exists():
+                print(f"skipped: {script} not found", file=sys.stderr)
+                continue
+            print(f"== {name}: {script}", file=sys.stderr, flush=True)
+            out = subprocess.run([sys.executable, str(HERE / script), "--data", str(args.data)]
+                                 if name != "csv_files" else [sys.executable, str(HERE / script)],
+                                 capture_output=True, text=True)
+            body = out.stdout.strip() or "(no output)"
+            if out.returncode:
+                body += f"\n\nFAILED (exit {out.returncode}):\n\n```\n{out.stderr[-2000:]}\n```"
+            notes = [line for line in out.stderr.splitlines() if line.startswith("skipped")]
+            sections.append(f"## {title}\n\n`python bench/{script}`\n\n{body}\n"
+                            + ("\n" + "\n".join(f"- {n}" for n in notes) + "\n" if notes else ""))
+            continue
         # each suite in a fresh process, so that no suite's memory or warm
         # caches colour another's figures
         with tempfile.TemporaryDirectory() as d:
@@ -649,10 +685,11 @@ def main():
                 table.rows.append(tuple(row))
     header = (f"# Benchmark results\n\n`python bench/run.py --repeat {args.repeat}`"
               f"{' --only ' + ' '.join(args.only) if args.only else ''}, "
-              f"{time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, "
-              f"{os.cpu_count()} cores, Python {platform.python_version()}; medians of "
-              f"{args.repeat} runs after a warm-up unless noted; total {time.perf_counter() - t0:.0f} s.\n\n")
-    args.output.write_text(header + table.markdown() + "\n")
+              f"{time.strftime('%Y-%m-%d')}; medians of {args.repeat} runs after a warm-up "
+              f"unless noted; total {time.perf_counter() - t0:.0f} s.\n\n{versions()}\n")
+    core = "## Core: training, encoders, text adapter\n\n" + table.markdown() + "\n" \
+        if table.rows else ""
+    args.output.write_text(header + core + "\n".join(sections))
     print(f"\nwritten to {args.output}")
 
 

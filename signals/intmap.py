@@ -372,7 +372,14 @@ def _map_int(x: np.ndarray, dtype: np.dtype, max_error: float | None) -> MappedA
     if dtype == np.uint64 and x.size and int(x.max()) > np.iinfo(np.int64).max:
         ints = (x ^ np.uint64(1 << 63)).view(np.int64)
         return MappedArray(ints.copy(), _config(dtype, "uint64_flip"))
-    return MappedArray(x.astype(np.int64), _config(dtype, "int"))
+    ints = x.astype(np.int64)
+    if x.size >= 16 and dtype.kind in "iu" and int(x.max()) - int(x.min()) < 1 << 62:
+        # a common step (timestamps in microseconds that are whole milliseconds), as
+        # pcodec's IntMult mode: code (x - r) / g
+        g, r = _gcd_offset(ints, np.ones(ints.size, np.bool_))
+        if g > 1:
+            return MappedArray((ints - r) // g, _config(dtype, "int", step=g, offset=r))
+    return MappedArray(ints, _config(dtype, "int"))
 
 
 def _ordered_u64(x: np.ndarray) -> np.ndarray:
@@ -829,7 +836,13 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
 
     if kind == "int":
         info = np.iinfo(dtype)
-        _check_range(ints, int(info.min), min(int(info.max), int(np.iinfo(np.int64).max)), name)
+        lo, hi = int(info.min), min(int(info.max), int(np.iinfo(np.int64).max))
+        if "step" in config or "offset" in config:
+            g = _check_int(config, "step", 2, 1 << 62)
+            r = _check_int(config, "offset", 0, g - 1)
+            _check_range(ints, -((r - lo) // g), (hi - r) // g, name)
+            return (ints * g + r).astype(dtype)
+        _check_range(ints, lo, hi, name)
         return ints.astype(dtype)
     if kind == "uint64_flip":
         if dtype != np.uint64:
@@ -914,6 +927,8 @@ def describe(config: dict[str, Any]) -> str:
     k = config.get("exceptions", 0)
     exc = f", {k} exception{'s' if k != 1 else ''}" if k else ""
     if kind == "int":
+        if "step" in config:
+            return f"lossless, {dtype} values, step {config['step']} offset {config.get('offset', 0)}"
         return f"lossless, {dtype} values"
     if kind == "uint64_flip":
         return "lossless, uint64 with the sign bit flipped (u - 2**63)"

@@ -499,3 +499,13 @@ def test_regression_step_beyond_2_53():
     x = np.array([6.36894720e+16, -2.63825206e+16, -2.63825206e+16])
     m, y = roundtrip(x)
     assert same_bits(x, y)
+
+
+def test_integer_step_and_offset():
+    # timestamps in microseconds that are whole milliseconds, plus an offset: (x - r) / g
+    x = 1_479_995_938_081_000 + 1000 * np.cumsum(np.arange(40) % 3, dtype=np.int64) + 7
+    m, y = roundtrip(x)
+    assert m.config["step"] == 1000 and m.config["offset"] == x[0] % 1000
+    assert np.array_equal(m.ints * 1000 + m.config["offset"], x) and np.array_equal(y, x)
+    with pytest.raises(ValueError, match="out of range"):
+        unmap_from_int64(np.array([2**62], np.int64), m.config, m.extra)
