@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from ._engine import _heap_pop, _heap_push, _new_table
-from ._pretokenize import decode_utf8, split_cps
+from ._pretokenize import split_utf8
 
 _MASK = np.int64(0xFFFFFFFF)
 _NONE = np.int64(1) << 62
@@ -306,12 +306,7 @@ def encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pt, pbits, 
 def encode_text(buf, flags, fold, kind, vkeys, vvals, vbits, exp_start, flat, pt, pbits, bp,
                 left, right, new_token, to_public):
     """Pre-tokenize UTF-8 ``buf`` with compiled pattern ``kind`` and encode it (int32 ids)."""
-    cps, starts = decode_utf8(buf)
-    ends = split_cps(cps, flags, fold, kind)
-    bounds = np.empty(ends.shape[0] + 1, np.int64)
-    bounds[0] = 0
-    for k in range(ends.shape[0]):
-        bounds[k + 1] = starts[ends[k]]
+    bounds = split_utf8(buf, flags, fold, kind)
     return encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pt, pbits, bp,
                          left, right, new_token, to_public)
 

@@ -608,7 +608,10 @@ class ByteTokenizer:
             If an id is not in the vocabulary (names it and its position).
         """
         self._check_fitted()
-        ids = np.asarray(tokens, np.int64).reshape(-1)
+        if isinstance(tokens, list):
+            ids = np.fromiter(tokens, np.int64, len(tokens))
+        else:
+            ids = np.asarray(tokens, np.int64).reshape(-1)
         self._check_ids(ids)
         n = self.tokenizer_.n_tokens_
         core = self.tokenizer_
@@ -1023,6 +1026,22 @@ def _read_ranks(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.nda
     return decoded[keep], lengths // 4 * 3 - n_pad, ranks
 
 
+def _last_cut(text: str, lo: int, specials: regex.Pattern | None) -> int:
+    """The last cut at or after ``lo``: before a special token, or after a newline
+    followed by a non-space character (0 if none)."""
+    cut = 0
+    k = text.rfind("\n", lo, len(text) - 1)
+    while k >= lo:
+        if not text[k + 1].isspace():  # regex's \s is a subset of str.isspace
+            cut = k + 1
+            break
+        k = text.rfind("\n", lo, k)
+    if specials is not None:
+        for m in specials.finditer(text, max(lo, cut)):
+            cut = max(cut, m.start())
+    return cut
+
+
 def _chunks(path, special_tokens, size=1 << 22) -> Iterator[str]:
     """Read a UTF-8 file in pieces cut where no pre-token can span the cut.
 
@@ -1030,7 +1049,10 @@ def _chunks(path, special_tokens, size=1 << 22) -> Iterator[str]:
     is followed by a non-space character (the named patterns never join a
     newline with what follows it then).
     """
+    newline_special = any("\n" in s for s in special_tokens)
     boundary = regex.compile("|".join([r"\n(?=\S)"] + [regex.escape(s) for s in special_tokens]))
+    specials = (regex.compile("|".join(regex.escape(s) for s in special_tokens))
+                if special_tokens else None)
     with open(path, encoding="utf-8", newline="") as f:
         rest = ""
         while True:
@@ -1040,9 +1062,13 @@ def _chunks(path, special_tokens, size=1 << 22) -> Iterator[str]:
                     yield rest
                 return
             text = rest + block
-            cut = 0
-            for m in boundary.finditer(text, max(0, len(text) - size)):
-                cut = m.start() + 1 if m.group() == "\n" else m.start()
+            lo = max(0, len(text) - size)
+            if newline_special:  # a newline may sit inside a special token: one regex
+                cut = 0
+                for m in boundary.finditer(text, lo):
+                    cut = m.start() + 1 if m.group() == "\n" else m.start()
+            else:
+                cut = _last_cut(text, lo, specials)
             if cut <= 0:
                 rest = text
                 continue
