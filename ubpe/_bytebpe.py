@@ -328,6 +328,31 @@ def decode_ids(ids, exp_start, flat):
 
 
 @njit(cache=True, nogil=True)
+def decode_public(ids, to_internal, starts, flat):
+    """Bytes of public ordinary ids in one pass; ``(bytes, -1)``, or ``(empty, k)`` if
+    ``ids[k]`` is the first id outside ``0..len(to_internal)-1`` (special or invalid).
+
+    ``starts`` is int32 (n + 1,): token ``t``'s bytes are ``flat[starts[t]:starts[t+1]]``.
+    """
+    n = to_internal.shape[0]
+    total = 0
+    for k in range(ids.shape[0]):
+        u = ids[k]
+        if u < 0 or u >= n:
+            return np.empty(0, np.uint8), k
+        t = to_internal[u]
+        total += starts[t + 1] - starts[t]
+    out = np.empty(total, np.uint8)
+    pos = 0
+    for k in range(ids.shape[0]):
+        t = to_internal[ids[k]]
+        for q in range(starts[t], starts[t + 1]):
+            out[pos] = flat[q]
+            pos += 1
+    return out, -1
+
+
+@njit(cache=True, nogil=True)
 def recover_merges(flat, offsets):
     """The merges behind tiktoken ranks (minbpe's ``recover_merges``, compiled).
 

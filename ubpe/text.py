@@ -314,6 +314,9 @@ class ByteTokenizer:
         self._kernel_args = (vkeys, vvals, vbits, core._exp_start, flat, pt, pbits, bp,
                              core._left, core._right, core._token, self._to_public)
         self._flat = flat
+        self._starts32 = core._exp_start.astype(np.int32)
+        self._to_internal32 = self._to_internal.astype(np.int32)
+        self._lengths = None
         self._compile()
 
     @property
@@ -612,6 +615,9 @@ class ByteTokenizer:
             ids = np.fromiter(tokens, np.int64, len(tokens))
         else:
             ids = np.asarray(tokens, np.int64).reshape(-1)
+        out, stop = _bytebpe.decode_public(ids, self._to_internal32, self._starts32, self._flat)
+        if stop < 0:
+            return out.tobytes()
         self._check_ids(ids)
         n = self.tokenizer_.n_tokens_
         core = self.tokenizer_
