@@ -316,7 +316,7 @@ class ByteTokenizer:
         self._flat = flat
         self._starts32 = core._exp_start.astype(np.int32)
         self._to_internal32 = self._to_internal.astype(np.int32)
-        self._lengths = None
+        self._lengths: np.ndarray | None = None
         self._compile()
 
     @property
@@ -582,13 +582,14 @@ class ByteTokenizer:
     def token_lengths(self) -> np.ndarray:
         """Length in bytes of every token id, shape (n_vocab,), int64 (0 for unused ids)."""
         self._check_fitted()
-        if getattr(self, "_lengths", None) is None:
+        lengths: np.ndarray | None = getattr(self, "_lengths", None)
+        if lengths is None:
             lengths = np.zeros(self.n_vocab, np.int64)
             lengths[self._to_public] = self.tokenizer_.token_lengths()
             for s, i in self.special_tokens_.items():
                 lengths[i] = len(s.encode("utf-8"))
             self._lengths = lengths
-        return self._lengths
+        return lengths
 
     def _check_ids(self, ids: np.ndarray) -> None:
         n = self.tokenizer_.n_tokens_

@@ -86,8 +86,8 @@ def text_encode(model_path, source, npy, allow_special):
                    err=True)
         return
     lines = content.splitlines(keepends=True)
-    for ids in tok.encode_batch(lines, num_threads=2, **kwargs):
-        click.echo(" ".join(map(str, ids)))
+    for line_ids in tok.encode_batch(lines, num_threads=2, **kwargs):
+        click.echo(" ".join(map(str, line_ids)))
 
 
 @text.command("decode")
