@@ -1,11 +1,20 @@
 """Byte-level BPE for text, on the UBPE core (UTF-8 bytes as an alphabet of 256).
 
-Text is cut into pre-tokens by a regular expression (the ``regex`` package),
-each pre-token is encoded on its own, and special tokens are never split or
-merged: GPT-2's design (Radford et al., 2019, "Language Models are
-Unsupervised Multitask Learners"), as in tiktoken and Hugging Face
-``tokenizers``. Models interchange with both: :meth:`ByteTokenizer.to_tiktoken`,
-:meth:`ByteTokenizer.from_tiktoken`, :meth:`ByteTokenizer.to_huggingface`.
+Text is cut into pre-tokens by a regular expression, each pre-token is
+encoded on its own, and special tokens are never split or merged: GPT-2's
+design (Radford et al., 2019, "Language Models are Unsupervised Multitask
+Learners"), as in tiktoken and Hugging Face ``tokenizers``. The named
+patterns (``gpt2``, ``cl100k``, ``o200k``, ``llama3``) run on compiled
+scanners that cut exactly as the ``regex`` package does
+(:mod:`ubpe._pretokenize`); any other pattern goes through ``regex``. Pieces
+and ids stay in numpy arrays, encoded by GIL-free numba kernels
+(:mod:`ubpe._bytebpe`), so the batch methods run in parallel threads.
+
+The interface is tiktoken's ``Encoding`` (same names and semantics), plus
+offsets as Hugging Face gives them. Models interchange with both:
+:meth:`ByteTokenizer.to_tiktoken`, :meth:`ByteTokenizer.from_tiktoken`,
+:meth:`ByteTokenizer.to_huggingface` (the pattern translated to Oniguruma's
+dialect by :func:`to_oniguruma`).
 """
 
 from __future__ import annotations
