@@ -257,6 +257,10 @@ def main() -> None:
         t.add(f"encode_batch {name}, 64 chunks, 2 threads vs our 1 thread", "MB/s",
               f"{mb / two:.1f}", f"{mb / one:.1f} (1 thread); tiktoken 2 threads "
               f"{mb / tt2:.1f}", f"{one / two:.2f}", ">= 1.7")
+        one_np = median_time(lambda: tok.encode_to_numpy_batch(batch, num_threads=1), r)
+        two_np = median_time(lambda: tok.encode_to_numpy_batch(batch, num_threads=2), r)
+        t.add(f"encode_to_numpy_batch {name}, 2 threads vs 1", "MB/s", f"{mb / two_np:.1f}",
+              f"{mb / one_np:.1f} (1 thread)", f"{one_np / two_np:.2f}")
         ids = tok.encode_batch(batch, num_threads=2)
         dec1 = median_time(lambda: tok.decode_batch(ids, num_threads=1), r)
         dec2 = median_time(lambda: tok.decode_batch(ids, num_threads=2), r)
