@@ -10,8 +10,9 @@ are wall time, so they need idle cores to mean anything (the table gives
 the load average):
 
 - encode, one thread, with the same cl100k ranks as tiktoken (identical ids
-  are checked on every text); rs-bpe (its built-in cl100k) and tokie (our
-  Hugging Face export) beside it when they are installed;
+  are checked on every text); Hugging Face ``tokenizers`` and tokie loading
+  our ``to_huggingface`` export, and rs-bpe (its built-in cl100k), beside it
+  when they are installed;
 - ``encode_batch`` with 2 threads against our own one thread;
 - ``from_tiktoken`` against tiktoken's own loading of the same file, and
   ``to_huggingface``;
@@ -211,6 +212,12 @@ def main() -> None:
     t.add("to_huggingface, same model", "s", f"{hf_s:.3f}", "", "", "<= 1 s")
 
     peers = {"tiktoken": enc.encode}
+    try:
+        import tokenizers
+        hf = tokenizers.Tokenizer.from_file(str(hf_path))  # our export, checked on every text
+        peers["HF tokenizers (our export)"] = lambda s: hf.encode(s, add_special_tokens=False).ids
+    except ImportError:
+        print("skip: tokenizers is not installed", file=sys.stderr)
     try:
         from rs_bpe import openai as rs_openai
         if ranks_name.startswith("real"):
