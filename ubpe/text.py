@@ -434,17 +434,44 @@ class ByteTokenizer:
     def encode_to_numpy(self, text: str, *,
                         allowed_special: AbstractSet[str] | str = frozenset(),
                         disallowed_special: Collection[str] | str = "all") -> np.ndarray:
-        """:meth:`encode` as an array, shape (n_tokens,), uint32 (tiktoken's dtype), no list."""
+        """:meth:`encode` as an array, without building a Python list.
+
+        Returns
+        -------
+        ndarray of shape (n_tokens,), uint32
+            tiktoken's dtype; a view of the kernel's output, no copy.
+
+        Raises
+        ------
+        ValueError, UnicodeEncodeError
+            As :meth:`encode`.
+        """
         return self._encode_array(text, allowed_special, disallowed_special).view(np.uint32)
 
     def encode_ordinary(self, text: str) -> list[int]:
-        """Encode text with special tokens treated as ordinary text."""
+        """Encode text with special tokens treated as ordinary text.
+
+        Returns
+        -------
+        list of int
+
+        Raises
+        ------
+        UnicodeEncodeError
+            If ``text`` holds a lone surrogate.
+        """
         self._check_fitted()
         return self._encode_ordinary_array(text).tolist()
 
     def count_tokens(self, text: str, *, allowed_special: AbstractSet[str] | str = frozenset(),
                      disallowed_special: Collection[str] | str = "all") -> int:
-        """Number of tokens of ``text`` (as ``len(encode(text))``, without building a list)."""
+        """Number of tokens of ``text``: ``len(encode(text))`` without building a list.
+
+        Raises
+        ------
+        ValueError, UnicodeEncodeError
+            As :meth:`encode`.
+        """
         return int(self._encode_array(text, allowed_special, disallowed_special).size)
 
     def _map(self, fn, items: Sequence, num_threads: int) -> list:
@@ -477,7 +504,17 @@ class ByteTokenizer:
 
     def encode_ordinary_batch(self, text: Sequence[str], *,
                               num_threads: int = DEFAULT_THREADS) -> list[list[int]]:
-        """:meth:`encode_ordinary` of several texts in parallel threads."""
+        """:meth:`encode_ordinary` of several texts in parallel threads.
+
+        Parameters
+        ----------
+        text : sequence of str
+        num_threads : int, default 8
+
+        Returns
+        -------
+        list of list of int
+        """
         self._check_fitted()
         return self._map(lambda t: self._encode_ordinary_array(t).tolist(), list(text),
                          num_threads)
@@ -486,7 +523,12 @@ class ByteTokenizer:
                               allowed_special: AbstractSet[str] | str = frozenset(),
                               disallowed_special: Collection[str] | str = "all"
                               ) -> list[np.ndarray]:
-        """:meth:`encode_to_numpy` of several texts in parallel threads."""
+        """:meth:`encode_to_numpy` of several texts in parallel threads.
+
+        Returns
+        -------
+        list of ndarray of shape (n_tokens_i,), uint32
+        """
         self._check_fitted()
         return self._map(lambda t: self._encode_array(t, allowed_special, disallowed_special)
                          .view(np.uint32), list(text), num_threads)
@@ -671,7 +713,13 @@ class ByteTokenizer:
         return self.decode_single_token_bytes(token_id)
 
     def decode_tokens_bytes(self, tokens: Sequence[int]) -> list[bytes]:
-        """The bytes of each token id."""
+        """The bytes of each token id.
+
+        Raises
+        ------
+        KeyError
+            If an id is not in the vocabulary.
+        """
         return [self.decode_single_token_bytes(int(t)) for t in tokens]
 
     def decode_with_offsets(self, tokens: Sequence[int]) -> tuple[str, list[int]]:
@@ -702,13 +750,39 @@ class ByteTokenizer:
 
     def decode_batch(self, batch: Sequence[Sequence[int]], *, errors: str = "replace",
                      num_threads: int = DEFAULT_THREADS) -> list[str]:
-        """:meth:`decode` of several id sequences in parallel threads."""
+        """:meth:`decode` of several id sequences in parallel threads.
+
+        Parameters
+        ----------
+        batch : sequence of sequences of int (or int arrays)
+        errors : str, default "replace"
+        num_threads : int, default 8
+
+        Returns
+        -------
+        list of str
+
+        Raises
+        ------
+        ValueError
+            If an id is not in the vocabulary.
+        """
         self._check_fitted()
         return self._map(lambda ids: self.decode(ids, errors=errors), list(batch), num_threads)
 
     def decode_bytes_batch(self, batch: Sequence[Sequence[int]], *,
                            num_threads: int = DEFAULT_THREADS) -> list[bytes]:
-        """:meth:`decode_bytes` of several id sequences in parallel threads."""
+        """:meth:`decode_bytes` of several id sequences in parallel threads.
+
+        Returns
+        -------
+        list of bytes
+
+        Raises
+        ------
+        ValueError
+            If an id is not in the vocabulary.
+        """
         self._check_fitted()
         return self._map(self.decode_bytes, list(batch), num_threads)
 
