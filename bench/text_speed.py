@@ -10,8 +10,9 @@ are wall time, so they need idle cores to mean anything (the table gives
 the load average):
 
 - encode, one thread, with the same cl100k ranks as tiktoken (identical ids
-  are checked on every text); rs-bpe (its built-in cl100k) and tokie (our
-  Hugging Face export) beside it when they are installed;
+  are checked on every text); Hugging Face ``tokenizers`` and tokie loading
+  our ``to_huggingface`` export, and rs-bpe (its built-in cl100k), beside it
+  when they are installed;
 - ``encode_batch`` with 2 threads against our own one thread;
 - ``from_tiktoken`` against tiktoken's own loading of the same file, and
   ``to_huggingface``;
@@ -212,6 +213,12 @@ def main() -> None:
 
     peers = {"tiktoken": enc.encode}
     try:
+        import tokenizers
+        hf = tokenizers.Tokenizer.from_file(str(hf_path))  # our export, checked on every text
+        peers["HF tokenizers (our export)"] = lambda s: hf.encode(s, add_special_tokens=False).ids
+    except ImportError:
+        print("skip: tokenizers is not installed", file=sys.stderr)
+    try:
         from rs_bpe import openai as rs_openai
         if ranks_name.startswith("real"):
             peers["rs-bpe"] = rs_openai.cl100k_base().encode
@@ -257,6 +264,10 @@ def main() -> None:
         t.add(f"encode_batch {name}, 64 chunks, 2 threads vs our 1 thread", "MB/s",
               f"{mb / two:.1f}", f"{mb / one:.1f} (1 thread); tiktoken 2 threads "
               f"{mb / tt2:.1f}", f"{one / two:.2f}", ">= 1.7")
+        one_np = median_time(lambda: tok.encode_to_numpy_batch(batch, num_threads=1), r)
+        two_np = median_time(lambda: tok.encode_to_numpy_batch(batch, num_threads=2), r)
+        t.add(f"encode_to_numpy_batch {name}, 2 threads vs 1", "MB/s", f"{mb / two_np:.1f}",
+              f"{mb / one_np:.1f} (1 thread)", f"{one_np / two_np:.2f}")
         ids = tok.encode_batch(batch, num_threads=2)
         dec1 = median_time(lambda: tok.decode_batch(ids, num_threads=1), r)
         dec2 = median_time(lambda: tok.decode_batch(ids, num_threads=2), r)

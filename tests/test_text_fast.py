@@ -231,3 +231,18 @@ def test_readme_text_example_runs_as_a_script(tmp_path):
 
 def test_kinds_cover_the_named_patterns():
     assert set(KINDS) == set(PATTERNS)
+
+
+def test_unicode_tables_disk_cache(tmp_path, monkeypatch):
+    from ubpe import _pretokenize
+    monkeypatch.setenv("UBPE_CACHE", str(tmp_path))
+    monkeypatch.setattr(_pretokenize, "_TABLES", None)
+    flags, fold = unicode_tables()  # built, then written
+    files = list(tmp_path.glob("unicode-tables-regex-*.npz"))
+    assert len(files) == 1
+    monkeypatch.setattr(_pretokenize, "_TABLES", None)
+    again, fold2 = unicode_tables()  # read back
+    assert np.array_equal(again, flags) and np.array_equal(fold2, fold)
+    files[0].write_bytes(b"not an npz")  # a damaged cache is rebuilt, not an error
+    monkeypatch.setattr(_pretokenize, "_TABLES", None)
+    assert np.array_equal(unicode_tables()[0], flags)

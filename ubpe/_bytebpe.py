@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from ._engine import _heap_pop, _heap_push, _new_table
-from ._pretokenize import decode_utf8, split_cps
+from ._pretokenize import split_utf8
 
 _MASK = np.int64(0xFFFFFFFF)
 _NONE = np.int64(1) << 62
@@ -85,6 +85,9 @@ def _whole_token(buf, a, b, h, vkeys, vvals, vbits, exp_start, flat):
 
 #: Token ids and ranks must stay below 2**21 to pack a pair and its rank in one int64.
 MAX_TOKENS = 1 << 21
+#: Bits of the filter that rejects most absent pairs without touching the table
+#: (2**20 bits, 128 KiB: stays in cache while the table does not).
+_FILTER_BITS = 20
 _B21 = np.int64(21)
 _M21 = np.int64((1 << 21) - 1)
 
@@ -95,17 +98,26 @@ def _pair_slot(key, bits):
 
 
 @njit(cache=True, inline="always")
+def _filter_bit(key):
+    return np.int64((np.uint64(key) * np.uint64(0xC2B2AE3D27D4EB4F)) >> np.uint64(64 - _FILTER_BITS))
+
+
+@njit(cache=True, inline="always")
 def _pair_rank(pt, pbits, bp, left, right):
     """Rank of the merge ``(left, right)``, or ``_NONE``.
 
     Pairs of two bytes come from the direct table ``bp`` (65,536 entries);
-    the others from ``pt``, open addressing with one int64 per slot,
+    the others from ``pt``: a one-hash filter of 2**20 bits (after the slots)
+    rejects most absent pairs, then open addressing with one int64 per slot,
     ``left << 42 | right << 21 | rank`` (-1 empty): one cache line per probe.
     """
     if left < 256 and right < 256:
         r = bp[(left << 8) | right]
         return _NONE if r < 0 else np.int64(r)
     key = (np.int64(left) << _B21) | np.int64(right)
+    f = _filter_bit(key)
+    if (pt[(np.int64(1) << pbits) + (f >> 6)] >> (f & 63)) & 1 == 0:
+        return _NONE
     mask = (np.int64(1) << pbits) - 1
     s = _pair_slot(key, pbits)
     while True:
@@ -133,6 +145,8 @@ def _pair_insert(pt, pbits, bp, left, right, rank):
             return False
         s = (s + 1) & mask
     pt[s] = (key << _B21) | np.int64(rank)
+    f = _filter_bit(key)
+    pt[(np.int64(1) << pbits) + (f >> 6)] |= np.int64(1) << (f & 63)
     return True
 
 
@@ -141,7 +155,9 @@ def _empty_pair_table(n):
     bits = 4
     while (1 << bits) < 2 * n + 2:
         bits += 1
-    return np.full(1 << bits, -1, np.int64), bits, np.full(65536, -1, np.int32)
+    pt = np.full((1 << bits) + (1 << (_FILTER_BITS - 6)), -1, np.int64)
+    pt[1 << bits:] = 0  # the filter words after the slots
+    return pt, bits, np.full(65536, -1, np.int32)
 
 
 @njit(cache=True, nogil=True)
@@ -306,12 +322,7 @@ def encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pt, pbits, 
 def encode_text(buf, flags, fold, kind, vkeys, vvals, vbits, exp_start, flat, pt, pbits, bp,
                 left, right, new_token, to_public):
     """Pre-tokenize UTF-8 ``buf`` with compiled pattern ``kind`` and encode it (int32 ids)."""
-    cps, starts = decode_utf8(buf)
-    ends = split_cps(cps, flags, fold, kind)
-    bounds = np.empty(ends.shape[0] + 1, np.int64)
-    bounds[0] = 0
-    for k in range(ends.shape[0]):
-        bounds[k + 1] = starts[ends[k]]
+    bounds = split_utf8(buf, flags, fold, kind)
     return encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pt, pbits, bp,
                          left, right, new_token, to_public)
 
@@ -330,6 +341,31 @@ def decode_ids(ids, exp_start, flat):
             out[pos] = flat[q]
             pos += 1
     return out
+
+
+@njit(cache=True, nogil=True)
+def decode_public(ids, to_internal, starts, flat):
+    """Bytes of public ordinary ids in one pass; ``(bytes, -1)``, or ``(empty, k)`` if
+    ``ids[k]`` is the first id outside ``0..len(to_internal)-1`` (special or invalid).
+
+    ``starts`` is int32 (n + 1,): token ``t``'s bytes are ``flat[starts[t]:starts[t+1]]``.
+    """
+    n = to_internal.shape[0]
+    total = 0
+    for k in range(ids.shape[0]):
+        u = ids[k]
+        if u < 0 or u >= n:
+            return np.empty(0, np.uint8), k
+        t = to_internal[u]
+        total += starts[t + 1] - starts[t]
+    out = np.empty(total, np.uint8)
+    pos = 0
+    for k in range(ids.shape[0]):
+        t = to_internal[ids[k]]
+        for q in range(starts[t], starts[t + 1]):
+            out[pos] = flat[q]
+            pos += 1
+    return out, -1
 
 
 @njit(cache=True, nogil=True)

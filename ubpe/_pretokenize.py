@@ -110,41 +110,58 @@ def unicode_tables() -> tuple[np.ndarray, np.ndarray]:
 
 
 # ------------------------------------------------------------------ kernels
+# The scanners walk the UTF-8 bytes themselves: positions are byte offsets of
+# character starts, a character is decoded where its class is needed, and
+# stepping back skips continuation bytes. CR, LF and "/" are ASCII, and ASCII
+# bytes never occur inside a multi-byte character, so they are tested on bytes.
 
-@njit(cache=True, nogil=True)
-def decode_utf8(buf):
-    """Code points of valid UTF-8 and the byte offset of each, plus the end.
-
-    Returns ``cps`` int32 (n,) and ``starts`` int64 (n + 1,).
-    """
-    nb = buf.shape[0]
-    cps = np.empty(nb, np.int32)
-    starts = np.empty(nb + 1, np.int64)
-    n = 0
-    i = 0
-    while i < nb:
-        b = np.int32(buf[i])
-        starts[n] = i
-        if b < 0x80:
-            cps[n] = b
-            i += 1
-        elif b < 0xE0:
-            cps[n] = ((b & 0x1F) << 6) | (np.int32(buf[i + 1]) & 0x3F)
-            i += 2
-        elif b < 0xF0:
-            cps[n] = (((b & 0x0F) << 12) | ((np.int32(buf[i + 1]) & 0x3F) << 6)
-                      | (np.int32(buf[i + 2]) & 0x3F))
-            i += 3
-        else:
-            cps[n] = (((b & 0x07) << 18) | ((np.int32(buf[i + 1]) & 0x3F) << 12)
-                      | ((np.int32(buf[i + 2]) & 0x3F) << 6) | (np.int32(buf[i + 3]) & 0x3F))
-            i += 4
-        n += 1
-    starts[n] = nb
-    return cps[:n], starts[:n + 1]
+@njit(cache=True)
+def _cp(buf, i):
+    """The code point starting at byte ``i`` (valid UTF-8)."""
+    b = np.int32(buf[i])
+    if b < 0x80:
+        return b
+    if b < 0xE0:
+        return ((b & 0x1F) << 6) | (np.int32(buf[i + 1]) & 0x3F)
+    if b < 0xF0:
+        return (((b & 0x0F) << 12) | ((np.int32(buf[i + 1]) & 0x3F) << 6)
+                | (np.int32(buf[i + 2]) & 0x3F))
+    return (((b & 0x07) << 18) | ((np.int32(buf[i + 1]) & 0x3F) << 12)
+            | ((np.int32(buf[i + 2]) & 0x3F) << 6) | (np.int32(buf[i + 3]) & 0x3F))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
+def _len(buf, i):
+    """Bytes of the character starting at ``i``."""
+    b = buf[i]
+    if b < 0x80:
+        return 1
+    if b < 0xE0:
+        return 2
+    if b < 0xF0:
+        return 3
+    return 4
+
+
+@njit(cache=True)
+def _prev(buf, i):
+    """Start of the character that ends right before byte ``i``."""
+    i -= 1
+    while (buf[i] & 0xC0) == 0x80:
+        i -= 1
+    return i
+
+
+@njit(cache=True)
+def _fl(buf, i, flags):
+    """Class flags of the character at ``i``."""
+    b = buf[i]
+    if b < 0x80:
+        return flags[b]
+    return flags[_cp(buf, i)]
+
+
+@njit(cache=True)
 def _is(fold, c, k, folded):
     """Whether code point ``c`` is letter ``k`` of "sdmtlver" (case-folded or lower ASCII)."""
     if folded:
@@ -152,202 +169,217 @@ def _is(fold, c, k, folded):
     return c == ord("sdmtlver"[k])
 
 
-@njit(cache=True, inline="always")
-def _contraction(cps, n, i, fold, folded):
-    """Length of ``'s 'd 'm 't 'll 've 're`` at ``i`` (``cps[i]`` is an apostrophe), or 0."""
-    if i + 1 >= n:
+@njit(cache=True)
+def _contraction(buf, n, i, fold, folded):
+    """Bytes of ``'s 'd 'm 't 'll 've 're`` at ``i`` (``buf[i]`` is an apostrophe), or 0."""
+    j = i + 1
+    if j >= n:
         return 0
-    c1 = cps[i + 1]
+    c1 = _cp(buf, j)
+    j += _len(buf, j)
     if (_is(fold, c1, 0, folded) or _is(fold, c1, 1, folded) or _is(fold, c1, 2, folded)
             or _is(fold, c1, 3, folded)):
-        return 2
-    if i + 2 >= n:
+        return j - i
+    if j >= n:
         return 0
-    c2 = cps[i + 2]
+    c2 = _cp(buf, j)
     if ((_is(fold, c1, 4, folded) and _is(fold, c2, 4, folded))
             or (_is(fold, c1, 5, folded) and _is(fold, c2, 6, folded))
             or (_is(fold, c1, 7, folded) and _is(fold, c2, 6, folded))):
-        return 3
+        return j + _len(buf, j) - i
     return 0
 
 
-@njit(cache=True, inline="always")
-def _run(cps, n, i, flags, bits):
-    """End of the run of code points from ``i`` having any of ``bits``."""
-    while i < n and flags[cps[i]] & bits:
+@njit(cache=True)
+def _run(buf, n, i, flags, bits):
+    """End of the run of characters from ``i`` having any of ``bits``."""
+    while i < n:
+        b = buf[i]
+        if b < 0x80:
+            if flags[b] & bits:
+                i += 1
+                continue
+            return i
+        if flags[_cp(buf, i)] & bits:
+            i += _len(buf, i)
+        else:
+            return i
+    return i
+
+
+@njit(cache=True)
+def _run_other(buf, n, i, flags):
+    r"""End of the run from ``i`` of ``[^\s\p{L}\p{N}]``."""
+    while i < n and _fl(buf, i, flags) & 7 == 0:
+        i += _len(buf, i)
+    return i
+
+
+@njit(cache=True)
+def _run_breaks(buf, n, i, slash):
+    r"""End of the run from ``i`` of ``[\r\n]`` (or ``[\r\n/]``)."""
+    while i < n and (buf[i] == 10 or buf[i] == 13 or (slash and buf[i] == 47)):
         i += 1
     return i
 
 
-@njit(cache=True, inline="always")
-def _run_other(cps, n, i, flags):
-    """End of the run from ``i`` of ``[^\\s\\p{L}\\p{N}]``."""
-    while i < n and flags[cps[i]] & 7 == 0:
-        i += 1
-    return i
-
-
-@njit(cache=True, inline="always")
-def _run_breaks(cps, n, i, slash):
-    """End of the run from ``i`` of ``[\\r\\n]`` (or ``[\\r\\n/]``)."""
-    while i < n and (cps[i] == 10 or cps[i] == 13 or (slash and cps[i] == 47)):
-        i += 1
-    return i
-
-
-@njit(cache=True, inline="always")
-def _space_tail(cps, n, i, flags, dollar):
-    """Whitespace at ``i``: ``\\s++$`` (if ``dollar``), ``\\s*[\\r\\n]+``, ``\\s+(?!\\S)``, ``\\s+``."""
-    j = _run(cps, n, i, flags, 4)
-    if j == n:
-        if dollar:
-            return n
+@njit(cache=True)
+def _space_tail(buf, n, i, flags, dollar):
+    r"""Whitespace at ``i``: ``\s++$`` (if ``dollar``), ``\s*[\r\n]+``, ``\s+(?!\S)``, ``\s+``."""
+    j = _run(buf, n, i, flags, 4)
+    if j == n and dollar:
+        return n
     k = j - 1
     while k >= i:
-        if cps[k] == 10 or cps[k] == 13:
+        if buf[k] == 10 or buf[k] == 13:
             return k + 1
         k -= 1
     if j == n:
         return n
-    if j - i >= 2:
-        return j - 1
-    return i + 1
-
-
-@njit(cache=True, inline="always")
-def _next_gpt2(cps, n, i, flags, fold):
-    c = cps[i]
-    f = flags[c]
-    if c == 39:
-        k = _contraction(cps, n, i, fold, False)
-        if k:
-            return i + k
-    if c == 32 and i + 1 < n:
-        f1 = flags[cps[i + 1]]
-        if f1 & 1:
-            return _run(cps, n, i + 1, flags, 1)
-        if f1 & 2:
-            return _run(cps, n, i + 1, flags, 2)
-        if f1 & 7 == 0:
-            return _run_other(cps, n, i + 1, flags)
-    if f & 1:
-        return _run(cps, n, i, flags, 1)
-    if f & 2:
-        return _run(cps, n, i, flags, 2)
-    if f & 4 == 0:
-        return _run_other(cps, n, i, flags)
-    # \s++$ | \s+(?!\S) | \s
-    j = _run(cps, n, i, flags, 4)
-    if j == n:
-        return n
-    if j - i >= 2:
-        return j - 1
-    return i + 1
-
-
-@njit(cache=True, inline="always")
-def _digits(cps, n, i, flags):
-    j = i + 1
-    while j < n and j < i + 3 and flags[cps[j]] & 2:
-        j += 1
+    last = _prev(buf, j)
+    if last > i:  # two characters or more: all but the last
+        return last
     return j
 
 
-@njit(cache=True, inline="always")
-def _next_cl100k(cps, n, i, flags, fold, llama3):
-    c = cps[i]
-    f = flags[c]
+@njit(cache=True)
+def _next_gpt2(buf, n, i, flags, fold):
+    c = buf[i]
+    f = _fl(buf, i, flags)
     if c == 39:
-        k = _contraction(cps, n, i, fold, True)
+        k = _contraction(buf, n, i, fold, False)
+        if k:
+            return i + k
+    if c == 32 and i + 1 < n:
+        f1 = _fl(buf, i + 1, flags)
+        if f1 & 1:
+            return _run(buf, n, i + 1, flags, 1)
+        if f1 & 2:
+            return _run(buf, n, i + 1, flags, 2)
+        if f1 & 7 == 0:
+            return _run_other(buf, n, i + 1, flags)
+    if f & 1:
+        return _run(buf, n, i, flags, 1)
+    if f & 2:
+        return _run(buf, n, i, flags, 2)
+    if f & 4 == 0:
+        return _run_other(buf, n, i, flags)
+    # \s++$ | \s+(?!\S) | \s
+    j = _run(buf, n, i, flags, 4)
+    if j == n:
+        return n
+    last = _prev(buf, j)
+    if last > i:
+        return last
+    return j
+
+
+@njit(cache=True)
+def _digits(buf, n, i, flags):
+    r"""``\p{N}{1,3}`` at ``i`` (a number character)."""
+    j = i + _len(buf, i)
+    for _ in range(2):
+        if j < n and _fl(buf, j, flags) & 2:
+            j += _len(buf, j)
+        else:
+            break
+    return j
+
+
+@njit(cache=True)
+def _next_cl100k(buf, n, i, flags, fold, llama3):
+    c = buf[i]
+    f = _fl(buf, i, flags)
+    if c == 39:
+        k = _contraction(buf, n, i, fold, True)
         if k:
             return i + k
     # [^\r\n\p{L}\p{N}]?+\p{L}++  (llama3: the same without possessives)
     if f & 1:
-        return _run(cps, n, i, flags, 1)
-    if c != 10 and c != 13 and f & 2 == 0 and i + 1 < n and flags[cps[i + 1]] & 1:
-        return _run(cps, n, i + 1, flags, 1)
+        return _run(buf, n, i, flags, 1)
+    if c != 10 and c != 13 and f & 2 == 0:
+        j = i + _len(buf, i)
+        if j < n and _fl(buf, j, flags) & 1:
+            return _run(buf, n, j, flags, 1)
     if f & 2:
-        return _digits(cps, n, i, flags)
+        return _digits(buf, n, i, flags)
     # ' ?[^\s\p{L}\p{N}]++[\r\n]*+'
-    if c == 32 and i + 1 < n and flags[cps[i + 1]] & 7 == 0:
-        return _run_breaks(cps, n, _run_other(cps, n, i + 1, flags), False)
+    if c == 32 and i + 1 < n and _fl(buf, i + 1, flags) & 7 == 0:
+        return _run_breaks(buf, n, _run_other(buf, n, i + 1, flags), False)
     if f & 7 == 0:
-        return _run_breaks(cps, n, _run_other(cps, n, i, flags), False)
-    return _space_tail(cps, n, i, flags, not llama3)
+        return _run_breaks(buf, n, _run_other(buf, n, i, flags), False)
+    return _space_tail(buf, n, i, flags, not llama3)
 
 
-@njit(cache=True, inline="always")
-def _o200k_words(cps, n, s, flags, first):
+@njit(cache=True)
+def _o200k_words(buf, n, s, flags, first):
     """End of ``[UPPERISH]*[LOWERISH]+`` (first) or ``[UPPERISH]+[LOWERISH]*`` at ``s``, or -1."""
-    u = _run(cps, n, s, flags, 8)
+    u = _run(buf, n, s, flags, 8)
     if first:
-        if u < n and flags[cps[u]] & 16:
-            return _run(cps, n, u, flags, 16)
-        k = u - 1
-        while k >= s:
-            if flags[cps[k]] & 16:
-                return k + 1
-            k -= 1
+        if u < n and _fl(buf, u, flags) & 16:
+            return _run(buf, n, u, flags, 16)
+        k = u
+        while k > s:
+            k = _prev(buf, k)
+            if _fl(buf, k, flags) & 16:
+                return k + _len(buf, k)
         return -1
     if u == s:
         return -1
-    return _run(cps, n, u, flags, 16)
+    return _run(buf, n, u, flags, 16)
 
 
-@njit(cache=True, inline="always")
-def _next_o200k(cps, n, i, flags, fold):
-    c = cps[i]
-    f = flags[c]
+@njit(cache=True)
+def _next_o200k(buf, n, i, flags, fold):
+    c = buf[i]
+    f = _fl(buf, i, flags)
     prefix = c != 10 and c != 13 and f & 3 == 0  # [^\r\n\p{L}\p{N}]
+    after = i + _len(buf, i)
     for alt in range(2):
-        for s in range(i + 1 if prefix else i, i - 1, -1):
-            if s >= n:
-                continue
-            e = _o200k_words(cps, n, s, flags, alt == 0)
+        for tried in range(2):
+            if tried == 0:
+                if not prefix or after >= n:
+                    continue
+                s = after
+            else:
+                s = i
+            e = _o200k_words(buf, n, s, flags, alt == 0)
             if e >= 0:
-                if e < n and cps[e] == 39:
-                    e += _contraction(cps, n, e, fold, True)
+                if e < n and buf[e] == 39:
+                    e += _contraction(buf, n, e, fold, True)
                 return e
     if f & 2:
-        return _digits(cps, n, i, flags)
-    if c == 32 and i + 1 < n and flags[cps[i + 1]] & 7 == 0:
-        return _run_breaks(cps, n, _run_other(cps, n, i + 1, flags), True)
+        return _digits(buf, n, i, flags)
+    if c == 32 and i + 1 < n and _fl(buf, i + 1, flags) & 7 == 0:
+        return _run_breaks(buf, n, _run_other(buf, n, i + 1, flags), True)
     if f & 7 == 0:
-        return _run_breaks(cps, n, _run_other(cps, n, i, flags), True)
-    return _space_tail(cps, n, i, flags, False)
-
-
-@njit(cache=True, nogil=True)
-def split_cps(cps, flags, fold, kind):
-    """Piece ends (code point indices) of ``cps`` under pattern ``kind`` (see :data:`KINDS`)."""
-    n = cps.shape[0]
-    ends = np.empty(n, np.int64)
-    m = 0
-    i = 0
-    while i < n:
-        if kind == 0:
-            i = _next_gpt2(cps, n, i, flags, fold)
-        elif kind == 1:
-            i = _next_cl100k(cps, n, i, flags, fold, False)
-        elif kind == 2:
-            i = _next_o200k(cps, n, i, flags, fold)
-        else:
-            i = _next_cl100k(cps, n, i, flags, fold, True)
-        ends[m] = i
-        m += 1
-    return ends[:m]
+        return _run_breaks(buf, n, _run_other(buf, n, i, flags), True)
+    return _space_tail(buf, n, i, flags, False)
 
 
 @njit(cache=True, nogil=True)
 def split_utf8(buf, flags, fold, kind):
-    """Piece boundaries of UTF-8 text as byte offsets, int64 (n_pieces + 1,), from 0."""
-    cps, starts = decode_utf8(buf)
-    ends = split_cps(cps, flags, fold, kind)
-    bounds = np.empty(ends.shape[0] + 1, np.int64)
+    """Pre-token boundaries of UTF-8 ``buf`` under pattern ``kind`` (see :data:`KINDS`).
+
+    Returns the byte offsets, int64 (n_pieces + 1,), from 0 to ``len(buf)``.
+    """
+    n = buf.shape[0]
+    bounds = np.empty(n + 1, np.int64)
     bounds[0] = 0
-    for k in range(ends.shape[0]):
-        bounds[k + 1] = starts[ends[k]]
-    return bounds
+    m = 1
+    i = 0
+    while i < n:
+        if kind == 0:
+            i = _next_gpt2(buf, n, i, flags, fold)
+        elif kind == 1:
+            i = _next_cl100k(buf, n, i, flags, fold, False)
+        elif kind == 2:
+            i = _next_o200k(buf, n, i, flags, fold)
+        else:
+            i = _next_cl100k(buf, n, i, flags, fold, True)
+        bounds[m] = i
+        m += 1
+    return bounds[:m]
 
 
 def split(text: str, kind: str) -> list[str]:

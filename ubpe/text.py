@@ -1,11 +1,20 @@
 """Byte-level BPE for text, on the UBPE core (UTF-8 bytes as an alphabet of 256).
 
-Text is cut into pre-tokens by a regular expression (the ``regex`` package),
-each pre-token is encoded on its own, and special tokens are never split or
-merged: GPT-2's design (Radford et al., 2019, "Language Models are
-Unsupervised Multitask Learners"), as in tiktoken and Hugging Face
-``tokenizers``. Models interchange with both: :meth:`ByteTokenizer.to_tiktoken`,
-:meth:`ByteTokenizer.from_tiktoken`, :meth:`ByteTokenizer.to_huggingface`.
+Text is cut into pre-tokens by a regular expression, each pre-token is
+encoded on its own, and special tokens are never split or merged: GPT-2's
+design (Radford et al., 2019, "Language Models are Unsupervised Multitask
+Learners"), as in tiktoken and Hugging Face ``tokenizers``. The named
+patterns (``gpt2``, ``cl100k``, ``o200k``, ``llama3``) run on compiled
+scanners that cut exactly as the ``regex`` package does
+(:mod:`ubpe._pretokenize`); any other pattern goes through ``regex``. Pieces
+and ids stay in numpy arrays, encoded by GIL-free numba kernels
+(:mod:`ubpe._bytebpe`), so the batch methods run in parallel threads.
+
+The interface is tiktoken's ``Encoding`` (same names and semantics), plus
+offsets as Hugging Face gives them. Models interchange with both:
+:meth:`ByteTokenizer.to_tiktoken`, :meth:`ByteTokenizer.from_tiktoken`,
+:meth:`ByteTokenizer.to_huggingface` (the pattern translated to Oniguruma's
+dialect by :func:`to_oniguruma`).
 """
 
 from __future__ import annotations
@@ -314,6 +323,9 @@ class ByteTokenizer:
         self._kernel_args = (vkeys, vvals, vbits, core._exp_start, flat, pt, pbits, bp,
                              core._left, core._right, core._token, self._to_public)
         self._flat = flat
+        self._starts32 = core._exp_start.astype(np.int32)
+        self._to_internal32 = self._to_internal.astype(np.int32)
+        self._lengths: np.ndarray | None = None
         self._compile()
 
     @property
@@ -422,17 +434,44 @@ class ByteTokenizer:
     def encode_to_numpy(self, text: str, *,
                         allowed_special: AbstractSet[str] | str = frozenset(),
                         disallowed_special: Collection[str] | str = "all") -> np.ndarray:
-        """:meth:`encode` as an array, shape (n_tokens,), uint32 (tiktoken's dtype), no list."""
+        """:meth:`encode` as an array, without building a Python list.
+
+        Returns
+        -------
+        ndarray of shape (n_tokens,), uint32
+            tiktoken's dtype; a view of the kernel's output, no copy.
+
+        Raises
+        ------
+        ValueError, UnicodeEncodeError
+            As :meth:`encode`.
+        """
         return self._encode_array(text, allowed_special, disallowed_special).view(np.uint32)
 
     def encode_ordinary(self, text: str) -> list[int]:
-        """Encode text with special tokens treated as ordinary text."""
+        """Encode text with special tokens treated as ordinary text.
+
+        Returns
+        -------
+        list of int
+
+        Raises
+        ------
+        UnicodeEncodeError
+            If ``text`` holds a lone surrogate.
+        """
         self._check_fitted()
         return self._encode_ordinary_array(text).tolist()
 
     def count_tokens(self, text: str, *, allowed_special: AbstractSet[str] | str = frozenset(),
                      disallowed_special: Collection[str] | str = "all") -> int:
-        """Number of tokens of ``text`` (as ``len(encode(text))``, without building a list)."""
+        """Number of tokens of ``text``: ``len(encode(text))`` without building a list.
+
+        Raises
+        ------
+        ValueError, UnicodeEncodeError
+            As :meth:`encode`.
+        """
         return int(self._encode_array(text, allowed_special, disallowed_special).size)
 
     def _map(self, fn, items: Sequence, num_threads: int) -> list:
@@ -465,7 +504,17 @@ class ByteTokenizer:
 
     def encode_ordinary_batch(self, text: Sequence[str], *,
                               num_threads: int = DEFAULT_THREADS) -> list[list[int]]:
-        """:meth:`encode_ordinary` of several texts in parallel threads."""
+        """:meth:`encode_ordinary` of several texts in parallel threads.
+
+        Parameters
+        ----------
+        text : sequence of str
+        num_threads : int, default 8
+
+        Returns
+        -------
+        list of list of int
+        """
         self._check_fitted()
         return self._map(lambda t: self._encode_ordinary_array(t).tolist(), list(text),
                          num_threads)
@@ -474,7 +523,12 @@ class ByteTokenizer:
                               allowed_special: AbstractSet[str] | str = frozenset(),
                               disallowed_special: Collection[str] | str = "all"
                               ) -> list[np.ndarray]:
-        """:meth:`encode_to_numpy` of several texts in parallel threads."""
+        """:meth:`encode_to_numpy` of several texts in parallel threads.
+
+        Returns
+        -------
+        list of ndarray of shape (n_tokens_i,), uint32
+        """
         self._check_fitted()
         return self._map(lambda t: self._encode_array(t, allowed_special, disallowed_special)
                          .view(np.uint32), list(text), num_threads)
@@ -579,13 +633,14 @@ class ByteTokenizer:
     def token_lengths(self) -> np.ndarray:
         """Length in bytes of every token id, shape (n_vocab,), int64 (0 for unused ids)."""
         self._check_fitted()
-        if getattr(self, "_lengths", None) is None:
+        lengths: np.ndarray | None = getattr(self, "_lengths", None)
+        if lengths is None:
             lengths = np.zeros(self.n_vocab, np.int64)
             lengths[self._to_public] = self.tokenizer_.token_lengths()
             for s, i in self.special_tokens_.items():
                 lengths[i] = len(s.encode("utf-8"))
             self._lengths = lengths
-        return self._lengths
+        return lengths
 
     def _check_ids(self, ids: np.ndarray) -> None:
         n = self.tokenizer_.n_tokens_
@@ -608,7 +663,13 @@ class ByteTokenizer:
             If an id is not in the vocabulary (names it and its position).
         """
         self._check_fitted()
-        ids = np.asarray(tokens, np.int64).reshape(-1)
+        if isinstance(tokens, list):
+            ids = np.fromiter(tokens, np.int64, len(tokens))
+        else:
+            ids = np.asarray(tokens, np.int64).reshape(-1)
+        out, stop = _bytebpe.decode_public(ids, self._to_internal32, self._starts32, self._flat)
+        if stop < 0:
+            return out.tobytes()
         self._check_ids(ids)
         n = self.tokenizer_.n_tokens_
         core = self.tokenizer_
@@ -652,7 +713,13 @@ class ByteTokenizer:
         return self.decode_single_token_bytes(token_id)
 
     def decode_tokens_bytes(self, tokens: Sequence[int]) -> list[bytes]:
-        """The bytes of each token id."""
+        """The bytes of each token id.
+
+        Raises
+        ------
+        KeyError
+            If an id is not in the vocabulary.
+        """
         return [self.decode_single_token_bytes(int(t)) for t in tokens]
 
     def decode_with_offsets(self, tokens: Sequence[int]) -> tuple[str, list[int]]:
@@ -683,13 +750,39 @@ class ByteTokenizer:
 
     def decode_batch(self, batch: Sequence[Sequence[int]], *, errors: str = "replace",
                      num_threads: int = DEFAULT_THREADS) -> list[str]:
-        """:meth:`decode` of several id sequences in parallel threads."""
+        """:meth:`decode` of several id sequences in parallel threads.
+
+        Parameters
+        ----------
+        batch : sequence of sequences of int (or int arrays)
+        errors : str, default "replace"
+        num_threads : int, default 8
+
+        Returns
+        -------
+        list of str
+
+        Raises
+        ------
+        ValueError
+            If an id is not in the vocabulary.
+        """
         self._check_fitted()
         return self._map(lambda ids: self.decode(ids, errors=errors), list(batch), num_threads)
 
     def decode_bytes_batch(self, batch: Sequence[Sequence[int]], *,
                            num_threads: int = DEFAULT_THREADS) -> list[bytes]:
-        """:meth:`decode_bytes` of several id sequences in parallel threads."""
+        """:meth:`decode_bytes` of several id sequences in parallel threads.
+
+        Returns
+        -------
+        list of bytes
+
+        Raises
+        ------
+        ValueError
+            If an id is not in the vocabulary.
+        """
         self._check_fitted()
         return self._map(self.decode_bytes, list(batch), num_threads)
 
@@ -1023,6 +1116,22 @@ def _read_ranks(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.nda
     return decoded[keep], lengths // 4 * 3 - n_pad, ranks
 
 
+def _last_cut(text: str, lo: int, specials: regex.Pattern | None) -> int:
+    """The last cut at or after ``lo``: before a special token, or after a newline
+    followed by a non-space character (0 if none)."""
+    cut = 0
+    k = text.rfind("\n", lo, len(text) - 1)
+    while k >= lo:
+        if not text[k + 1].isspace():  # regex's \s is a subset of str.isspace
+            cut = k + 1
+            break
+        k = text.rfind("\n", lo, k)
+    if specials is not None:
+        for m in specials.finditer(text, max(lo, cut)):
+            cut = max(cut, m.start())
+    return cut
+
+
 def _chunks(path, special_tokens, size=1 << 22) -> Iterator[str]:
     """Read a UTF-8 file in pieces cut where no pre-token can span the cut.
 
@@ -1030,7 +1139,10 @@ def _chunks(path, special_tokens, size=1 << 22) -> Iterator[str]:
     is followed by a non-space character (the named patterns never join a
     newline with what follows it then).
     """
+    newline_special = any("\n" in s for s in special_tokens)
     boundary = regex.compile("|".join([r"\n(?=\S)"] + [regex.escape(s) for s in special_tokens]))
+    specials = (regex.compile("|".join(regex.escape(s) for s in special_tokens))
+                if special_tokens else None)
     with open(path, encoding="utf-8", newline="") as f:
         rest = ""
         while True:
@@ -1040,9 +1152,13 @@ def _chunks(path, special_tokens, size=1 << 22) -> Iterator[str]:
                     yield rest
                 return
             text = rest + block
-            cut = 0
-            for m in boundary.finditer(text, max(0, len(text) - size)):
-                cut = m.start() + 1 if m.group() == "\n" else m.start()
+            lo = max(0, len(text) - size)
+            if newline_special:  # a newline may sit inside a special token: one regex
+                cut = 0
+                for m in boundary.finditer(text, lo):
+                    cut = m.start() + 1 if m.group() == "\n" else m.start()
+            else:
+                cut = _last_cut(text, lo, specials)
             if cut <= 0:
                 rest = text
                 continue

@@ -36,8 +36,8 @@ def text():
               help="A special token such as '<|endoftext|>' (repeatable).")
 @click.option("--min-frequency", default=2, show_default=True, type=click.IntRange(1),
               help="Minimum number of occurrences for a pair to be merged.")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(1),
-              help="Processes for pre-tokenizing the files.")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1),
+              help="Threads for pre-tokenizing and counting the files.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def text_train(files, output, vocab_size, n_candidates, pattern, special, min_frequency,
                workers, quiet):
@@ -78,15 +78,16 @@ def text_encode(model_path, source, npy, allow_special):
     content = _read_text(source)
     kwargs = {"allowed_special": "all"} if allow_special else {}
     if npy:
-        ids = np.asarray(tok.encode(content, **kwargs), np.int32)
+        ids = tok.encode_to_numpy(content, **kwargs).astype(np.int32)
         buf = io.BytesIO()
         np.save(buf, ids)
         atomic_write_bytes(npy, buf.getvalue())
         click.echo(f"{len(content.encode()):,} bytes -> {ids.size:,} tokens; wrote {npy}",
                    err=True)
         return
-    for line in content.splitlines(keepends=True):
-        click.echo(" ".join(map(str, tok.encode(line, **kwargs))))
+    lines = content.splitlines(keepends=True)
+    for line_ids in tok.encode_batch(lines, num_threads=2, **kwargs):
+        click.echo(" ".join(map(str, line_ids)))
 
 
 @text.command("decode")
@@ -123,7 +124,7 @@ def text_stats(model_path, files):
     total_bytes = total_tokens = 0
     for f in files:
         content = _read_text(f)
-        ids = np.asarray(tok.encode(content, disallowed_special=()), np.int64)
+        ids = tok.encode_to_numpy(content, disallowed_special=()).astype(np.int64)
         used[ids] = True
         n_bytes = len(content.encode())
         total_bytes += n_bytes
