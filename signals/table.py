@@ -192,56 +192,49 @@ def _scan_decimals(offsets, data):  # pragma: no cover - compiled
 def _print_decimals(values, dec, scale, skip):  # pragma: no cover - compiled
     """Print ``values / 10**scale`` with ``dec[i]`` decimals; skipped cells are empty.
 
-    Returns (offsets int32 of shape (n + 1,), data uint8).
+    Returns (offsets int64 of shape (n + 1,), data uint8).
     """
     n = values.size
     p10 = np.ones(19, np.int64)
     for k in range(1, 19):
         p10[k] = p10[k - 1] * 10
-    offsets = np.zeros(n + 1, np.int32)
-    total = 0
+    offsets = np.zeros(n + 1, np.int64)
+    out = np.empty(n * 22, np.uint8)
+    tmp = np.empty(24, np.uint8)
+    o = 0
     for i in range(n):
-        if not skip[i]:
-            v = values[i]
-            d = dec[i]
-            q = abs(v) // p10[scale - d]
-            ip = q // p10[d]
-            ln = 1
-            while ip >= 10:
-                ip //= 10
-                ln += 1
-            if v < 0:
-                ln += 1
-            if d > 0:
-                ln += d + 1
-            total += ln
-        offsets[i + 1] = total
-    out = np.empty(total, np.uint8)
-    for i in range(n):
+        offsets[i] = o
         if skip[i]:
             continue
         v = values[i]
         d = dec[i]
-        q = abs(v) // p10[scale - d]
-        e = offsets[i + 1] - 1
+        if v == -9223372036854775807 - 1 or d < 0 or d > scale:
+            raise ValueError("corrupt CSV parts: a decimal value out of range")
+        q = -v if v < 0 else v
+        if d < scale:
+            q //= p10[scale - d]
+        k = 24
         if d > 0:
-            f = q % p10[d]
             for _ in range(d):
-                out[e] = 48 + f % 10
-                f //= 10
-                e -= 1
-            out[e] = 46
-            e -= 1
-        ip = q // p10[d]
+                k -= 1
+                tmp[k] = 48 + q % 10
+                q //= 10
+            k -= 1
+            tmp[k] = 46
         while True:
-            out[e] = 48 + ip % 10
-            ip //= 10
-            e -= 1
-            if ip == 0:
+            k -= 1
+            tmp[k] = 48 + q % 10
+            q //= 10
+            if q == 0:
                 break
         if v < 0:
-            out[e] = 45
-    return offsets, out
+            k -= 1
+            tmp[k] = 45
+        for t in range(k, 24):
+            out[o] = tmp[t]
+            o += 1
+    offsets[n] = o
+    return offsets, out[:o]
 
 
 @njit(cache=True)
@@ -269,6 +262,37 @@ def _decimal_values(digits, dec, scale, as_float):  # pragma: no cover - compile
                 return ints, floats, False
             ints[i] = v * p10[scale - dec[i]]
     return ints, floats, True
+
+
+@njit(cache=True)
+def _scale_column(digits, dec, ok, scale):  # pragma: no cover - compiled
+    """Values at one scale, the previous good value in cells that are not ok.
+
+    Cells whose value would need more than 18 digits at ``scale`` are marked
+    not ok (in place). Returns (values int64, number of ok cells with ``scale``
+    decimals).
+    """
+    n = digits.size
+    p10 = np.ones(19, np.int64)
+    for k in range(1, 19):
+        p10[k] = p10[k - 1] * 10
+    values = np.zeros(n, np.int64)
+    last = np.int64(0)
+    first = True
+    n_fixed = 0
+    for i in range(n):
+        if ok[i]:
+            v = digits[i]
+            if abs(v) >= p10[18 - scale + dec[i]]:
+                ok[i] = False
+            else:
+                last = v * p10[scale - dec[i]]
+                n_fixed += dec[i] == scale
+                if first:
+                    values[:i] = last
+                    first = False
+        values[i] = last
+    return values, n_fixed
 
 
 @njit(cache=True)
@@ -309,12 +333,10 @@ def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _from_buffers(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
+    """A large_binary array over int64 ``offsets`` (n + 1,) into ``data`` (no copy)."""
     n = offsets.size - 1
-    if offsets[-1] < 2**31:
-        return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)),
-                                                      pa.py_buffer(data)])
-    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets.astype(np.int64)),
-                                                        pa.py_buffer(data)])
+    return pa.Array.from_buffers(_LB, n, [None, pa.py_buffer(np.ascontiguousarray(offsets, np.int64)),
+                                          pa.py_buffer(data)])
 
 
 def _pack(items: pa.Array | list[bytes]) -> bytes:
@@ -383,9 +405,13 @@ class Sniffed:
     names : list of str
         Column names (``col<i>`` without a header).
     delimiter : str
-    body : bytes
-        The data rows, each ending with a line ending (one is added to the last
-        line when the file lacks it), without comment and blank lines.
+    text : bytes
+        The file without its BOM, with a line ending added to the last line when
+        it lacks one; or, when comment or blank lines were taken out of the
+        body, the body alone.
+    start : int
+        Where the body starts in ``text``: the data rows, each ending with a line
+        ending, without comment and blank lines.
     body_line : int
         1-based line number of the first body line in the file.
     inserted : list of (int, bytes)
@@ -400,10 +426,21 @@ class Sniffed:
     header: bytes | None
     names: list[str]
     delimiter: str
-    body: bytes
+    text: bytes
+    start: int
     body_line: int
     inserted: list[tuple[int, bytes]]
     comment: str | None
+
+    @property
+    def body(self) -> bytes:
+        """The body as bytes (a copy)."""
+        return self.text[self.start:]
+
+    @property
+    def has_quote(self) -> bool:
+        """Whether the body holds a quote character."""
+        return self.text.find(b'"', self.start) >= 0
 
 
 def _fields(line: bytes, delimiter: str) -> list[str]:
@@ -566,21 +603,21 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
     else:
         names = [f"col{j}" for j in range(len(first))]
     body_line = 1 + sum(len(ln) > 0 for ln in preamble) + (header is not None)
-    body = text[start:]
     inserted: list[tuple[int, bytes]] = []
-    blank = body.startswith((b"\n", b"\r")) or b"\n\n" in body
+    blank = text.startswith((b"\n", b"\r"), start) or text.find(b"\n\n", start) >= 0
     if any_cr and not blank:
-        blank = b"\n\r\n" in body or b"\r\r" in body
-    has_comment = cm is not None and (body.startswith(cm) or b"\n" + cm in body or b"\r" + cm in body)
+        blank = text.find(b"\n\r\n", start) >= 0 or text.find(b"\r\r", start) >= 0
+    has_comment = cm is not None and (text.startswith(cm, start) or text.find(b"\n" + cm, start) >= 0
+                                      or text.find(b"\r" + cm, start) >= 0)
     if blank or has_comment:
         kept: list[bytes] = []
-        for ln in body.splitlines(keepends=True):
+        for ln in text[start:].splitlines(keepends=True):
             if (cm is not None and ln.startswith(cm)) or not ln.strip(b"\r\n"):
                 inserted.append((len(kept), ln))
             else:
                 kept.append(ln)
-        body = b"".join(kept)
-    return Sniffed(bom, eol, final_newline, preamble, header, names, delimiter, body, body_line,
+        text, start = b"".join(kept), 0
+    return Sniffed(bom, eol, final_newline, preamble, header, names, delimiter, text, start, body_line,
                    inserted, comment)
 
 
@@ -622,13 +659,13 @@ def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.Array]:
         On a row with a different number of fields (names file and line).
     """
     width = len(s.names)
-    if not s.body:
+    if s.start >= len(s.text):
         return [pa.array([], pa.binary()) for _ in range(width)]
     names = [f"c{j}" for j in range(width)]
-    has_quote = b'"' in s.body
+    has_quote = s.has_quote
     try:
         table = pacsv.read_csv(
-            io.BytesIO(s.body),
+            pa.BufferReader(pa.py_buffer(s.text)[s.start:]),
             read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 24),
             parse_options=pacsv.ParseOptions(delimiter=s.delimiter, quote_char='"' if has_quote else False,
                                              double_quote=True, newlines_in_values=has_quote,
@@ -681,11 +718,11 @@ def _raw_fields(line: bytes, delimiter: bytes) -> list[tuple[bool, bytes]]:
 def _quote_modes(s: Sniffed) -> list[str]:
     """``"all"`` for columns whose sampled fields are all quoted, else ``"needed"``."""
     width = len(s.names)
-    if b'"' not in s.body:
+    if not s.has_quote:
         return ["needed"] * width
     seen = [0] * width
     quoted = [0] * width
-    for ln in s.body[:1 << 16].splitlines()[:200]:
+    for ln in s.text[s.start:s.start + (1 << 16)].splitlines()[:200]:
         f = _raw_fields(ln, _b(s.delimiter))
         if len(f) != width:
             continue
@@ -726,21 +763,15 @@ def _code_decimal(b: _Builder, name: str, col: pa.Array) -> dict | None:
     if n == 0 or ok.sum() * 2 < n:
         return None
     scale = int(dec[ok].max())
-    # cells whose value at this scale would overflow 18 digits
-    ndig = np.zeros(n, np.int64)
-    nz = np.abs(digits) > 0
-    ndig[nz] = np.floor(np.log10(np.abs(digits[nz]).astype(np.float64))).astype(np.int64) + 1
-    ok &= ndig - dec + scale <= _MAX_DIGITS
-    if ok.sum() * 2 < n:
+    values, n_fixed = _scale_column(digits, dec, ok, scale)
+    n_ok = int(ok.sum())
+    if n_ok * 2 < n:
         return None
-    p10 = 10 ** np.arange(19, dtype=np.int64)
-    values = np.where(ok, digits * p10[np.clip(scale - dec, 0, 18)], 0)
-    values = _ffill(values, ok)
     spec: dict[str, Any] = {"kind": "decimal", "scale": scale}
-    decs = dec[ok]
-    if (decs == scale).all():
+    if n_fixed == n_ok:
         spec["format"] = "fixed"
     else:
+        decs = dec[ok]
         need = _trailing_zeros(values[ok], scale)
         for k in (0, 1):
             if k <= scale and (decs == np.maximum(need, k)).all():
@@ -1082,6 +1113,9 @@ def _join_rows(offs, datas, quote_all, scan, delim, eol):  # pragma: no cover - 
     for j in range(ncol):
         o = offs[j]
         d = datas[j]
+        if not quote_all[j] and not scan[j]:
+            row_len += o[1:] - o[:-1]
+            continue
         for i in range(n):
             a = o[i]
             e = o[i + 1]
