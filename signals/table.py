@@ -28,6 +28,7 @@ inside a quoted field doubled.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import re
@@ -437,7 +438,7 @@ class Sniffed:
         """The body as bytes (a copy)."""
         return self.text[self.start:]
 
-    @property
+    @functools.cached_property
     def has_quote(self) -> bool:
         """Whether the body holds a quote character."""
         return self.text.find(b'"', self.start) >= 0
@@ -791,6 +792,7 @@ _TIME_RE = re.compile(
     r"|(?P<g1b>DD)(?P<s1b>[-/.])(?P<g2b>DD)(?P=s1b)(?P<g3b>D{4}))(?P<sep>[ T])?)?"
     r"(?P<time>(?P<h>D{1,2}):(?P<mi>DD)(?::(?P<sec>DD)(?:[.,](?P<frac>D{1,9}))?)?)?"
     r"(?P<tail>[^D]*)$")
+_DAYS_IN_MONTH = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int64)
 # field kinds, in the order a value is composed: year, month, day, hour, minute, second, fraction
 _KINDS = "YMDhmsf"
 
@@ -882,7 +884,6 @@ def _time_scan(offsets, data, template, isdig, fields, has_date, has_time, n_tim
     values = np.zeros(n, np.int64)
     ok = np.zeros(n, np.bool_)
     g = np.zeros(7, np.int64)
-    buf = np.empty(w, np.uint8)
     for i in range(n):
         a = offsets[i]
         if offsets[i + 1] - a != w:
@@ -905,19 +906,22 @@ def _time_scan(offsets, data, template, isdig, fields, has_date, has_time, n_tim
             for p in range(fields[k, 0], fields[k, 1]):
                 x = x * 10 + (data[a + p] - 48)
             g[fields[k, 2]] = x
-        if has_date and (g[1] < 1 or g[1] > 12 or g[2] < 1 or g[2] > 31):
+        # fields in range compose and decompose one to one (encode_csv checks the whole file anyway)
+        if has_date:
+            m = g[1]
+            if m < 1 or m > 12 or g[2] < 1:
+                continue
+            y = g[0]
+            leap = (y % 4 == 0 and y % 100 != 0) or y % 400 == 0
+            dim = 29 if m == 2 and leap else _DAYS_IN_MONTH[m - 1]
+            if g[2] > dim:
+                continue
+            if has_time and g[3] > 23:
+                continue
+        if has_time and (g[4] > 59 or (n_time > 2 and g[5] > 59)):
             continue
-        v = _time_compose(g, has_date, has_time, n_time, fdig)
-        _time_decompose(v, g, has_date, has_time, n_time, fdig)
-        if not _time_write(buf, 0, template, fields, g):
-            continue
-        for p in range(w):
-            if buf[p] != data[a + p]:
-                good = False
-                break
-        if good:
-            values[i] = v
-            ok[i] = True
+        values[i] = _time_compose(g, has_date, has_time, n_time, fdig)
+        ok[i] = True
     return values, ok
 
 
