@@ -122,17 +122,22 @@ class CsvParts:
 def _scan_decimals(offsets, data):  # pragma: no cover - compiled
     """Parse canonical decimals ``-?(0|[1-9][0-9]*)(\\.[0-9]+)?`` cell by cell.
 
-    Returns (digits, dec, ok): the digits without the point as an integer
-    (signed), the number of decimals, and whether the cell is canonical, has
-    at most 18 digits and is not a negative zero.
+    Leading spaces are skipped and counted. Returns (digits, dec, ok, lead):
+    the digits without the point as an integer (signed), the number of
+    decimals, whether the cell is canonical, has at most 18 digits and is not
+    a negative zero, and the number of leading spaces.
     """
     n = offsets.size - 1
     digits = np.zeros(n, np.int64)
     dec = np.zeros(n, np.int64)
     ok = np.zeros(n, np.bool_)
+    lead = np.zeros(n, np.int64)
     for i in range(n):
         a = offsets[i]
         b = offsets[i + 1]
+        while a < b and data[a] == 32:
+            a += 1
+        lead[i] = a - offsets[i]
         if a == b:
             continue
         neg = False
@@ -186,12 +191,15 @@ def _scan_decimals(offsets, data):  # pragma: no cover - compiled
         digits[i] = -v if neg else v
         dec[i] = d
         ok[i] = True
-    return digits, dec, ok
+    return digits, dec, ok, lead
 
 
 @njit(cache=True)
-def _print_decimals(values, dec, scale, skip):  # pragma: no cover - compiled
+def _print_decimals(values, dec, scale, skip, lead, width):  # pragma: no cover - compiled
     """Print ``values / 10**scale`` with ``dec[i]`` decimals; skipped cells are empty.
+
+    Each cell gets ``lead`` leading spaces, or with ``width`` > 0 is padded on
+    the left with spaces to ``width`` characters.
 
     Returns (offsets int64 of shape (n + 1,), data uint8).
     """
@@ -200,7 +208,7 @@ def _print_decimals(values, dec, scale, skip):  # pragma: no cover - compiled
     for k in range(1, 19):
         p10[k] = p10[k - 1] * 10
     offsets = np.zeros(n + 1, np.int64)
-    out = np.empty(n * 22, np.uint8)
+    out = np.empty(n * (22 + max(lead, width)), np.uint8)
     tmp = np.empty(24, np.uint8)
     o = 0
     for i in range(n):
@@ -231,6 +239,10 @@ def _print_decimals(values, dec, scale, skip):  # pragma: no cover - compiled
         if v < 0:
             k -= 1
             tmp[k] = 45
+        pad = lead if width == 0 else max(0, width - (24 - k))
+        for _ in range(pad):
+            out[o] = 32
+            o += 1
         for t in range(k, 24):
             out[o] = tmp[t]
             o += 1
@@ -759,16 +771,28 @@ def _exceptions(b: _Builder, name: str, col: pa.Array, bad: np.ndarray, spec: di
 
 def _code_decimal(b: _Builder, name: str, col: pa.Array) -> dict | None:
     offs, data = _binary_buffers(col)
-    digits, dec, ok = _scan_decimals(offs, data)
+    digits, dec, ok, lead = _scan_decimals(offs, data)
     n = ok.size
     if n == 0 or ok.sum() * 2 < n:
         return None
+    pad: dict[str, int] = {}
+    if ok.any() and lead[ok].any():
+        # leading spaces: the same count in every cell, or right-aligned to one width
+        lens = np.diff(offs)
+        counts = np.bincount(lead[ok])
+        if counts.size == 1 or counts.max() == ok.sum():
+            pad["lead"] = int(np.argmax(counts))
+        elif (lens[ok] == lens[ok][0]).all():
+            pad["width"] = int(lens[ok][0])
+        else:
+            pad["lead"] = int(np.argmax(counts))
+            ok &= lead == pad["lead"]
     scale = int(dec[ok].max())
     values, n_fixed = _scale_column(digits, dec, ok, scale)
     n_ok = int(ok.sum())
     if n_ok * 2 < n:
         return None
-    spec: dict[str, Any] = {"kind": "decimal", "scale": scale}
+    spec: dict[str, Any] = {"kind": "decimal", "scale": scale, **pad}
     if n_fixed == n_ok:
         spec["format"] = "fixed"
     else:
@@ -1065,9 +1089,12 @@ def _print_decimal(spec: dict, ints: list[np.ndarray], skip: np.ndarray) -> pa.A
         dec = ints[spec["decimals"]]
         if dec.size != values.size or (dec.size and (dec.min() < 0 or dec.max() > scale)):
             raise ValueError("corrupt CSV parts: per-cell decimals out of range")
-    if scale > _MAX_DIGITS:
-        raise ValueError("corrupt CSV parts: scale above 18")
-    offs, data = _print_decimals(values, dec, scale, skip)
+    if not 0 <= scale <= _MAX_DIGITS:
+        raise ValueError("corrupt CSV parts: scale outside 0..18")
+    lead, width = int(spec.get("lead", 0)), int(spec.get("width", 0))
+    if not (0 <= lead < 1024 and 0 <= width < 1024):
+        raise ValueError("corrupt CSV parts: padding outside 0..1023")
+    offs, data = _print_decimals(values, dec, scale, skip, lead, width)
     return _from_buffers(offs, data)
 
 
@@ -1287,7 +1314,10 @@ def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None
     rest = data.removeprefix(BOM)
     if not rest[:4096].strip() and not rest.strip():
         return _raw_parts(data, "empty")
-    s = sniff(data, skip_rows=skip_rows, comment=comment, delimiter=delimiter, path=path)
+    try:
+        s = sniff(data, skip_rows=skip_rows, comment=comment, delimiter=delimiter, path=path)
+    except CsvError as e:  # no table in it (only comments, or every line skipped)
+        return _raw_parts(data, str(e))
     cols = parse_table(s, path)
     width = len(s.names)
     numeric = [True] * width

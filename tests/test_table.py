@@ -78,6 +78,21 @@ def test_cells_that_do_not_print_back_are_exceptions(cell):
     assert ints(p)["x"].tolist() == [125, 125, -250, 700]
 
 
+def test_spaces_after_the_delimiter_and_right_aligned_columns():
+    p = roundtrip(b"t, x, y\n1, 0.5, -2\n2, 0.25, 3\n3, 1.0, 40\n")
+    assert column(p, "x")["lead"] == 1 and column(p, "x")["n_exceptions"] == 0
+    assert ints(p)["y"].tolist() == [-2, 3, 40]
+    p = roundtrip(b"   t,      x\n   1,  -0.50\n  20,  12.25\n 300, 100.00\n")
+    x = column(p, "x")
+    assert x["width"] == 7 and x["n_exceptions"] == 0 and ints(p)["x"].tolist() == [-50, 1225, 10000]
+
+
+def test_bom_on_a_headerless_file_keeps_the_first_row():
+    p = roundtrip(b"\xef\xbb\xbf1,2\n3,4\n5,6\n")
+    assert p.layout["bom"] and p.layout["header"] is None and p.n_rows == 3
+    assert ints(p)["col0"].tolist() == [1, 3, 5]
+
+
 def test_negative_zero_and_18_digit_integers():
     p = roundtrip(b"x\n-0.0\n0.0\n-1.5\n")
     assert column(p, "x")["n_exceptions"] == 1
