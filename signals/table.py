@@ -1067,10 +1067,212 @@ def _code_category(b: _Builder, name: str, col: pa.Array) -> dict:
     return {"kind": "text", "text": b.blob(_pack(col))}
 
 
+@njit(cache=True)
+def _scan_sci(offsets, data):  # pragma: no cover - compiled
+    """Parse ``-?D(.D+)?[eE][+-]?D+`` cell by cell (printf's ``%e``, Python's ``repr``).
+
+    Returns (mant, dm, ex, ewidth, esign, echar, ok): the mantissa digits as a
+    signed integer, its decimals, the exponent, its digit count, its sign
+    character (0, ``+`` or ``-``), the exponent letter, and whether the cell
+    parsed (mantissa normalised, at most 18 digits, not a negative zero).
+    """
+    n = offsets.size - 1
+    mant = np.zeros(n, np.int64)
+    dm = np.zeros(n, np.int64)
+    ex = np.zeros(n, np.int64)
+    ewidth = np.zeros(n, np.int64)
+    esign = np.zeros(n, np.uint8)
+    echar = np.zeros(n, np.uint8)
+    ok = np.zeros(n, np.bool_)
+    for i in range(n):
+        a = offsets[i]
+        b = offsets[i + 1]
+        if b - a < 3:
+            continue
+        neg = data[a] == 45
+        if neg:
+            a += 1
+        c = data[a]
+        if c < 48 or c > 57:
+            continue
+        v = c - 48
+        a += 1
+        d = 0
+        if a < b and data[a] == 46:
+            a += 1
+            while a < b and 48 <= data[a] <= 57 and d < 18:
+                v = v * 10 + (data[a] - 48)
+                d += 1
+                a += 1
+            if d == 0:
+                continue
+        if a >= b or (data[a] != 101 and data[a] != 69):
+            continue
+        echar[i] = data[a]
+        a += 1
+        sg = 0
+        if a < b and (data[a] == 43 or data[a] == 45):
+            sg = data[a]
+            a += 1
+        e = 0
+        w = 0
+        while a < b and 48 <= data[a] <= 57 and w < 5:
+            e = e * 10 + (data[a] - 48)
+            w += 1
+            a += 1
+        if a != b or w == 0:
+            continue
+        first = v
+        for _ in range(d):
+            first //= 10
+        if first == 0 and (v != 0 or neg):
+            continue  # not normalised, or a negative zero
+        if v == 0 and (e != 0 or sg == 45):
+            continue
+        mant[i] = -v if neg else v
+        dm[i] = d
+        ex[i] = -e if sg == 45 else e
+        ewidth[i] = w
+        esign[i] = sg
+        ok[i] = True
+    return mant, dm, ex, ewidth, esign, echar, ok
+
+
+@njit(cache=True)
+def _sci_values(mant, dm, ex, ok, scale):  # pragma: no cover - compiled
+    """``mant * 10**(scale - dm + ex)`` (ok cells; others repeat the previous value)."""
+    n = mant.size
+    p10 = np.ones(19, np.int64)
+    for k in range(1, 19):
+        p10[k] = p10[k - 1] * 10
+    values = np.zeros(n, np.int64)
+    last = np.int64(0)
+    first = True
+    for i in range(n):
+        if ok[i]:
+            sh = scale - dm[i] + ex[i]
+            v = mant[i]
+            nd = 1
+            q = abs(v)
+            while q >= 10:
+                q //= 10
+                nd += 1
+            if sh < 0 or nd + sh > 18:
+                ok[i] = False
+            else:
+                last = v * p10[sh]
+                if first:
+                    values[:i] = last
+                    first = False
+        values[i] = last
+    return values
+
+
+@njit(cache=True)
+def _print_sci(values, scale, dm, echar, plus, ewidth, skip):  # pragma: no cover - compiled
+    """Print ``values / 10**scale`` as ``d.ddd<e><sign>dd`` with ``dm`` mantissa decimals."""
+    n = values.size
+    p10 = np.ones(19, np.int64)
+    for k in range(1, 19):
+        p10[k] = p10[k - 1] * 10
+    offsets = np.zeros(n + 1, np.int64)
+    out = np.empty(n * (dm + 12 + ewidth), np.uint8)
+    o = 0
+    for i in range(n):
+        offsets[i] = o
+        if skip[i]:
+            continue
+        v = values[i]
+        if v == -9223372036854775807 - 1:
+            raise ValueError("corrupt CSV parts: a value out of range")
+        q = -v if v < 0 else v
+        nd = 1
+        t = q
+        while t >= 10:
+            t //= 10
+            nd += 1
+        e = 0 if q == 0 else nd - 1 - scale
+        drop = nd - 1 - dm
+        if drop > 0:
+            q //= p10[drop]
+        elif drop < 0:
+            if -drop > 18 or q >= p10[18 + drop]:
+                raise ValueError("corrupt CSV parts: a value out of range")
+            q *= p10[-drop]
+        if v < 0:
+            out[o] = 45
+            o += 1
+        for k in range(dm, -1, -1):
+            out[o + (k + 1 if k > 0 else 0)] = 48 + q % 10
+            q //= 10
+        if dm > 0:
+            out[o + 1] = 46
+            o += dm + 2
+        else:
+            o += 1
+        out[o] = echar
+        o += 1
+        if e < 0:
+            out[o] = 45
+            o += 1
+            e = -e
+        elif plus:
+            out[o] = 43
+            o += 1
+        w = 1
+        t = e
+        while t >= 10:
+            t //= 10
+            w += 1
+        w = max(w, ewidth)
+        for k in range(w - 1, -1, -1):
+            out[o + k] = 48 + e % 10
+            e //= 10
+        o += w
+    offsets[n] = o
+    return offsets, out[:o]
+
+
+def _code_sci(b: _Builder, name: str, col: pa.Array) -> dict | None:
+    """A column in exponent form (``1.234560e-05``) as exact integers at one scale."""
+    offs, data = _binary_buffers(col)
+    mant, dm, ex, ewidth, esign, echar, ok = _scan_sci(offs, data)
+    n = ok.size
+    if n == 0 or ok.sum() * 2 < n:
+        return None
+    # the most common spelling: mantissa decimals, exponent letter, '+' or not, exponent width
+    d0 = int(np.argmax(np.bincount(dm[ok])))
+    e0 = int(np.argmax(np.bincount(echar[ok])))
+    plus = bool((esign[ok & (ex >= 0)] == 43).sum() * 2 >= (ok & (ex >= 0)).sum())
+    w0 = int(ewidth[ok].min())
+    absx = np.abs(ex)
+    natural = np.ones(n, np.int64)
+    for k in range(1, 5):
+        natural += absx >= 10 ** k
+    ok &= (dm == d0) & (echar == e0) & (ewidth == np.maximum(natural, w0))
+    ok &= np.where(ex >= 0, esign == (43 if plus else 0), esign == 45)
+    if ok.sum() * 2 < n:
+        return None
+    scale = int((dm - ex)[ok].max())
+    if not 0 <= scale <= _MAX_DIGITS:
+        return None
+    values = _sci_values(mant, dm, ex, ok, scale)
+    if ok.sum() * 2 < n:
+        return None
+    spec: dict[str, Any] = {"kind": "decimal", "scale": scale, "format": "exponent",
+                            "mantissa_decimals": d0, "exponent": chr(e0), "plus": plus,
+                            "exponent_width": w0}
+    spec["values"] = b.col(name, values)
+    _exceptions(b, name, col, ~ok, spec)
+    return spec
+
+
 def _code_column(b: _Builder, name: str, col: pa.Array, numeric: bool) -> dict:
     spec = None
     if numeric:
         spec = _code_decimal(b, name, col)
+        if spec is None:
+            spec = _code_sci(b, name, col)
         if spec is None:
             spec = _code_time(b, name, col)
     if spec is None:
@@ -1081,6 +1283,14 @@ def _code_column(b: _Builder, name: str, col: pa.Array, numeric: bool) -> dict:
 def _print_decimal(spec: dict, ints: list[np.ndarray], skip: np.ndarray) -> pa.Array:
     values = ints[spec["values"]]
     scale = int(spec["scale"])
+    if not 0 <= scale <= _MAX_DIGITS:
+        raise ValueError("corrupt CSV parts: scale outside 0..18")
+    if spec["format"] == "exponent":
+        dm, ew = int(spec["mantissa_decimals"]), int(spec["exponent_width"])
+        if not (0 <= dm <= 17 and 1 <= ew <= 5 and spec["exponent"] in ("e", "E")):
+            raise ValueError("corrupt CSV parts: exponent format")
+        offs, data = _print_sci(values, scale, dm, ord(spec["exponent"]), bool(spec["plus"]), ew, skip)
+        return _from_buffers(offs, data)
     if spec["format"] == "fixed":
         dec = np.full(values.size, scale, np.int64)
     elif spec["format"] == "trim":

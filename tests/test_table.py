@@ -102,6 +102,19 @@ def test_negative_zero_and_18_digit_integers():
     assert column(p, "x")["n_exceptions"] == 1  # the 19-digit integer, verbatim
 
 
+def test_exponent_forms_are_exact_integers_at_one_scale():
+    # printf's %e: six mantissa decimals, a signed exponent of at least two digits
+    p = roundtrip(b"x\n1.234560e-05\n-2.500000e+00\n0.000000e+00\n7.000000e+101\n1.5e-05\n")
+    x = column(p, "x")
+    assert x["format"] == "exponent" and x["scale"] == 11 and x["mantissa_decimals"] == 6
+    assert x["n_exceptions"] == 2  # 7e+101 needs more than 18 digits at scale 11; 1.5e-05 has 1 decimal
+    assert ints(p)["x"].tolist()[:3] == [1234560, -250000000000, 0]
+    p = roundtrip(b"x\n1.5E3\n-2.0E-1\n3.3E0\n")
+    x = column(p, "x")
+    assert (x["exponent"], x["plus"], x["exponent_width"]) == ("E", False, 1)
+    assert ints(p)["x"].tolist() == [150000, -20, 330]  # scale 2
+
+
 def test_numeric_column_except_one_cell_keeps_that_cell_as_text():
     p = roundtrip(b"x\n1\n2\nsensor off\n4\n")
     x = column(p, "x")
