@@ -32,6 +32,7 @@ import functools
 import io
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -651,7 +652,7 @@ def _ragged_line(s: Sniffed, path: str) -> CsvError:
     return CsvError(f"{path}: the rows cannot be split into {width} fields")
 
 
-def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.Array]:
+def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.ChunkedArray]:
     """Split the body of a sniffed CSV into fields with pyarrow: one binary array per column.
 
     Parameters
@@ -662,7 +663,7 @@ def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.Array]:
 
     Returns
     -------
-    list of pyarrow.Array
+    list of pyarrow.ChunkedArray
         Binary arrays of the fields' text (quotes removed), one per column,
         each of length ``n_rows``; empty fields are empty, never null.
 
@@ -673,13 +674,13 @@ def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.Array]:
     """
     width = len(s.names)
     if s.start >= len(s.text):
-        return [pa.array([], pa.binary()) for _ in range(width)]
+        return [pa.chunked_array([], pa.binary()) for _ in range(width)]
     names = [f"c{j}" for j in range(width)]
     has_quote = s.has_quote
     try:
         table = pacsv.read_csv(
             pa.BufferReader(pa.py_buffer(s.text)[s.start:]),
-            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 24),
+            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 20),
             parse_options=pacsv.ParseOptions(delimiter=s.delimiter, quote_char='"' if has_quote else False,
                                              double_quote=True, newlines_in_values=has_quote,
                                              ignore_empty_lines=False),
@@ -690,7 +691,7 @@ def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.Array]:
         if "columns" in str(e):
             raise _ragged_line(s, path) from None
         raise CsvError(f"{path}: cannot parse the rows ({e})") from None
-    return [table.column(j).combine_chunks() for j in range(width)]
+    return [table.column(j) for j in range(width)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1040,8 +1041,8 @@ def _code_time(b: _Builder, name: str, col: pa.Array) -> dict | None:
     return spec
 
 
-def _print_time(spec: dict, ints: list[np.ndarray], skip: np.ndarray) -> pa.Array:
-    values = ints[spec["values"]]
+def _print_time(spec: dict, ints: list[np.ndarray], skip: np.ndarray, lo: int, hi: int) -> pa.Array:
+    values = ints[spec["values"]][lo:hi]
     if values.size != skip.size:
         raise ValueError("corrupt CSV parts: time column length")
     template = _b(spec["template"])
@@ -1058,6 +1059,8 @@ def _print_time(spec: dict, ints: list[np.ndarray], skip: np.ndarray) -> pa.Arra
 
 
 def _code_category(b: _Builder, name: str, col: pa.Array) -> dict:
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
     enc = pc.dictionary_encode(col)
     dictionary = enc.dictionary
     if len(dictionary) <= min(_MAX_DICT, max(16, len(col) // 4)):
@@ -1280,8 +1283,8 @@ def _code_column(b: _Builder, name: str, col: pa.Array, numeric: bool) -> dict:
     return spec
 
 
-def _print_decimal(spec: dict, ints: list[np.ndarray], skip: np.ndarray) -> pa.Array:
-    values = ints[spec["values"]]
+def _print_decimal(spec: dict, ints: list[np.ndarray], skip: np.ndarray, lo: int, hi: int) -> pa.Array:
+    values = ints[spec["values"]][lo:hi]
     scale = int(spec["scale"])
     if not 0 <= scale <= _MAX_DIGITS:
         raise ValueError("corrupt CSV parts: scale outside 0..18")
@@ -1296,7 +1299,7 @@ def _print_decimal(spec: dict, ints: list[np.ndarray], skip: np.ndarray) -> pa.A
     elif spec["format"] == "trim":
         dec = np.maximum(_trailing_zeros(values, scale), int(spec["min_decimals"]))
     else:
-        dec = ints[spec["decimals"]]
+        dec = ints[spec["decimals"]][lo:hi]
         if dec.size != values.size or (dec.size and (dec.min() < 0 or dec.max() > scale)):
             raise ValueError("corrupt CSV parts: per-cell decimals out of range")
     if not 0 <= scale <= _MAX_DIGITS:
@@ -1308,36 +1311,54 @@ def _print_decimal(spec: dict, ints: list[np.ndarray], skip: np.ndarray) -> pa.A
     return _from_buffers(offs, data)
 
 
-def _decode_column(spec: dict, ints: list[np.ndarray], blobs: list[bytes], n: int) -> pa.Array:
-    kind = spec["kind"]
-    skip = np.zeros(n, np.bool_)
-    rows = None
-    if spec.get("n_exceptions"):
-        rows = ints[spec["exception_rows"]]
-        if rows.size and (rows.min() < 0 or rows.max() >= n):
-            raise ValueError("corrupt CSV parts: exception row out of range")
-        skip[rows] = True
-    if kind == "decimal":
-        arr = _print_decimal(spec, ints, skip)
-    elif kind == "time":
-        arr = _print_time(spec, ints, skip)
-    elif kind == "category":
-        dictionary = _unpack(blobs[spec["dictionary"]])
-        codes = ints[spec["values"]]
-        if codes.size and (codes.min() < 0 or codes.max() >= len(dictionary)):
-            raise ValueError("corrupt CSV parts: category code out of range")
-        arr = dictionary.take(pa.array(codes))
-    elif kind == "text":
-        arr = _unpack(blobs[spec["text"]])
-    else:
-        raise ValueError(f"corrupt CSV parts: unknown column kind {kind!r}")
-    if len(arr) != n:
-        raise ValueError(f"corrupt CSV parts: column {spec.get('name')!r} has {len(arr)} cells, not {n}")
-    if rows is not None and rows.size:
-        text = _unpack(blobs[spec["exception_text"]])
-        arr = pc.replace_with_mask(arr.cast(pa.large_binary()), pa.array(skip),
-                                   text.cast(pa.large_binary()))
-    return arr
+def _check_rows(rows: np.ndarray, n: int, what: str) -> None:
+    if rows.size and (rows[0] < 0 or rows[-1] >= n or (np.diff(rows) <= 0).any()):
+        raise ValueError(f"corrupt CSV parts: {what} rows out of range or order")
+
+
+class _ColumnPrinter:
+    """Prints rows ``lo:hi`` of one column, exceptions applied (a large_binary array)."""
+
+    def __init__(self, spec: dict, ints: list[np.ndarray], blobs: list[bytes], n: int) -> None:
+        self.spec, self.ints, self.n = spec, ints, n
+        kind = spec["kind"]
+        if kind in ("decimal", "time", "category") and ints[spec["values"]].size != n:
+            raise ValueError(f"corrupt CSV parts: column {spec.get('name')!r} length")
+        self.rows = np.zeros(0, np.int64)
+        if spec.get("n_exceptions"):
+            self.rows = ints[spec["exception_rows"]]
+            _check_rows(self.rows, n, "exception")
+            self.exc = _unpack(blobs[spec["exception_text"]])
+            if len(self.exc) != self.rows.size:
+                raise ValueError("corrupt CSV parts: exception count")
+        if kind == "category":
+            self.dictionary = _unpack(blobs[spec["dictionary"]])
+            codes = ints[spec["values"]]
+            if codes.size and (codes.min() < 0 or codes.max() >= len(self.dictionary)):
+                raise ValueError("corrupt CSV parts: category code out of range")
+        elif kind == "text":
+            self.text = _unpack(blobs[spec["text"]])
+            if len(self.text) != n:
+                raise ValueError(f"corrupt CSV parts: column {spec.get('name')!r} length")
+        elif kind not in ("decimal", "time"):
+            raise ValueError(f"corrupt CSV parts: unknown column kind {kind!r}")
+
+    def __call__(self, lo: int, hi: int) -> pa.Array:
+        spec, kind = self.spec, self.spec["kind"]
+        k0, k1 = np.searchsorted(self.rows, [lo, hi])
+        skip = np.zeros(hi - lo, np.bool_)
+        skip[self.rows[k0:k1] - lo] = True
+        if kind == "decimal":
+            arr = _print_decimal(spec, self.ints, skip, lo, hi)
+        elif kind == "time":
+            arr = _print_time(spec, self.ints, skip, lo, hi)
+        elif kind == "category":
+            arr = self.dictionary.take(pa.array(self.ints[spec["values"]][lo:hi]))
+        else:
+            arr = self.text.slice(lo, hi - lo)
+        if k1 > k0:
+            arr = pc.replace_with_mask(arr, pa.array(skip), self.exc.slice(k0, k1 - k0))
+        return arr
 
 
 @njit(cache=True)
@@ -1428,48 +1449,105 @@ def _join_rows(offs, datas, quote_all, scan, delim, eol):  # pragma: no cover - 
 # encode / decode
 
 
-def _assemble(layout: dict, cols: list[pa.Array], blobs: list[bytes], ints: list[np.ndarray]) -> bytes:
-    """The body rows from printed columns, then replaced rows and inserted lines."""
-    eol = _b(layout["eol"])
+_CHUNK_BYTES = 1 << 23
+
+
+def _iter_body(layout: dict, ints: list[np.ndarray], blobs: list[bytes]) -> Iterator[bytes]:
+    """The body, in pieces of about 8 MB: rows printed, replaced rows and inserted lines put in."""
+    eol = np.frombuffer(_b(layout["eol"]), np.uint8)
     n = int(layout["n_rows"])
     delim = _b(layout["delimiter"])
-    if len(delim) != 1 or len(cols) != len(layout["quote"]):
-        raise ValueError("corrupt CSV parts: delimiter or quoting")
-    offs, datas = List(), List()
-    for c in cols:
-        o, d = _binary_buffers(c)
-        offs.append(o.astype(np.int64, copy=False))
-        datas.append(d)
+    specs = layout["columns"]
+    if len(delim) != 1 or len(specs) != len(layout["quote"]) or not specs:
+        raise ValueError("corrupt CSV parts: delimiter, quoting or columns")
+    printers = [_ColumnPrinter(c, ints, blobs, n) for c in specs]
     quote_all = np.array([q == "all" for q in layout["quote"]], np.bool_)
     # fields printed here hold no delimiter, quote or line break: no need to look
     scan = np.array([not (c["kind"] in ("decimal", "time") and not c.get("n_exceptions")
                           and not any(ch in c.get("template", "") for ch in '"\r\n' + layout["delimiter"]))
-                     for c in layout["columns"]], np.bool_)
-    row_off, out = _join_rows(offs, datas, quote_all, scan, delim[0], np.frombuffer(eol, np.uint8))
-    if not layout.get("replaced") and not layout.get("inserted"):
-        return out.tobytes()
-    rows = _from_buffers(row_off, out).cast(_LB)
-    rep = layout.get("replaced")
-    if rep:
-        idx = ints[rep["rows"]]
-        if idx.size and (idx.min() < 0 or idx.max() >= n):
-            raise ValueError("corrupt CSV parts: replaced row out of range")
-        mask = np.zeros(n, np.bool_)
-        mask[idx] = True
-        rows = pc.replace_with_mask(rows, pa.array(mask), _unpack(blobs[rep["text"]]).cast(pa.large_binary()))
-    ins = layout.get("inserted")
-    if ins:
-        pos = np.frombuffer(blobs[ins["pos"]], np.int64)
-        lines = _unpack(blobs[ins["text"]]).cast(pa.large_binary())
-        if pos.size != len(lines) or (pos.size and (pos.min() < 0 or pos.max() > n)):
-            raise ValueError("corrupt CSV parts: inserted line out of range")
-        # row r goes after the lines inserted before it: sort keys (position, 0 for lines / 1 for rows)
-        key_rows = np.arange(n, dtype=np.int64) * 2 + 1
-        key_ins = pos * 2
-        order = np.argsort(np.concatenate([key_rows, key_ins]), kind="stable")
-        rows = pa.concat_arrays([rows, lines]).take(pa.array(order))
-    offs, data = _binary_buffers(rows)
-    return data.tobytes()
+                     for c in specs], np.bool_)
+    rep_rows = np.zeros(0, np.int64)
+    if layout.get("replaced"):
+        rep_rows = ints[layout["replaced"]["rows"]]
+        _check_rows(rep_rows, n, "replaced")
+        rep_text = _unpack(blobs[layout["replaced"]["text"]])
+        if len(rep_text) != rep_rows.size:
+            raise ValueError("corrupt CSV parts: replaced row count")
+    ins_pos = np.zeros(0, np.int64)
+    if layout.get("inserted"):
+        ins_pos = np.frombuffer(blobs[layout["inserted"]["pos"]], np.int64)
+        ins_text = _unpack(blobs[layout["inserted"]["text"]])
+        if ins_pos.size != len(ins_text) or (ins_pos.size and (
+                ins_pos[0] < 0 or ins_pos[-1] > n or (np.diff(ins_pos) < 0).any())):
+            raise ValueError("corrupt CSV parts: inserted lines out of range or order")
+    # rows per piece, from the first rows' printed length
+    step = 4096
+    lo = 0
+    while True:
+        hi = min(n, lo + step)
+        if hi > lo:
+            cols = [p(lo, hi) for p in printers]
+            offs, datas = List(), List()
+            for c in cols:
+                o, d = _binary_buffers(c)
+                offs.append(o.astype(np.int64, copy=False))
+                datas.append(d)
+            row_off, out = _join_rows(offs, datas, quote_all, scan, delim[0], eol)
+        else:
+            row_off, out = np.zeros(1, np.int64), np.zeros(0, np.uint8)
+        r0, r1 = np.searchsorted(rep_rows, [lo, hi])
+        last = hi >= n
+        i0, i1 = np.searchsorted(ins_pos, [lo, hi], side="left")
+        if last:
+            i1 = ins_pos.size
+        if r1 == r0 and i1 == i0:
+            yield out.tobytes()
+        else:
+            rows = _from_buffers(row_off, out)
+            if r1 > r0:
+                mask = np.zeros(hi - lo, np.bool_)
+                mask[rep_rows[r0:r1] - lo] = True
+                rows = pc.replace_with_mask(rows, pa.array(mask), rep_text.slice(r0, r1 - r0))
+            if i1 > i0:
+                # a line inserted at position p goes before row p: sort keys 2p (lines), 2r + 1 (rows)
+                keys = np.concatenate([np.arange(lo, hi, dtype=np.int64) * 2 + 1, ins_pos[i0:i1] * 2])
+                order = np.argsort(keys, kind="stable")
+                rows = pa.concat_arrays([rows, ins_text.slice(i0, i1 - i0)]).take(pa.array(order))
+            yield _binary_buffers(rows)[1].tobytes()
+        if last:
+            return
+        if hi > lo and step < 1 << 20:
+            step = int(min(1 << 20, max(4096, _CHUNK_BYTES * (hi - lo) // max(1, out.size))))
+        lo = hi
+
+
+def _iter_file(parts: CsvParts) -> Iterator[bytes]:
+    """The file, in pieces: BOM, lines above the header, header, body (last line ending dropped
+    when the file had none)."""
+    lay = parts.layout
+    if not isinstance(lay, dict) or lay.get("format") != "ubpe-csv" or lay.get("version") != LAYOUT_VERSION:
+        raise ValueError("corrupt CSV parts: not a ubpe-csv layout of version 1")
+    if lay["kind"] == "raw":
+        if len(parts.blobs) != 1:
+            raise ValueError("corrupt CSV parts: a raw layout holds one blob")
+        yield bytes(parts.blobs[0])
+        return
+    ints = [np.asarray(c, np.int64) for _, c in parts.int_columns]
+    head = b"".join([BOM if lay["bom"] else b""] + [_b(x) for x in lay["preamble"]]
+                    + ([_b(lay["header"])] if lay["header"] is not None else []))
+    held = head
+    for piece in _iter_body(lay, ints, parts.blobs):
+        if piece:
+            if held:
+                yield held
+            held = piece
+    if not lay["final_newline"]:
+        eol = _b(lay["eol"])
+        if not held.endswith(eol):
+            raise ValueError("corrupt CSV parts: no final line ending to drop")
+        held = held[:-len(eol)]
+    if held:
+        yield held
 
 
 def _split_rows(body: bytes, eol: str) -> list[bytes]:
@@ -1545,21 +1623,22 @@ def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None
         "header": None if s.header is None else _s(s.header),
         "delimiter": s.delimiter, "quote": _quote_modes(s), "n_rows": n, "columns": []}
     taken: set[str] = set()
-    for j, (name, col) in enumerate(zip(s.names, cols)):
+    for j, name in enumerate(s.names):
+        col, cols[j] = cols[j], None  # free each column's text once it is coded
         key = name if name and name not in taken else f"{name}#{j}"
         taken.add(key)
         spec = _code_column(b, key, col, numeric[j])
+        del col
         layout["columns"].append({"name": name, **spec})
     if s.inserted:
         layout["inserted"] = {"pos": b.blob(np.array([p for p, _ in s.inserted], np.int64).tobytes()),
                               "text": b.blob(_pack([ln for _, ln in s.inserted]))}
     parts = CsvParts(layout, b.int_columns, b.blobs)
     try:
-        back = decode_csv(parts)
+        if _same(parts, data):
+            return parts
     except (ValueError, pa.ArrowException) as e:  # pragma: no cover - a bug guard
         return _raw_parts(data, f"layout failed to decode ({e})")
-    if back == data:
-        return parts
     # rows that do not print back: keep them whole
     body = s.body
     orig = _split_rows(body, s.eol)
@@ -1572,9 +1651,21 @@ def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None
     layout["replaced"] = {"rows": b.col("#replaced_rows", np.array(bad, np.int64)),
                           "text": b.blob(_pack([orig[r] for r in bad]))}
     parts = CsvParts(layout, b.int_columns, b.blobs)
-    if decode_csv(parts) != data:  # pragma: no cover - a bug guard
+    if not _same(parts, data):  # pragma: no cover - a bug guard
         return _raw_parts(data, "verification failed")
     return parts
+
+
+def _same(parts: CsvParts, data: bytes) -> bool:
+    """Whether the parts decode to ``data``, compared piece by piece."""
+    view = memoryview(data)
+    pos = 0
+    for piece in _iter_file(parts):
+        end = pos + len(piece)
+        if end > len(data) or view[pos:end] != piece:
+            return False
+        pos = end
+    return pos == len(data)
 
 
 def _body_of(parts: CsvParts) -> bytes:
@@ -1582,8 +1673,7 @@ def _body_of(parts: CsvParts) -> bytes:
     lay.pop("inserted", None)
     lay.pop("replaced", None)
     ints = [c for _, c in parts.int_columns]
-    cols = [_decode_column(c, ints, parts.blobs, int(lay["n_rows"])) for c in lay["columns"]]
-    return _assemble(lay, cols, parts.blobs, ints)
+    return b"".join(_iter_body(lay, ints, parts.blobs))
 
 
 def decode_csv(parts: CsvParts) -> bytes:
@@ -1612,28 +1702,7 @@ def decode_csv(parts: CsvParts) -> bytes:
 
 
 def _decode(parts: CsvParts) -> bytes:
-    lay = parts.layout
-    if not isinstance(lay, dict) or lay.get("format") != "ubpe-csv" or lay.get("version") != LAYOUT_VERSION:
-        raise ValueError("corrupt CSV parts: not a ubpe-csv layout of version 1")
-    if lay["kind"] == "raw":
-        if len(parts.blobs) != 1:
-            raise ValueError("corrupt CSV parts: a raw layout holds one blob")
-        return bytes(parts.blobs[0])
-    ints = [np.asarray(c, np.int64) for _, c in parts.int_columns]
-    n = int(lay["n_rows"])
-    cols = [_decode_column(c, ints, parts.blobs, n) for c in lay["columns"]]
-    body = _assemble(lay, cols, parts.blobs, ints)
-    out = [BOM if lay["bom"] else b""] + [_b(x) for x in lay["preamble"]]
-    if lay["header"] is not None:
-        out.append(_b(lay["header"]))
-    out.append(body)
-    text = b"".join(out)
-    if not lay["final_newline"]:
-        eol = _b(lay["eol"])
-        if not text.endswith(eol):
-            raise ValueError("corrupt CSV parts: no final line ending to drop")
-        text = text[:-len(eol)]
-    return text
+    return b"".join(_iter_file(parts))
 
 
 def resolve_columns(spec: list[str | int], names: list[str], path: str, what: str) -> list[int]:
