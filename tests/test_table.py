@@ -308,8 +308,12 @@ def test_generated_csv_round_trip(data):
     assert decode_csv(parts) == data
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.binary(max_size=200))
+_tokens = st.sampled_from([b'"', b",", b"\n", b"\r", b"\r\n", b"1", b"23", b".", b"-", b"e", b" ", b"#",
+                           b"a", b"\xef\xbb\xbf", b"0", b"\t", b";", b"\xff", b"2012-01-01 00:00"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200) | st.lists(_tokens, max_size=80).map(b"".join))
 def test_any_bytes_come_back_or_raise_csv_error(data):
     try:
         parts = encode_csv(data)
