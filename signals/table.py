@@ -91,12 +91,17 @@ class CsvParts:
         Returns
         -------
         list of dict
-            Keys ``name``, ``kind`` (``decimal``, ``time``, ``category``,
-            ``text``), ``scale`` (decimals stored, for ``decimal``; ``None``
-            otherwise), ``format`` (how cells are printed back), ``exceptions``
-            (cells kept verbatim because they would not print back exactly)
-            and ``exact`` (always ``True``: what is not coded is kept verbatim).
-            A file kept whole gives one entry of kind ``raw``.
+            Keys ``name``; ``kind``: ``decimal`` (exact integers at ``scale``;
+            scale 0 for integers), ``time`` (int64 counts of ``unit``),
+            ``category`` (dictionary codes), ``text`` (kept verbatim for a
+            general-purpose compressor); ``scale`` (decimals stored, for
+            ``decimal``, else ``None``); ``format`` (how cells are printed back:
+            ``fixed``, ``trim``, ``digits``, ``exponent``, or a time template such
+            as ``YYYY-MM-DD hh:mm:ss.fff``); ``exceptions`` (cells kept verbatim
+            because they would not print back exactly: empty, NaN, ``-0``, more
+            than 18 digits, a word); ``exact`` (always ``True``: what is not
+            coded is kept verbatim). A file kept whole gives one entry of kind
+            ``raw`` whose ``format`` says why.
         """
         lay = self.layout
         if lay.get("kind") == "raw":
@@ -105,6 +110,8 @@ class CsvParts:
         out = []
         for c in lay["columns"]:
             fmt = c.get("format", "")
+            if c["kind"] == "category":
+                fmt = f"{c.get('n_categories', 0)} categories"
             out.append({"name": c["name"], "kind": c["kind"], "scale": c.get("scale"),
                         "format": fmt, "exceptions": c.get("n_exceptions", 0), "exact": True})
         return out
@@ -1590,14 +1597,30 @@ def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None
     Returns
     -------
     CsvParts
-        ``decode_csv(parts) == data``, checked before returning.
+        ``decode_csv(parts) == data``, checked before returning, piece by
+        piece. ``int_columns`` are named after the header: ``<name>`` for a
+        column's values (int64, shape (n_rows,)), ``<name>#decimals`` for
+        per-cell decimals (format ``digits``), ``<name>#exception_rows`` for
+        the rows of its exception cells (ascending), ``#replaced_rows`` for rows
+        kept whole (quoting or a line ending that would not print back). A file
+        that is not a table (empty, only comments), or whose rows mostly would
+        not print back, is kept whole (layout ``kind`` ``raw``, one blob).
 
     Raises
     ------
     CsvError
         On a ragged row (a row with another number of fields than the header;
-        the message names the line), an unknown column in ``columns`` or
-        ``exclude``, or an empty file.
+        the message names the line), or an unknown column in ``columns`` or
+        ``exclude``.
+
+    Notes
+    -----
+    A decimal column's scale is the most digits after the point among its
+    cells; exponent forms (``1.5e-05``) are scaled the same way. Values are
+    exact integers, not floats, as in ALP's decimal encoding (Afroozeh et al.,
+    "ALP: Adaptive Lossless floating-Point Compression", SIGMOD 2024), with
+    exceptions kept verbatim. Dates are counted in days with the civil-calendar
+    algorithms of H. Hinnant (https://howardhinnant.github.io/date_algorithms.html).
     """
     rest = data.removeprefix(BOM)
     if not rest[:4096].strip() and not rest.strip():
@@ -1708,6 +1731,19 @@ def _decode(parts: CsvParts) -> bytes:
 def resolve_columns(spec: list[str | int], names: list[str], path: str, what: str) -> list[int]:
     """Map column names or 0-based indices (ints or digit strings) to indices.
 
+    Parameters
+    ----------
+    spec : list of str or int
+        Header names (matched after stripping spaces) or 0-based indices.
+    names : list of str
+        The file's column names.
+    path, what : str
+        Named in error messages (``what``: "column", "excluded column", ...).
+
+    Returns
+    -------
+    list of int
+
     Raises
     ------
     CsvError
@@ -1730,5 +1766,17 @@ def resolve_columns(spec: list[str | int], names: list[str], path: str, what: st
 
 
 def dumps_layout(layout: dict) -> bytes:
-    """The layout as compact JSON bytes (for a container section)."""
+    """The layout as compact ASCII JSON bytes (for a container section).
+
+    Parameters
+    ----------
+    layout : dict
+        ``CsvParts.layout``.
+
+    Returns
+    -------
+    bytes
+        ``json.loads`` gives the layout back; strings that held bytes not valid
+        in UTF-8 travel as ``\\udcXX`` escapes (Python's surrogateescape).
+    """
     return json.dumps(layout, separators=(",", ":"), ensure_ascii=True).encode()
