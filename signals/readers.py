@@ -82,7 +82,7 @@ def _column(col: pa.Array, name: str, s: Sniffed, path: str,
             decimals: str) -> tuple[np.ndarray, int, bool]:
     """(values, scale, scaled) of one numeric column; raises CsvError naming the first bad cell."""
     offs, data = _binary_buffers(col)
-    digits, dec, ok = _scan_decimals(offs, data)
+    digits, dec, ok, _ = _scan_decimals(offs, data)
     if ok.all():
         scale = int(dec.max()) if dec.size else 0
         if scale == 0:

@@ -28,9 +28,11 @@ inside a quoted field doubled.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,12 +91,17 @@ class CsvParts:
         Returns
         -------
         list of dict
-            Keys ``name``, ``kind`` (``decimal``, ``time``, ``category``,
-            ``text``), ``scale`` (decimals stored, for ``decimal``; ``None``
-            otherwise), ``format`` (how cells are printed back), ``exceptions``
-            (cells kept verbatim because they would not print back exactly)
-            and ``exact`` (always ``True``: what is not coded is kept verbatim).
-            A file kept whole gives one entry of kind ``raw``.
+            Keys ``name``; ``kind``: ``decimal`` (exact integers at ``scale``;
+            scale 0 for integers), ``time`` (int64 counts of ``unit``),
+            ``category`` (dictionary codes), ``text`` (kept verbatim for a
+            general-purpose compressor); ``scale`` (decimals stored, for
+            ``decimal``, else ``None``); ``format`` (how cells are printed back:
+            ``fixed``, ``trim``, ``digits``, ``exponent``, or a time template such
+            as ``YYYY-MM-DD hh:mm:ss.fff``); ``exceptions`` (cells kept verbatim
+            because they would not print back exactly: empty, NaN, ``-0``, more
+            than 18 digits, a word); ``exact`` (always ``True``: what is not
+            coded is kept verbatim). A file kept whole gives one entry of kind
+            ``raw`` whose ``format`` says why.
         """
         lay = self.layout
         if lay.get("kind") == "raw":
@@ -103,6 +110,8 @@ class CsvParts:
         out = []
         for c in lay["columns"]:
             fmt = c.get("format", "")
+            if c["kind"] == "category":
+                fmt = f"{c.get('n_categories', 0)} categories"
             out.append({"name": c["name"], "kind": c["kind"], "scale": c.get("scale"),
                         "format": fmt, "exceptions": c.get("n_exceptions", 0), "exact": True})
         return out
@@ -121,17 +130,22 @@ class CsvParts:
 def _scan_decimals(offsets, data):  # pragma: no cover - compiled
     """Parse canonical decimals ``-?(0|[1-9][0-9]*)(\\.[0-9]+)?`` cell by cell.
 
-    Returns (digits, dec, ok): the digits without the point as an integer
-    (signed), the number of decimals, and whether the cell is canonical, has
-    at most 18 digits and is not a negative zero.
+    Leading spaces are skipped and counted. Returns (digits, dec, ok, lead):
+    the digits without the point as an integer (signed), the number of
+    decimals, whether the cell is canonical, has at most 18 digits and is not
+    a negative zero, and the number of leading spaces.
     """
     n = offsets.size - 1
     digits = np.zeros(n, np.int64)
     dec = np.zeros(n, np.int64)
     ok = np.zeros(n, np.bool_)
+    lead = np.zeros(n, np.int64)
     for i in range(n):
         a = offsets[i]
         b = offsets[i + 1]
+        while a < b and data[a] == 32:
+            a += 1
+        lead[i] = a - offsets[i]
         if a == b:
             continue
         neg = False
@@ -185,63 +199,63 @@ def _scan_decimals(offsets, data):  # pragma: no cover - compiled
         digits[i] = -v if neg else v
         dec[i] = d
         ok[i] = True
-    return digits, dec, ok
+    return digits, dec, ok, lead
 
 
 @njit(cache=True)
-def _print_decimals(values, dec, scale, skip):  # pragma: no cover - compiled
+def _print_decimals(values, dec, scale, skip, lead, width):  # pragma: no cover - compiled
     """Print ``values / 10**scale`` with ``dec[i]`` decimals; skipped cells are empty.
 
-    Returns (offsets int32 of shape (n + 1,), data uint8).
+    Each cell gets ``lead`` leading spaces, or with ``width`` > 0 is padded on
+    the left with spaces to ``width`` characters.
+
+    Returns (offsets int64 of shape (n + 1,), data uint8).
     """
     n = values.size
     p10 = np.ones(19, np.int64)
     for k in range(1, 19):
         p10[k] = p10[k - 1] * 10
-    offsets = np.zeros(n + 1, np.int32)
-    total = 0
+    offsets = np.zeros(n + 1, np.int64)
+    out = np.empty(n * (22 + max(lead, width)), np.uint8)
+    tmp = np.empty(24, np.uint8)
+    o = 0
     for i in range(n):
-        if not skip[i]:
-            v = values[i]
-            d = dec[i]
-            q = abs(v) // p10[scale - d]
-            ip = q // p10[d]
-            ln = 1
-            while ip >= 10:
-                ip //= 10
-                ln += 1
-            if v < 0:
-                ln += 1
-            if d > 0:
-                ln += d + 1
-            total += ln
-        offsets[i + 1] = total
-    out = np.empty(total, np.uint8)
-    for i in range(n):
+        offsets[i] = o
         if skip[i]:
             continue
         v = values[i]
         d = dec[i]
-        q = abs(v) // p10[scale - d]
-        e = offsets[i + 1] - 1
+        if v == -9223372036854775807 - 1 or d < 0 or d > scale:
+            raise ValueError("corrupt CSV parts: a decimal value out of range")
+        q = -v if v < 0 else v
+        if d < scale:
+            q //= p10[scale - d]
+        k = 24
         if d > 0:
-            f = q % p10[d]
             for _ in range(d):
-                out[e] = 48 + f % 10
-                f //= 10
-                e -= 1
-            out[e] = 46
-            e -= 1
-        ip = q // p10[d]
+                k -= 1
+                tmp[k] = 48 + q % 10
+                q //= 10
+            k -= 1
+            tmp[k] = 46
         while True:
-            out[e] = 48 + ip % 10
-            ip //= 10
-            e -= 1
-            if ip == 0:
+            k -= 1
+            tmp[k] = 48 + q % 10
+            q //= 10
+            if q == 0:
                 break
         if v < 0:
-            out[e] = 45
-    return offsets, out
+            k -= 1
+            tmp[k] = 45
+        pad = lead if width == 0 else max(0, width - (24 - k))
+        for _ in range(pad):
+            out[o] = 32
+            o += 1
+        for t in range(k, 24):
+            out[o] = tmp[t]
+            o += 1
+    offsets[n] = o
+    return offsets, out[:o]
 
 
 @njit(cache=True)
@@ -269,6 +283,37 @@ def _decimal_values(digits, dec, scale, as_float):  # pragma: no cover - compile
                 return ints, floats, False
             ints[i] = v * p10[scale - dec[i]]
     return ints, floats, True
+
+
+@njit(cache=True)
+def _scale_column(digits, dec, ok, scale):  # pragma: no cover - compiled
+    """Values at one scale, the previous good value in cells that are not ok.
+
+    Cells whose value would need more than 18 digits at ``scale`` are marked
+    not ok (in place). Returns (values int64, number of ok cells with ``scale``
+    decimals).
+    """
+    n = digits.size
+    p10 = np.ones(19, np.int64)
+    for k in range(1, 19):
+        p10[k] = p10[k - 1] * 10
+    values = np.zeros(n, np.int64)
+    last = np.int64(0)
+    first = True
+    n_fixed = 0
+    for i in range(n):
+        if ok[i]:
+            v = digits[i]
+            if abs(v) >= p10[18 - scale + dec[i]]:
+                ok[i] = False
+            else:
+                last = v * p10[scale - dec[i]]
+                n_fixed += dec[i] == scale
+                if first:
+                    values[:i] = last
+                    first = False
+        values[i] = last
+    return values, n_fixed
 
 
 @njit(cache=True)
@@ -309,12 +354,10 @@ def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _from_buffers(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
+    """A large_binary array over int64 ``offsets`` (n + 1,) into ``data`` (no copy)."""
     n = offsets.size - 1
-    if offsets[-1] < 2**31:
-        return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)),
-                                                      pa.py_buffer(data)])
-    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets.astype(np.int64)),
-                                                        pa.py_buffer(data)])
+    return pa.Array.from_buffers(_LB, n, [None, pa.py_buffer(np.ascontiguousarray(offsets, np.int64)),
+                                          pa.py_buffer(data)])
 
 
 def _pack(items: pa.Array | list[bytes]) -> bytes:
@@ -383,9 +426,13 @@ class Sniffed:
     names : list of str
         Column names (``col<i>`` without a header).
     delimiter : str
-    body : bytes
-        The data rows, each ending with a line ending (one is added to the last
-        line when the file lacks it), without comment and blank lines.
+    text : bytes
+        The file without its BOM, with a line ending added to the last line when
+        it lacks one; or, when comment or blank lines were taken out of the
+        body, the body alone.
+    start : int
+        Where the body starts in ``text``: the data rows, each ending with a line
+        ending, without comment and blank lines.
     body_line : int
         1-based line number of the first body line in the file.
     inserted : list of (int, bytes)
@@ -400,10 +447,21 @@ class Sniffed:
     header: bytes | None
     names: list[str]
     delimiter: str
-    body: bytes
+    text: bytes
+    start: int
     body_line: int
     inserted: list[tuple[int, bytes]]
     comment: str | None
+
+    @property
+    def body(self) -> bytes:
+        """The body as bytes (a copy)."""
+        return self.text[self.start:]
+
+    @functools.cached_property
+    def has_quote(self) -> bool:
+        """Whether the body holds a quote character."""
+        return self.text.find(b'"', self.start) >= 0
 
 
 def _fields(line: bytes, delimiter: str) -> list[str]:
@@ -566,21 +624,21 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
     else:
         names = [f"col{j}" for j in range(len(first))]
     body_line = 1 + sum(len(ln) > 0 for ln in preamble) + (header is not None)
-    body = text[start:]
     inserted: list[tuple[int, bytes]] = []
-    blank = body.startswith((b"\n", b"\r")) or b"\n\n" in body
+    blank = text.startswith((b"\n", b"\r"), start) or text.find(b"\n\n", start) >= 0
     if any_cr and not blank:
-        blank = b"\n\r\n" in body or b"\r\r" in body
-    has_comment = cm is not None and (body.startswith(cm) or b"\n" + cm in body or b"\r" + cm in body)
+        blank = text.find(b"\n\r\n", start) >= 0 or text.find(b"\r\r", start) >= 0
+    has_comment = cm is not None and (text.startswith(cm, start) or text.find(b"\n" + cm, start) >= 0
+                                      or text.find(b"\r" + cm, start) >= 0)
     if blank or has_comment:
         kept: list[bytes] = []
-        for ln in body.splitlines(keepends=True):
+        for ln in text[start:].splitlines(keepends=True):
             if (cm is not None and ln.startswith(cm)) or not ln.strip(b"\r\n"):
                 inserted.append((len(kept), ln))
             else:
                 kept.append(ln)
-        body = b"".join(kept)
-    return Sniffed(bom, eol, final_newline, preamble, header, names, delimiter, body, body_line,
+        text, start = b"".join(kept), 0
+    return Sniffed(bom, eol, final_newline, preamble, header, names, delimiter, text, start, body_line,
                    inserted, comment)
 
 
@@ -601,7 +659,7 @@ def _ragged_line(s: Sniffed, path: str) -> CsvError:
     return CsvError(f"{path}: the rows cannot be split into {width} fields")
 
 
-def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.Array]:
+def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.ChunkedArray]:
     """Split the body of a sniffed CSV into fields with pyarrow: one binary array per column.
 
     Parameters
@@ -612,7 +670,7 @@ def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.Array]:
 
     Returns
     -------
-    list of pyarrow.Array
+    list of pyarrow.ChunkedArray
         Binary arrays of the fields' text (quotes removed), one per column,
         each of length ``n_rows``; empty fields are empty, never null.
 
@@ -622,14 +680,14 @@ def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.Array]:
         On a row with a different number of fields (names file and line).
     """
     width = len(s.names)
-    if not s.body:
-        return [pa.array([], pa.binary()) for _ in range(width)]
+    if s.start >= len(s.text):
+        return [pa.chunked_array([], pa.binary()) for _ in range(width)]
     names = [f"c{j}" for j in range(width)]
-    has_quote = b'"' in s.body
+    has_quote = s.has_quote
     try:
         table = pacsv.read_csv(
-            io.BytesIO(s.body),
-            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 24),
+            pa.BufferReader(pa.py_buffer(s.text)[s.start:]),
+            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 20),
             parse_options=pacsv.ParseOptions(delimiter=s.delimiter, quote_char='"' if has_quote else False,
                                              double_quote=True, newlines_in_values=has_quote,
                                              ignore_empty_lines=False),
@@ -640,7 +698,7 @@ def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.Array]:
         if "columns" in str(e):
             raise _ragged_line(s, path) from None
         raise CsvError(f"{path}: cannot parse the rows ({e})") from None
-    return [table.column(j).combine_chunks() for j in range(width)]
+    return [table.column(j) for j in range(width)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -681,11 +739,11 @@ def _raw_fields(line: bytes, delimiter: bytes) -> list[tuple[bool, bytes]]:
 def _quote_modes(s: Sniffed) -> list[str]:
     """``"all"`` for columns whose sampled fields are all quoted, else ``"needed"``."""
     width = len(s.names)
-    if b'"' not in s.body:
+    if not s.has_quote:
         return ["needed"] * width
     seen = [0] * width
     quoted = [0] * width
-    for ln in s.body[:1 << 16].splitlines()[:200]:
+    for ln in s.text[s.start:s.start + (1 << 16)].splitlines()[:200]:
         f = _raw_fields(ln, _b(s.delimiter))
         if len(f) != width:
             continue
@@ -721,26 +779,32 @@ def _exceptions(b: _Builder, name: str, col: pa.Array, bad: np.ndarray, spec: di
 
 def _code_decimal(b: _Builder, name: str, col: pa.Array) -> dict | None:
     offs, data = _binary_buffers(col)
-    digits, dec, ok = _scan_decimals(offs, data)
+    digits, dec, ok, lead = _scan_decimals(offs, data)
     n = ok.size
     if n == 0 or ok.sum() * 2 < n:
         return None
+    pad: dict[str, int] = {}
+    if ok.any() and lead[ok].any():
+        # leading spaces: the same count in every cell, or right-aligned to one width
+        lens = np.diff(offs)
+        counts = np.bincount(lead[ok])
+        if counts.size == 1 or counts.max() == ok.sum():
+            pad["lead"] = int(np.argmax(counts))
+        elif (lens[ok] == lens[ok][0]).all():
+            pad["width"] = int(lens[ok][0])
+        else:
+            pad["lead"] = int(np.argmax(counts))
+            ok &= lead == pad["lead"]
     scale = int(dec[ok].max())
-    # cells whose value at this scale would overflow 18 digits
-    ndig = np.zeros(n, np.int64)
-    nz = np.abs(digits) > 0
-    ndig[nz] = np.floor(np.log10(np.abs(digits[nz]).astype(np.float64))).astype(np.int64) + 1
-    ok &= ndig - dec + scale <= _MAX_DIGITS
-    if ok.sum() * 2 < n:
+    values, n_fixed = _scale_column(digits, dec, ok, scale)
+    n_ok = int(ok.sum())
+    if n_ok * 2 < n:
         return None
-    p10 = 10 ** np.arange(19, dtype=np.int64)
-    values = np.where(ok, digits * p10[np.clip(scale - dec, 0, 18)], 0)
-    values = _ffill(values, ok)
-    spec: dict[str, Any] = {"kind": "decimal", "scale": scale}
-    decs = dec[ok]
-    if (decs == scale).all():
+    spec: dict[str, Any] = {"kind": "decimal", "scale": scale, **pad}
+    if n_fixed == n_ok:
         spec["format"] = "fixed"
     else:
+        decs = dec[ok]
         need = _trailing_zeros(values[ok], scale)
         for k in (0, 1):
             if k <= scale and (decs == np.maximum(need, k)).all():
@@ -760,6 +824,7 @@ _TIME_RE = re.compile(
     r"|(?P<g1b>DD)(?P<s1b>[-/.])(?P<g2b>DD)(?P=s1b)(?P<g3b>D{4}))(?P<sep>[ T])?)?"
     r"(?P<time>(?P<h>D{1,2}):(?P<mi>DD)(?::(?P<sec>DD)(?:[.,](?P<frac>D{1,9}))?)?)?"
     r"(?P<tail>[^D]*)$")
+_DAYS_IN_MONTH = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int64)
 # field kinds, in the order a value is composed: year, month, day, hour, minute, second, fraction
 _KINDS = "YMDhmsf"
 
@@ -851,7 +916,6 @@ def _time_scan(offsets, data, template, isdig, fields, has_date, has_time, n_tim
     values = np.zeros(n, np.int64)
     ok = np.zeros(n, np.bool_)
     g = np.zeros(7, np.int64)
-    buf = np.empty(w, np.uint8)
     for i in range(n):
         a = offsets[i]
         if offsets[i + 1] - a != w:
@@ -874,19 +938,22 @@ def _time_scan(offsets, data, template, isdig, fields, has_date, has_time, n_tim
             for p in range(fields[k, 0], fields[k, 1]):
                 x = x * 10 + (data[a + p] - 48)
             g[fields[k, 2]] = x
-        if has_date and (g[1] < 1 or g[1] > 12 or g[2] < 1 or g[2] > 31):
+        # fields in range compose and decompose one to one (encode_csv checks the whole file anyway)
+        if has_date:
+            m = g[1]
+            if m < 1 or m > 12 or g[2] < 1:
+                continue
+            y = g[0]
+            leap = (y % 4 == 0 and y % 100 != 0) or y % 400 == 0
+            dim = 29 if m == 2 and leap else _DAYS_IN_MONTH[m - 1]
+            if g[2] > dim:
+                continue
+            if has_time and g[3] > 23:
+                continue
+        if has_time and (g[4] > 59 or (n_time > 2 and g[5] > 59)):
             continue
-        v = _time_compose(g, has_date, has_time, n_time, fdig)
-        _time_decompose(v, g, has_date, has_time, n_time, fdig)
-        if not _time_write(buf, 0, template, fields, g):
-            continue
-        for p in range(w):
-            if buf[p] != data[a + p]:
-                good = False
-                break
-        if good:
-            values[i] = v
-            ok[i] = True
+        values[i] = _time_compose(g, has_date, has_time, n_time, fdig)
+        ok[i] = True
     return values, ok
 
 
@@ -981,8 +1048,8 @@ def _code_time(b: _Builder, name: str, col: pa.Array) -> dict | None:
     return spec
 
 
-def _print_time(spec: dict, ints: list[np.ndarray], skip: np.ndarray) -> pa.Array:
-    values = ints[spec["values"]]
+def _print_time(spec: dict, ints: list[np.ndarray], skip: np.ndarray, lo: int, hi: int) -> pa.Array:
+    values = ints[spec["values"]][lo:hi]
     if values.size != skip.size:
         raise ValueError("corrupt CSV parts: time column length")
     template = _b(spec["template"])
@@ -999,6 +1066,8 @@ def _print_time(spec: dict, ints: list[np.ndarray], skip: np.ndarray) -> pa.Arra
 
 
 def _code_category(b: _Builder, name: str, col: pa.Array) -> dict:
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
     enc = pc.dictionary_encode(col)
     dictionary = enc.dictionary
     if len(dictionary) <= min(_MAX_DICT, max(16, len(col) // 4)):
@@ -1008,10 +1077,212 @@ def _code_category(b: _Builder, name: str, col: pa.Array) -> dict:
     return {"kind": "text", "text": b.blob(_pack(col))}
 
 
+@njit(cache=True)
+def _scan_sci(offsets, data):  # pragma: no cover - compiled
+    """Parse ``-?D(.D+)?[eE][+-]?D+`` cell by cell (printf's ``%e``, Python's ``repr``).
+
+    Returns (mant, dm, ex, ewidth, esign, echar, ok): the mantissa digits as a
+    signed integer, its decimals, the exponent, its digit count, its sign
+    character (0, ``+`` or ``-``), the exponent letter, and whether the cell
+    parsed (mantissa normalised, at most 18 digits, not a negative zero).
+    """
+    n = offsets.size - 1
+    mant = np.zeros(n, np.int64)
+    dm = np.zeros(n, np.int64)
+    ex = np.zeros(n, np.int64)
+    ewidth = np.zeros(n, np.int64)
+    esign = np.zeros(n, np.uint8)
+    echar = np.zeros(n, np.uint8)
+    ok = np.zeros(n, np.bool_)
+    for i in range(n):
+        a = offsets[i]
+        b = offsets[i + 1]
+        if b - a < 3:
+            continue
+        neg = data[a] == 45
+        if neg:
+            a += 1
+        c = data[a]
+        if c < 48 or c > 57:
+            continue
+        v = c - 48
+        a += 1
+        d = 0
+        if a < b and data[a] == 46:
+            a += 1
+            while a < b and 48 <= data[a] <= 57 and d < 18:
+                v = v * 10 + (data[a] - 48)
+                d += 1
+                a += 1
+            if d == 0:
+                continue
+        if a >= b or (data[a] != 101 and data[a] != 69):
+            continue
+        echar[i] = data[a]
+        a += 1
+        sg = 0
+        if a < b and (data[a] == 43 or data[a] == 45):
+            sg = data[a]
+            a += 1
+        e = 0
+        w = 0
+        while a < b and 48 <= data[a] <= 57 and w < 5:
+            e = e * 10 + (data[a] - 48)
+            w += 1
+            a += 1
+        if a != b or w == 0:
+            continue
+        first = v
+        for _ in range(d):
+            first //= 10
+        if first == 0 and (v != 0 or neg):
+            continue  # not normalised, or a negative zero
+        if v == 0 and (e != 0 or sg == 45):
+            continue
+        mant[i] = -v if neg else v
+        dm[i] = d
+        ex[i] = -e if sg == 45 else e
+        ewidth[i] = w
+        esign[i] = sg
+        ok[i] = True
+    return mant, dm, ex, ewidth, esign, echar, ok
+
+
+@njit(cache=True)
+def _sci_values(mant, dm, ex, ok, scale):  # pragma: no cover - compiled
+    """``mant * 10**(scale - dm + ex)`` (ok cells; others repeat the previous value)."""
+    n = mant.size
+    p10 = np.ones(19, np.int64)
+    for k in range(1, 19):
+        p10[k] = p10[k - 1] * 10
+    values = np.zeros(n, np.int64)
+    last = np.int64(0)
+    first = True
+    for i in range(n):
+        if ok[i]:
+            sh = scale - dm[i] + ex[i]
+            v = mant[i]
+            nd = 1
+            q = abs(v)
+            while q >= 10:
+                q //= 10
+                nd += 1
+            if sh < 0 or nd + sh > 18:
+                ok[i] = False
+            else:
+                last = v * p10[sh]
+                if first:
+                    values[:i] = last
+                    first = False
+        values[i] = last
+    return values
+
+
+@njit(cache=True)
+def _print_sci(values, scale, dm, echar, plus, ewidth, skip):  # pragma: no cover - compiled
+    """Print ``values / 10**scale`` as ``d.ddd<e><sign>dd`` with ``dm`` mantissa decimals."""
+    n = values.size
+    p10 = np.ones(19, np.int64)
+    for k in range(1, 19):
+        p10[k] = p10[k - 1] * 10
+    offsets = np.zeros(n + 1, np.int64)
+    out = np.empty(n * (dm + 12 + ewidth), np.uint8)
+    o = 0
+    for i in range(n):
+        offsets[i] = o
+        if skip[i]:
+            continue
+        v = values[i]
+        if v == -9223372036854775807 - 1:
+            raise ValueError("corrupt CSV parts: a value out of range")
+        q = -v if v < 0 else v
+        nd = 1
+        t = q
+        while t >= 10:
+            t //= 10
+            nd += 1
+        e = 0 if q == 0 else nd - 1 - scale
+        drop = nd - 1 - dm
+        if drop > 0:
+            q //= p10[drop]
+        elif drop < 0:
+            if -drop > 18 or q >= p10[18 + drop]:
+                raise ValueError("corrupt CSV parts: a value out of range")
+            q *= p10[-drop]
+        if v < 0:
+            out[o] = 45
+            o += 1
+        for k in range(dm, -1, -1):
+            out[o + (k + 1 if k > 0 else 0)] = 48 + q % 10
+            q //= 10
+        if dm > 0:
+            out[o + 1] = 46
+            o += dm + 2
+        else:
+            o += 1
+        out[o] = echar
+        o += 1
+        if e < 0:
+            out[o] = 45
+            o += 1
+            e = -e
+        elif plus:
+            out[o] = 43
+            o += 1
+        w = 1
+        t = e
+        while t >= 10:
+            t //= 10
+            w += 1
+        w = max(w, ewidth)
+        for k in range(w - 1, -1, -1):
+            out[o + k] = 48 + e % 10
+            e //= 10
+        o += w
+    offsets[n] = o
+    return offsets, out[:o]
+
+
+def _code_sci(b: _Builder, name: str, col: pa.Array) -> dict | None:
+    """A column in exponent form (``1.234560e-05``) as exact integers at one scale."""
+    offs, data = _binary_buffers(col)
+    mant, dm, ex, ewidth, esign, echar, ok = _scan_sci(offs, data)
+    n = ok.size
+    if n == 0 or ok.sum() * 2 < n:
+        return None
+    # the most common spelling: mantissa decimals, exponent letter, '+' or not, exponent width
+    d0 = int(np.argmax(np.bincount(dm[ok])))
+    e0 = int(np.argmax(np.bincount(echar[ok])))
+    plus = bool((esign[ok & (ex >= 0)] == 43).sum() * 2 >= (ok & (ex >= 0)).sum())
+    w0 = int(ewidth[ok].min())
+    absx = np.abs(ex)
+    natural = np.ones(n, np.int64)
+    for k in range(1, 5):
+        natural += absx >= 10 ** k
+    ok &= (dm == d0) & (echar == e0) & (ewidth == np.maximum(natural, w0))
+    ok &= np.where(ex >= 0, esign == (43 if plus else 0), esign == 45)
+    if ok.sum() * 2 < n:
+        return None
+    scale = int((dm - ex)[ok].max())
+    if not 0 <= scale <= _MAX_DIGITS:
+        return None
+    values = _sci_values(mant, dm, ex, ok, scale)
+    if ok.sum() * 2 < n:
+        return None
+    spec: dict[str, Any] = {"kind": "decimal", "scale": scale, "format": "exponent",
+                            "mantissa_decimals": d0, "exponent": chr(e0), "plus": plus,
+                            "exponent_width": w0}
+    spec["values"] = b.col(name, values)
+    _exceptions(b, name, col, ~ok, spec)
+    return spec
+
+
 def _code_column(b: _Builder, name: str, col: pa.Array, numeric: bool) -> dict:
     spec = None
     if numeric:
         spec = _code_decimal(b, name, col)
+        if spec is None:
+            spec = _code_sci(b, name, col)
         if spec is None:
             spec = _code_time(b, name, col)
     if spec is None:
@@ -1019,53 +1290,82 @@ def _code_column(b: _Builder, name: str, col: pa.Array, numeric: bool) -> dict:
     return spec
 
 
-def _print_decimal(spec: dict, ints: list[np.ndarray], skip: np.ndarray) -> pa.Array:
-    values = ints[spec["values"]]
+def _print_decimal(spec: dict, ints: list[np.ndarray], skip: np.ndarray, lo: int, hi: int) -> pa.Array:
+    values = ints[spec["values"]][lo:hi]
     scale = int(spec["scale"])
+    if not 0 <= scale <= _MAX_DIGITS:
+        raise ValueError("corrupt CSV parts: scale outside 0..18")
+    if spec["format"] == "exponent":
+        dm, ew = int(spec["mantissa_decimals"]), int(spec["exponent_width"])
+        if not (0 <= dm <= 17 and 1 <= ew <= 5 and spec["exponent"] in ("e", "E")):
+            raise ValueError("corrupt CSV parts: exponent format")
+        offs, data = _print_sci(values, scale, dm, ord(spec["exponent"]), bool(spec["plus"]), ew, skip)
+        return _from_buffers(offs, data)
     if spec["format"] == "fixed":
         dec = np.full(values.size, scale, np.int64)
     elif spec["format"] == "trim":
         dec = np.maximum(_trailing_zeros(values, scale), int(spec["min_decimals"]))
     else:
-        dec = ints[spec["decimals"]]
+        dec = ints[spec["decimals"]][lo:hi]
         if dec.size != values.size or (dec.size and (dec.min() < 0 or dec.max() > scale)):
             raise ValueError("corrupt CSV parts: per-cell decimals out of range")
-    if scale > _MAX_DIGITS:
-        raise ValueError("corrupt CSV parts: scale above 18")
-    offs, data = _print_decimals(values, dec, scale, skip)
+    if not 0 <= scale <= _MAX_DIGITS:
+        raise ValueError("corrupt CSV parts: scale outside 0..18")
+    lead, width = int(spec.get("lead", 0)), int(spec.get("width", 0))
+    if not (0 <= lead < 1024 and 0 <= width < 1024):
+        raise ValueError("corrupt CSV parts: padding outside 0..1023")
+    offs, data = _print_decimals(values, dec, scale, skip, lead, width)
     return _from_buffers(offs, data)
 
 
-def _decode_column(spec: dict, ints: list[np.ndarray], blobs: list[bytes], n: int) -> pa.Array:
-    kind = spec["kind"]
-    skip = np.zeros(n, np.bool_)
-    rows = None
-    if spec.get("n_exceptions"):
-        rows = ints[spec["exception_rows"]]
-        if rows.size and (rows.min() < 0 or rows.max() >= n):
-            raise ValueError("corrupt CSV parts: exception row out of range")
-        skip[rows] = True
-    if kind == "decimal":
-        arr = _print_decimal(spec, ints, skip)
-    elif kind == "time":
-        arr = _print_time(spec, ints, skip)
-    elif kind == "category":
-        dictionary = _unpack(blobs[spec["dictionary"]])
-        codes = ints[spec["values"]]
-        if codes.size and (codes.min() < 0 or codes.max() >= len(dictionary)):
-            raise ValueError("corrupt CSV parts: category code out of range")
-        arr = dictionary.take(pa.array(codes))
-    elif kind == "text":
-        arr = _unpack(blobs[spec["text"]])
-    else:
-        raise ValueError(f"corrupt CSV parts: unknown column kind {kind!r}")
-    if len(arr) != n:
-        raise ValueError(f"corrupt CSV parts: column {spec.get('name')!r} has {len(arr)} cells, not {n}")
-    if rows is not None and rows.size:
-        text = _unpack(blobs[spec["exception_text"]])
-        arr = pc.replace_with_mask(arr.cast(pa.large_binary()), pa.array(skip),
-                                   text.cast(pa.large_binary()))
-    return arr
+def _check_rows(rows: np.ndarray, n: int, what: str) -> None:
+    if rows.size and (rows[0] < 0 or rows[-1] >= n or (np.diff(rows) <= 0).any()):
+        raise ValueError(f"corrupt CSV parts: {what} rows out of range or order")
+
+
+class _ColumnPrinter:
+    """Prints rows ``lo:hi`` of one column, exceptions applied (a large_binary array)."""
+
+    def __init__(self, spec: dict, ints: list[np.ndarray], blobs: list[bytes], n: int) -> None:
+        self.spec, self.ints, self.n = spec, ints, n
+        kind = spec["kind"]
+        if kind in ("decimal", "time", "category") and ints[spec["values"]].size != n:
+            raise ValueError(f"corrupt CSV parts: column {spec.get('name')!r} length")
+        self.rows = np.zeros(0, np.int64)
+        if spec.get("n_exceptions"):
+            self.rows = ints[spec["exception_rows"]]
+            _check_rows(self.rows, n, "exception")
+            self.exc = _unpack(blobs[spec["exception_text"]])
+            if len(self.exc) != self.rows.size:
+                raise ValueError("corrupt CSV parts: exception count")
+        if kind == "category":
+            self.dictionary = _unpack(blobs[spec["dictionary"]])
+            codes = ints[spec["values"]]
+            if codes.size and (codes.min() < 0 or codes.max() >= len(self.dictionary)):
+                raise ValueError("corrupt CSV parts: category code out of range")
+        elif kind == "text":
+            self.text = _unpack(blobs[spec["text"]])
+            if len(self.text) != n:
+                raise ValueError(f"corrupt CSV parts: column {spec.get('name')!r} length")
+        elif kind not in ("decimal", "time"):
+            raise ValueError(f"corrupt CSV parts: unknown column kind {kind!r}")
+
+    def __call__(self, lo: int, hi: int) -> pa.Array:
+        spec, kind = self.spec, self.spec["kind"]
+        k0, k1 = np.searchsorted(self.rows, [lo, hi])
+        skip = np.zeros(hi - lo, np.bool_)
+        skip[self.rows[k0:k1] - lo] = True
+        if kind == "decimal":
+            arr = _print_decimal(spec, self.ints, skip, lo, hi)
+        elif kind == "time":
+            arr = _print_time(spec, self.ints, skip, lo, hi)
+        elif kind == "category":
+            arr = self.dictionary.take(pa.array(self.ints[spec["values"]][lo:hi]))
+        else:
+            arr = self.text.slice(lo, hi - lo)
+        if k1 > k0:
+            arr = pc.replace_with_mask(arr, pa.array(skip), self.exc.slice(k0, k1 - k0))
+        return arr
 
 
 @njit(cache=True)
@@ -1082,6 +1382,9 @@ def _join_rows(offs, datas, quote_all, scan, delim, eol):  # pragma: no cover - 
     for j in range(ncol):
         o = offs[j]
         d = datas[j]
+        if not quote_all[j] and not scan[j]:
+            row_len += o[1:] - o[:-1]
+            continue
         for i in range(n):
             a = o[i]
             e = o[i + 1]
@@ -1153,48 +1456,105 @@ def _join_rows(offs, datas, quote_all, scan, delim, eol):  # pragma: no cover - 
 # encode / decode
 
 
-def _assemble(layout: dict, cols: list[pa.Array], blobs: list[bytes], ints: list[np.ndarray]) -> bytes:
-    """The body rows from printed columns, then replaced rows and inserted lines."""
-    eol = _b(layout["eol"])
+_CHUNK_BYTES = 1 << 23
+
+
+def _iter_body(layout: dict, ints: list[np.ndarray], blobs: list[bytes]) -> Iterator[bytes]:
+    """The body, in pieces of about 8 MB: rows printed, replaced rows and inserted lines put in."""
+    eol = np.frombuffer(_b(layout["eol"]), np.uint8)
     n = int(layout["n_rows"])
     delim = _b(layout["delimiter"])
-    if len(delim) != 1 or len(cols) != len(layout["quote"]):
-        raise ValueError("corrupt CSV parts: delimiter or quoting")
-    offs, datas = List(), List()
-    for c in cols:
-        o, d = _binary_buffers(c)
-        offs.append(o.astype(np.int64, copy=False))
-        datas.append(d)
+    specs = layout["columns"]
+    if len(delim) != 1 or len(specs) != len(layout["quote"]) or not specs:
+        raise ValueError("corrupt CSV parts: delimiter, quoting or columns")
+    printers = [_ColumnPrinter(c, ints, blobs, n) for c in specs]
     quote_all = np.array([q == "all" for q in layout["quote"]], np.bool_)
     # fields printed here hold no delimiter, quote or line break: no need to look
     scan = np.array([not (c["kind"] in ("decimal", "time") and not c.get("n_exceptions")
                           and not any(ch in c.get("template", "") for ch in '"\r\n' + layout["delimiter"]))
-                     for c in layout["columns"]], np.bool_)
-    row_off, out = _join_rows(offs, datas, quote_all, scan, delim[0], np.frombuffer(eol, np.uint8))
-    if not layout.get("replaced") and not layout.get("inserted"):
-        return out.tobytes()
-    rows = _from_buffers(row_off, out).cast(_LB)
-    rep = layout.get("replaced")
-    if rep:
-        idx = ints[rep["rows"]]
-        if idx.size and (idx.min() < 0 or idx.max() >= n):
-            raise ValueError("corrupt CSV parts: replaced row out of range")
-        mask = np.zeros(n, np.bool_)
-        mask[idx] = True
-        rows = pc.replace_with_mask(rows, pa.array(mask), _unpack(blobs[rep["text"]]).cast(pa.large_binary()))
-    ins = layout.get("inserted")
-    if ins:
-        pos = np.frombuffer(blobs[ins["pos"]], np.int64)
-        lines = _unpack(blobs[ins["text"]]).cast(pa.large_binary())
-        if pos.size != len(lines) or (pos.size and (pos.min() < 0 or pos.max() > n)):
-            raise ValueError("corrupt CSV parts: inserted line out of range")
-        # row r goes after the lines inserted before it: sort keys (position, 0 for lines / 1 for rows)
-        key_rows = np.arange(n, dtype=np.int64) * 2 + 1
-        key_ins = pos * 2
-        order = np.argsort(np.concatenate([key_rows, key_ins]), kind="stable")
-        rows = pa.concat_arrays([rows, lines]).take(pa.array(order))
-    offs, data = _binary_buffers(rows)
-    return data.tobytes()
+                     for c in specs], np.bool_)
+    rep_rows = np.zeros(0, np.int64)
+    if layout.get("replaced"):
+        rep_rows = ints[layout["replaced"]["rows"]]
+        _check_rows(rep_rows, n, "replaced")
+        rep_text = _unpack(blobs[layout["replaced"]["text"]])
+        if len(rep_text) != rep_rows.size:
+            raise ValueError("corrupt CSV parts: replaced row count")
+    ins_pos = np.zeros(0, np.int64)
+    if layout.get("inserted"):
+        ins_pos = np.frombuffer(blobs[layout["inserted"]["pos"]], np.int64)
+        ins_text = _unpack(blobs[layout["inserted"]["text"]])
+        if ins_pos.size != len(ins_text) or (ins_pos.size and (
+                ins_pos[0] < 0 or ins_pos[-1] > n or (np.diff(ins_pos) < 0).any())):
+            raise ValueError("corrupt CSV parts: inserted lines out of range or order")
+    # rows per piece, from the first rows' printed length
+    step = 4096
+    lo = 0
+    while True:
+        hi = min(n, lo + step)
+        if hi > lo:
+            cols = [p(lo, hi) for p in printers]
+            offs, datas = List(), List()
+            for c in cols:
+                o, d = _binary_buffers(c)
+                offs.append(o.astype(np.int64, copy=False))
+                datas.append(d)
+            row_off, out = _join_rows(offs, datas, quote_all, scan, delim[0], eol)
+        else:
+            row_off, out = np.zeros(1, np.int64), np.zeros(0, np.uint8)
+        r0, r1 = np.searchsorted(rep_rows, [lo, hi])
+        last = hi >= n
+        i0, i1 = np.searchsorted(ins_pos, [lo, hi], side="left")
+        if last:
+            i1 = ins_pos.size
+        if r1 == r0 and i1 == i0:
+            yield out.tobytes()
+        else:
+            rows = _from_buffers(row_off, out)
+            if r1 > r0:
+                mask = np.zeros(hi - lo, np.bool_)
+                mask[rep_rows[r0:r1] - lo] = True
+                rows = pc.replace_with_mask(rows, pa.array(mask), rep_text.slice(r0, r1 - r0))
+            if i1 > i0:
+                # a line inserted at position p goes before row p: sort keys 2p (lines), 2r + 1 (rows)
+                keys = np.concatenate([np.arange(lo, hi, dtype=np.int64) * 2 + 1, ins_pos[i0:i1] * 2])
+                order = np.argsort(keys, kind="stable")
+                rows = pa.concat_arrays([rows, ins_text.slice(i0, i1 - i0)]).take(pa.array(order))
+            yield _binary_buffers(rows)[1].tobytes()
+        if last:
+            return
+        if hi > lo and step < 1 << 20:
+            step = int(min(1 << 20, max(4096, _CHUNK_BYTES * (hi - lo) // max(1, out.size))))
+        lo = hi
+
+
+def _iter_file(parts: CsvParts) -> Iterator[bytes]:
+    """The file, in pieces: BOM, lines above the header, header, body (last line ending dropped
+    when the file had none)."""
+    lay = parts.layout
+    if not isinstance(lay, dict) or lay.get("format") != "ubpe-csv" or lay.get("version") != LAYOUT_VERSION:
+        raise ValueError("corrupt CSV parts: not a ubpe-csv layout of version 1")
+    if lay["kind"] == "raw":
+        if len(parts.blobs) != 1:
+            raise ValueError("corrupt CSV parts: a raw layout holds one blob")
+        yield bytes(parts.blobs[0])
+        return
+    ints = [np.asarray(c, np.int64) for _, c in parts.int_columns]
+    head = b"".join([BOM if lay["bom"] else b""] + [_b(x) for x in lay["preamble"]]
+                    + ([_b(lay["header"])] if lay["header"] is not None else []))
+    held = head
+    for piece in _iter_body(lay, ints, parts.blobs):
+        if piece:
+            if held:
+                yield held
+            held = piece
+    if not lay["final_newline"]:
+        eol = _b(lay["eol"])
+        if not held.endswith(eol):
+            raise ValueError("corrupt CSV parts: no final line ending to drop")
+        held = held[:-len(eol)]
+    if held:
+        yield held
 
 
 def _split_rows(body: bytes, eol: str) -> list[bytes]:
@@ -1237,19 +1597,38 @@ def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None
     Returns
     -------
     CsvParts
-        ``decode_csv(parts) == data``, checked before returning.
+        ``decode_csv(parts) == data``, checked before returning, piece by
+        piece. ``int_columns`` are named after the header: ``<name>`` for a
+        column's values (int64, shape (n_rows,)), ``<name>#decimals`` for
+        per-cell decimals (format ``digits``), ``<name>#exception_rows`` for
+        the rows of its exception cells (ascending), ``#replaced_rows`` for rows
+        kept whole (quoting or a line ending that would not print back). A file
+        that is not a table (empty, only comments), or whose rows mostly would
+        not print back, is kept whole (layout ``kind`` ``raw``, one blob).
 
     Raises
     ------
     CsvError
         On a ragged row (a row with another number of fields than the header;
-        the message names the line), an unknown column in ``columns`` or
-        ``exclude``, or an empty file.
+        the message names the line), or an unknown column in ``columns`` or
+        ``exclude``.
+
+    Notes
+    -----
+    A decimal column's scale is the most digits after the point among its
+    cells; exponent forms (``1.5e-05``) are scaled the same way. Values are
+    exact integers, not floats, as in ALP's decimal encoding (Afroozeh et al.,
+    "ALP: Adaptive Lossless floating-Point Compression", SIGMOD 2024), with
+    exceptions kept verbatim. Dates are counted in days with the civil-calendar
+    algorithms of H. Hinnant (https://howardhinnant.github.io/date_algorithms.html).
     """
     rest = data.removeprefix(BOM)
     if not rest[:4096].strip() and not rest.strip():
         return _raw_parts(data, "empty")
-    s = sniff(data, skip_rows=skip_rows, comment=comment, delimiter=delimiter, path=path)
+    try:
+        s = sniff(data, skip_rows=skip_rows, comment=comment, delimiter=delimiter, path=path)
+    except CsvError as e:  # no table in it (only comments, or every line skipped)
+        return _raw_parts(data, str(e))
     cols = parse_table(s, path)
     width = len(s.names)
     numeric = [True] * width
@@ -1267,21 +1646,22 @@ def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None
         "header": None if s.header is None else _s(s.header),
         "delimiter": s.delimiter, "quote": _quote_modes(s), "n_rows": n, "columns": []}
     taken: set[str] = set()
-    for j, (name, col) in enumerate(zip(s.names, cols)):
+    for j, name in enumerate(s.names):
+        col, cols[j] = cols[j], None  # free each column's text once it is coded
         key = name if name and name not in taken else f"{name}#{j}"
         taken.add(key)
         spec = _code_column(b, key, col, numeric[j])
+        del col
         layout["columns"].append({"name": name, **spec})
     if s.inserted:
         layout["inserted"] = {"pos": b.blob(np.array([p for p, _ in s.inserted], np.int64).tobytes()),
                               "text": b.blob(_pack([ln for _, ln in s.inserted]))}
     parts = CsvParts(layout, b.int_columns, b.blobs)
     try:
-        back = decode_csv(parts)
+        if _same(parts, data):
+            return parts
     except (ValueError, pa.ArrowException) as e:  # pragma: no cover - a bug guard
         return _raw_parts(data, f"layout failed to decode ({e})")
-    if back == data:
-        return parts
     # rows that do not print back: keep them whole
     body = s.body
     orig = _split_rows(body, s.eol)
@@ -1294,9 +1674,21 @@ def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None
     layout["replaced"] = {"rows": b.col("#replaced_rows", np.array(bad, np.int64)),
                           "text": b.blob(_pack([orig[r] for r in bad]))}
     parts = CsvParts(layout, b.int_columns, b.blobs)
-    if decode_csv(parts) != data:  # pragma: no cover - a bug guard
+    if not _same(parts, data):  # pragma: no cover - a bug guard
         return _raw_parts(data, "verification failed")
     return parts
+
+
+def _same(parts: CsvParts, data: bytes) -> bool:
+    """Whether the parts decode to ``data``, compared piece by piece."""
+    view = memoryview(data)
+    pos = 0
+    for piece in _iter_file(parts):
+        end = pos + len(piece)
+        if end > len(data) or view[pos:end] != piece:
+            return False
+        pos = end
+    return pos == len(data)
 
 
 def _body_of(parts: CsvParts) -> bytes:
@@ -1304,8 +1696,7 @@ def _body_of(parts: CsvParts) -> bytes:
     lay.pop("inserted", None)
     lay.pop("replaced", None)
     ints = [c for _, c in parts.int_columns]
-    cols = [_decode_column(c, ints, parts.blobs, int(lay["n_rows"])) for c in lay["columns"]]
-    return _assemble(lay, cols, parts.blobs, ints)
+    return b"".join(_iter_body(lay, ints, parts.blobs))
 
 
 def decode_csv(parts: CsvParts) -> bytes:
@@ -1334,32 +1725,24 @@ def decode_csv(parts: CsvParts) -> bytes:
 
 
 def _decode(parts: CsvParts) -> bytes:
-    lay = parts.layout
-    if not isinstance(lay, dict) or lay.get("format") != "ubpe-csv" or lay.get("version") != LAYOUT_VERSION:
-        raise ValueError("corrupt CSV parts: not a ubpe-csv layout of version 1")
-    if lay["kind"] == "raw":
-        if len(parts.blobs) != 1:
-            raise ValueError("corrupt CSV parts: a raw layout holds one blob")
-        return bytes(parts.blobs[0])
-    ints = [np.asarray(c, np.int64) for _, c in parts.int_columns]
-    n = int(lay["n_rows"])
-    cols = [_decode_column(c, ints, parts.blobs, n) for c in lay["columns"]]
-    body = _assemble(lay, cols, parts.blobs, ints)
-    out = [BOM if lay["bom"] else b""] + [_b(x) for x in lay["preamble"]]
-    if lay["header"] is not None:
-        out.append(_b(lay["header"]))
-    out.append(body)
-    text = b"".join(out)
-    if not lay["final_newline"]:
-        eol = _b(lay["eol"])
-        if not text.endswith(eol):
-            raise ValueError("corrupt CSV parts: no final line ending to drop")
-        text = text[:-len(eol)]
-    return text
+    return b"".join(_iter_file(parts))
 
 
 def resolve_columns(spec: list[str | int], names: list[str], path: str, what: str) -> list[int]:
     """Map column names or 0-based indices (ints or digit strings) to indices.
+
+    Parameters
+    ----------
+    spec : list of str or int
+        Header names (matched after stripping spaces) or 0-based indices.
+    names : list of str
+        The file's column names.
+    path, what : str
+        Named in error messages (``what``: "column", "excluded column", ...).
+
+    Returns
+    -------
+    list of int
 
     Raises
     ------
@@ -1383,5 +1766,17 @@ def resolve_columns(spec: list[str | int], names: list[str], path: str, what: st
 
 
 def dumps_layout(layout: dict) -> bytes:
-    """The layout as compact JSON bytes (for a container section)."""
+    """The layout as compact ASCII JSON bytes (for a container section).
+
+    Parameters
+    ----------
+    layout : dict
+        ``CsvParts.layout``.
+
+    Returns
+    -------
+    bytes
+        ``json.loads`` gives the layout back; strings that held bytes not valid
+        in UTF-8 travel as ``\\udcXX`` escapes (Python's surrogateescape).
+    """
     return json.dumps(layout, separators=(",", ":"), ensure_ascii=True).encode()

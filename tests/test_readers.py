@@ -76,6 +76,12 @@ def test_comments_bom_crlf_and_quotes(tmp_path):
     assert t.channels[0].tolist() == [1, 3] and t.channels[1].tolist() == [2.5, 4.5]
 
 
+def test_bom_headerless_and_spaces(tmp_path):
+    t = read_csv(_write(tmp_path, b"\xef\xbb\xbf1, 2.5\n3, 4.5\n5, 6.5\n"))
+    assert not t.header and t.names == ["col0", "col1"]
+    assert t.channels[0].tolist() == [1, 3, 5] and t.channels[1].tolist() == [2.5, 4.5, 6.5]
+
+
 def test_delimiter_and_comment_options(tmp_path):
     p = _write(tmp_path, b"% made by hand\na;b\n1,5;2\n3,5;4\n")
     t = read_csv(p, comment="%", delimiter=";")

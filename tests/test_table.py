@@ -78,6 +78,21 @@ def test_cells_that_do_not_print_back_are_exceptions(cell):
     assert ints(p)["x"].tolist() == [125, 125, -250, 700]
 
 
+def test_spaces_after_the_delimiter_and_right_aligned_columns():
+    p = roundtrip(b"t, x, y\n1, 0.5, -2\n2, 0.25, 3\n3, 1.0, 40\n")
+    assert column(p, "x")["lead"] == 1 and column(p, "x")["n_exceptions"] == 0
+    assert ints(p)["y"].tolist() == [-2, 3, 40]
+    p = roundtrip(b"   t,      x\n   1,  -0.50\n  20,  12.25\n 300, 100.00\n")
+    x = column(p, "x")
+    assert x["width"] == 7 and x["n_exceptions"] == 0 and ints(p)["x"].tolist() == [-50, 1225, 10000]
+
+
+def test_bom_on_a_headerless_file_keeps_the_first_row():
+    p = roundtrip(b"\xef\xbb\xbf1,2\n3,4\n5,6\n")
+    assert p.layout["bom"] and p.layout["header"] is None and p.n_rows == 3
+    assert ints(p)["col0"].tolist() == [1, 3, 5]
+
+
 def test_negative_zero_and_18_digit_integers():
     p = roundtrip(b"x\n-0.0\n0.0\n-1.5\n")
     assert column(p, "x")["n_exceptions"] == 1
@@ -85,6 +100,19 @@ def test_negative_zero_and_18_digit_integers():
     p = roundtrip(b"x\n" + big + b"\n-" + big + b"\n1234567890123456789\n")
     assert ints(p)["x"].tolist()[:2] == [int(big), -int(big)]
     assert column(p, "x")["n_exceptions"] == 1  # the 19-digit integer, verbatim
+
+
+def test_exponent_forms_are_exact_integers_at_one_scale():
+    # printf's %e: six mantissa decimals, a signed exponent of at least two digits
+    p = roundtrip(b"x\n1.234560e-05\n-2.500000e+00\n0.000000e+00\n7.000000e+101\n1.5e-05\n")
+    x = column(p, "x")
+    assert x["format"] == "exponent" and x["scale"] == 11 and x["mantissa_decimals"] == 6
+    assert x["n_exceptions"] == 2  # 7e+101 needs more than 18 digits at scale 11; 1.5e-05 has 1 decimal
+    assert ints(p)["x"].tolist()[:3] == [1234560, -250000000000, 0]
+    p = roundtrip(b"x\n1.5E3\n-2.0E-1\n3.3E0\n")
+    x = column(p, "x")
+    assert (x["exponent"], x["plus"], x["exponent_width"]) == ("E", False, 1)
+    assert ints(p)["x"].tolist() == [150000, -20, 330]  # scale 2
 
 
 def test_numeric_column_except_one_cell_keeps_that_cell_as_text():
@@ -280,8 +308,12 @@ def test_generated_csv_round_trip(data):
     assert decode_csv(parts) == data
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.binary(max_size=200))
+_tokens = st.sampled_from([b'"', b",", b"\n", b"\r", b"\r\n", b"1", b"23", b".", b"-", b"e", b" ", b"#",
+                           b"a", b"\xef\xbb\xbf", b"0", b"\t", b";", b"\xff", b"2012-01-01 00:00"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200) | st.lists(_tokens, max_size=80).map(b"".join))
 def test_any_bytes_come_back_or_raise_csv_error(data):
     try:
         parts = encode_csv(data)
