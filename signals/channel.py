@@ -45,6 +45,8 @@ MATCH_ROWS = 4
 
 RAW, CONST, CODED, MODEL, CODED2, RANKED = 0, 1, 2, 3, 4, 5
 DEFAULT_LEVEL = 5
+MAX_EMA_SHIFT = 8
+MAX_TBITS = 16  # match-model hash table: at most 2**16 entries (512 KiB, cache-friendly)
 RANK_LEVEL = 3  # levels from here try the distinct-value dictionary (mode 5)
 MAX_LEVEL = 9
 
@@ -58,6 +60,8 @@ class _Preset:
     hybrid: tuple[tuple[int, int], ...]  # (k, msb) tried
     match: tuple[tuple[int, int], ...] = ()  # (context length, run before use) tried
     search: bool = False  # choose the match model by coded size (else by estimated gain)
+    lms: bool = False  # try the adaptive NLMS / sign-LMS cascade after the LPC
+    ctx: tuple[int, ...] = (0, 3)  # context kinds tried: 0 recent bit lengths, s > 0 average (decay 2**-s)
 
 
 _M3 = ((1, 0), (2, 0), (2, 1))
@@ -67,16 +71,17 @@ PRESETS = {
     1: _Preset("fixed", 1024, (), (1, 4, 8), ((4, 2),)),
     2: _Preset("linear", 4096, (8,), (1, 4, 8), ((4, 2),), ((2, 0),)),
     3: _Preset("linear", 4096, (16,), (1, 4, 8, 12), ((4, 2),), _M3),
-    4: _Preset("linear", 4096, (8, 16), (1, 4, 8, 12), ((4, 2),), _M3),
-    5: _Preset("linear", 4096, (8, 16, 32), (1, 4, 8, 12, 16), ((4, 2),), _M3),
-    6: _Preset("linear", 4096, (8, 16, 24, 32), (1, 4, 8, 12, 16), ((4, 2), (3, 2)), _M),
+    4: _Preset("linear", 4096, (8, 16), (1, 4, 8, 12), ((4, 2),), _M3, lms=True),
+    5: _Preset("linear", 4096, (8, 16, 32), (1, 4, 8, 12, 16), ((4, 2),), _M3, lms=True),
+    6: _Preset("linear", 4096, (8, 16, 24, 32), (1, 4, 8, 12, 16), ((4, 2), (3, 2)), _M,
+               lms=True),
     7: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 24),
-               ((4, 2), (3, 2), (5, 2)), _M, True),
+               ((4, 2), (3, 2), (5, 2)), _M, search=True, lms=True),
     8: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
-               ((4, 2), (3, 2), (5, 2), (4, 3)), _M + ((16, 0),), True),
+               ((4, 2), (3, 2), (5, 2), (4, 3)), _M + ((16, 0),), search=True, lms=True),
     9: _Preset("linear", 4096, (4, 8, 12, 16, 20, 24, 28, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
                ((2, 2), (3, 2), (4, 2), (5, 2), (6, 2), (4, 3), (3, 1)),
-               _M + ((16, 0), (6, 1), (3, 1)), True),
+               _M + ((16, 0), (6, 1), (3, 1)), search=True, lms=True),
 }
 
 
@@ -234,9 +239,14 @@ def _decode_tokens(rd: _Reader, n: int, k: int, msb: int, cmap, freqs, cum, look
 # ------------------------------------------------------ fused mode-4 coding
 @njit(cache=True)
 def _decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs, cum, lookup,
-                  block, kinds, orders, shifts, coefs, mh, t, tbits):
+                  block, kinds, orders, shifts, coefs, mh, t, tbits, lms=0, ctxk=0):
     """rANS tokens -> raw bits -> residuals -> samples, one pass; returns (x, ok)."""
+    acc = 0
     x = np.empty(n, np.int64)
+    e1 = np.empty(n if lms else 0, np.int64)
+    e2 = np.empty(n if lms else 0, np.int64)
+    w1 = np.zeros(P.NLMS_ORDER, np.int64)
+    w2 = np.zeros(P.SIGN_ORDER, np.int64)
     nw = words.shape[0]
     if nw < 2:
         return x, False
@@ -262,7 +272,7 @@ def _decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs, cu
                 ptr = table[h]
                 mlen = 0
         use = ptr >= 0 and mlen >= t
-        row = cmap[2 * b1 + b2 + b3]
+        row = cmap[2 * b1 + b2 + b3] if ctxk == 0 else cmap[E.ema_stat(acc, ctxk)]
         if use:
             row += nc * P._bucket(mlen, t)
         slot = st & mask
@@ -295,7 +305,15 @@ def _decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs, cu
                 v &= (np.uint64(1) << np.uint64(nb)) - np.uint64(1)
             z = (((np.uint64(1) << np.uint64(msb)) | m) << np.uint64(nb)) | v
             bpos += nb
+        if ctxk:
+            acc = E.ema_update(acc, z, ctxk)
         r = np.int64(z >> np.uint64(1)) ^ -np.int64(z & np.uint64(1))
+        if lms:
+            e2[i] = r + P._sign_predict(e2, i, w2)
+            P._sign_update(e2, i, w2, r)
+            e1[i] = e2[i] + P._nlms_predict(e1, i, w1)
+            P._nlms_update(e1, i, w1, e2[i])
+            r = e1[i]
         if use:
             pred = x[ptr]
         else:
@@ -341,19 +359,21 @@ def _code_residuals(r, mb, n_mb, preset: _Preset):
     for k, msb in preset.hybrid:
         tokens, nbits = E.hybrid_split(z, k, msb)
         width = int(tokens.max()) + 1
-        stat = E.context_stat(tokens, E.token_bitlen(k, msb, width))
-        bits, th, f, table, rows = _rows_tables(tokens, stat, mb, width, n_mb, preset.contexts)
-        bits += float(nbits.sum(dtype=np.int64))
-        if best is None or bits < best[0]:
-            best = (bits, k, msb, tokens, nbits, th, f, table, rows, width)
-    bits, k, msb, tokens, nbits, th, f, table, rows, width = best
+        for ctxk in preset.ctx:
+            stat = (E.context_stat(tokens, E.token_bitlen(k, msb, width)) if ctxk == 0
+                    else E.context_stat_ema(z, ctxk))
+            bits, th, f, table, rows = _rows_tables(tokens, stat, mb, width, n_mb, preset.contexts)
+            bits += float(nbits.sum(dtype=np.int64))
+            if best is None or bits < best[0]:
+                best = (bits, k, msb, tokens, nbits, th, f, table, rows, width, ctxk)
+    bits, k, msb, tokens, nbits, th, f, table, rows, width, ctxk = best
 
     def emit() -> bytes:
         cum, _ = E.build_tables(f)
         words = E.rans_encode_rows(tokens, rows, f, cum)
         raw, total = E.pack_raw_bits(z, nbits)
         return b"".join([bytes([k << 4 | msb, th.size + 1]), th.astype(np.uint8).tobytes(),
-                         bytes([n_mb]), _varint(width), _varint(len(table)), table.tobytes(),
+                         bytes([n_mb, ctxk]), _varint(width), _varint(len(table)), table.tobytes(),
                          _varint(words.size), words.astype("<u2").tobytes(),
                          raw.astype("<u8").tobytes()[:(total + 7) // 8]])
     return bits, emit
@@ -364,7 +384,7 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
     orders = np.array(preset.lpc_orders if preset.predictor == "linear" else (), np.int64)
     kinds, ords, shifts, coefs = P.block_lpc_analyze(x, block, orders, 14)
     side = P.block_side_bytes(kinds, ords, shifts, coefs)
-    tbits = int(min(22, max(10, int(x.size).bit_length() + 1)))
+    tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
     # the match model, where a pass with it saves estimated bits (else off)
     if preset.search:
         best: Any = None
@@ -374,19 +394,28 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
             for mh, t in ((0, 0),) + preset.match:
                 r, mb = P.predict_fused(x, block, params[0], params[1], params[2], params[3],
                                         mh, t, tbits)
-                bits, emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
-                bits += 8 * len(sd)
-                if best is None or bits < best[0]:
-                    best = (bits, emit, mh, t, sd)
-        _, emit, mh, t, side = best
+                for lms in (0, 1) if (mh == 0 and preset.lms) else (0,):
+                    rr = P.cascade_forward(r) if lms else r
+                    bits, emit = _code_residuals(rr, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
+                    bits += 8 * len(sd)
+                    if best is None or bits < best[0]:
+                        best = (bits, emit, mh, t, sd, lms)
+        _, emit, mh, t, side, lms = best
     else:
-        r, mb, mh, t, gain = None, None, 0, 0, 0.0
+        r, mb, mh, t, gain, lms = None, None, 0, 0, 0.0, 0
         for mh_, t_ in preset.match:
             r_, mb_, g = P.predict_fused_gain(x, block, kinds, ords, shifts, coefs, mh_, t_, tbits)
             if g > max(gain, 64.0):
                 r, mb, mh, t, gain = r_, mb_, mh_, t_, g
-        if r is None:
-            r, mb = P.predict_fused(x, block, kinds, ords, shifts, coefs, 0, 0, tbits)
+        if r is None or (preset.lms and (mb > 0).mean() < 0.5):
+            r0, mb0 = P.predict_fused(x, block, kinds, ords, shifts, coefs, 0, 0, tbits)
+            cost = np.inf if r is None else P.residual_cost(r)
+            if P.residual_cost(r0) < cost:
+                r, mb, mh, t, cost = r0, mb0, 0, 0, P.residual_cost(r0)
+            if preset.lms:
+                r3 = P.cascade_forward(r0)
+                if P.residual_cost(r3) < 0.99 * cost:
+                    r, mb, mh, t, lms = r3, mb0, 0, 0, 1
         bits, emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
         if mh and (mb > 0).mean() > 0.5 and kinds.any():
             # the match model predicts most samples: LPC coefficients may not pay for themselves
@@ -397,7 +426,7 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
             if bits2 + 8 * len(side2) < bits + 8 * len(side):
                 emit, side = emit2, side2
     return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
-                     bytes([mh, t, tbits]), emit()])
+                     bytes([mh, t, tbits, lms]), emit()])
 
 
 def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
@@ -411,9 +440,11 @@ def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
     kinds, orders, shifts, coefs, ok = P.parse_block_side(side, n_blocks)
     if not ok:
         raise ValueError(f"predictor parameters do not describe {n_blocks} blocks")
-    mh, t, tbits = rd.byte(), rd.byte(), rd.byte()
+    mh, t, tbits, lms = rd.byte(), rd.byte(), rd.byte(), rd.byte()
     if mh > 32 or not 1 <= tbits <= 24:
         raise ValueError(f"bad match parameters ({mh}, {t}, {tbits})")
+    if lms > 1 or (lms and mh):
+        raise ValueError(f"bad adaptive-filter flag {lms}")
     hk = rd.byte()
     k, msb = hk >> 4, hk & 15
     if k > E.MAX_K or msb > min(k, E.MAX_MSB):
@@ -424,9 +455,11 @@ def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
     th = np.frombuffer(rd.take(nc - 1), np.uint8).astype(np.int64)
     if th.size and (np.any(np.diff(th) <= 0) or th[0] < 1):
         raise ValueError("context thresholds are not increasing")
-    n_mb = rd.byte()
+    n_mb, ctxk = rd.byte(), rd.byte()
     if n_mb != (1 if mh == 0 else P.MATCH_BUCKETS):
         raise ValueError(f"bad match bucket count {n_mb}")
+    if ctxk > MAX_EMA_SHIFT:
+        raise ValueError(f"bad context kind {ctxk}")
     width = rd.varint(E.alphabet_size(k, msb))
     if width < 1:
         raise ValueError("empty token table")
@@ -437,11 +470,11 @@ def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
     f = E.freqs_from_code_rows(q)
     cum, lookup = E.build_tables(f)
     return _decode_words(rd, n, k, msb, E.context_map(th), nc, f, cum, lookup,
-                         block, kinds, orders, shifts, coefs, mh, t, tbits)
+                         block, kinds, orders, shifts, coefs, mh, t, tbits, lms, ctxk)
 
 
 def _decode_words(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders, shifts, coefs,
-                  mh, t, tbits) -> np.ndarray:
+                  mh, t, tbits, lms=0, ctxk=0) -> np.ndarray:
     n_words = rd.varint(rd.remaining() // 2)
     words = np.frombuffer(rd.take(2 * n_words), "<u2").astype(np.uint16)
     if n * E.MIN_TOKEN_BITS > 16 * n_words + 64:
@@ -450,7 +483,7 @@ def _decode_words(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders,
     raw = np.frombuffer(rest + bytes(-len(rest) % 8 + 8), "<u8").astype(np.uint64)
     x, ok = _decode_fused(words, raw, 8 * len(rest), n, k, msb,
                           E.token_bitlen(k, msb, f.shape[1]), cmap, nc, f, cum, lookup,
-                          block, kinds, orders, shifts, coefs, mh, t, tbits)
+                          block, kinds, orders, shifts, coefs, mh, t, tbits, lms, ctxk)
     if not ok:
         raise ValueError("inconsistent rANS words or raw bits")
     return x

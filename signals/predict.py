@@ -700,3 +700,108 @@ def block_side_bytes(kinds, orders, shifts, coefs) -> bytes:
             o = int(orders[b])
             out += bytes([1, o, int(shifts[b])]) + coefs[b, :o].astype("<i2").tobytes()
     return bytes(out)
+
+
+# ------------------------------------------------- adaptive cascade (integers)
+# After the block LPC, a cascade of two adaptive filters over the residual, as
+# Monkey's Audio and WavPack cascade them (M. Ashland, Monkey's Audio "NNFilter";
+# D. Bryant, WavPack "decorrelation passes"): a normalised LMS of order 16
+# (step ``err / (sum |h| * NLMS_DIV)``), then a sign-sign LMS of order 32.
+# Weights are int64 in Q12, clamped; every operation is integer, so the
+# decoder reproduces the weights exactly.
+LMS_SHIFT = 12
+NLMS_ORDER, NLMS_DIV = 16, 8
+SIGN_ORDER, SIGN_MU = 32, 16
+_CLAMP = 1 << 40
+_WCLAMP = 1 << 30
+
+
+@njit(cache=True, inline="always")
+def _sat_abs(v):
+    a = v if v >= 0 else -v
+    if a < 0 or a > _CLAMP:  # -2**63, or beyond the clamp
+        a = _CLAMP
+    return a
+
+
+@njit(cache=True, inline="always")
+def _clamp(v, lim):
+    return min(max(v, -lim), lim)
+
+
+@njit(cache=True, inline="always")
+def _nlms_predict(h, i, w):
+    acc = 0
+    for j in range(min(NLMS_ORDER, i)):
+        acc += w[j] * h[i - 1 - j]
+    return acc >> LMS_SHIFT
+
+
+@njit(cache=True, inline="always")
+def _nlms_update(h, i, w, r):
+    m = min(NLMS_ORDER, i)
+    en = 1
+    for j in range(m):
+        en += _sat_abs(h[i - 1 - j])
+    step = (_clamp(r, _CLAMP) << LMS_SHIFT) // (en * NLMS_DIV)
+    for j in range(m):
+        v = h[i - 1 - j]
+        sg = (v > 0) - (v < 0)
+        w[j] = _clamp(w[j] + sg * step, _WCLAMP)
+
+
+@njit(cache=True, inline="always")
+def _sign_predict(h, i, w):
+    acc = 0
+    for j in range(min(SIGN_ORDER, i)):
+        acc += w[j] * h[i - 1 - j]
+    return acc >> LMS_SHIFT
+
+
+@njit(cache=True, inline="always")
+def _sign_update(h, i, w, r):
+    s = SIGN_MU * ((r > 0) - (r < 0))
+    for j in range(min(SIGN_ORDER, i)):
+        v = h[i - 1 - j]
+        w[j] = _clamp(w[j] + s * ((v > 0) - (v < 0)), _WCLAMP)
+
+
+@njit(cache=True)
+def cascade_forward(e1):
+    """LPC residual -> cascade residual (NLMS-16, then sign-sign LMS-32)."""
+    n = e1.shape[0]
+    e2 = np.empty(n, np.int64)
+    e3 = np.empty(n, np.int64)
+    w1 = np.zeros(NLMS_ORDER, np.int64)
+    w2 = np.zeros(SIGN_ORDER, np.int64)
+    for i in range(n):
+        e2[i] = e1[i] - _nlms_predict(e1, i, w1)
+        _nlms_update(e1, i, w1, e2[i])
+        e3[i] = e2[i] - _sign_predict(e2, i, w2)
+        _sign_update(e2, i, w2, e3[i])
+    return e3
+
+
+@njit(cache=True)
+def cascade_inverse(e3):
+    """Exact inverse of :func:`cascade_forward`."""
+    n = e3.shape[0]
+    e1 = np.empty(n, np.int64)
+    e2 = np.empty(n, np.int64)
+    w1 = np.zeros(NLMS_ORDER, np.int64)
+    w2 = np.zeros(SIGN_ORDER, np.int64)
+    for i in range(n):
+        e2[i] = e3[i] + _sign_predict(e2, i, w2)
+        _sign_update(e2, i, w2, e3[i])
+        e1[i] = e2[i] + _nlms_predict(e1, i, w1)
+        _nlms_update(e1, i, w1, e2[i])
+    return e1
+
+
+@njit(cache=True)
+def residual_cost(r):
+    """Estimated bits of residuals: ``sum log2(1 + |r|)``."""
+    c = 0.0
+    for i in range(r.shape[0]):
+        c += np.log2(1.0 + abs(float(r[i])))
+    return c
