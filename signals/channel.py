@@ -2,28 +2,48 @@
 
 The payload codes any 1-D int64 array exactly, whatever its values (the full
 int64 range included), with memory bounded by the sample count times a small
-constant. Pipeline:
+constant (no allocation grows with the value range). Pipeline (mode 4):
 
-1. a reversible integer predictor (:mod:`signals.predict`; wrap-around int64
-   arithmetic, inverted exactly);
+1. prediction (:mod:`signals.predict`, int64 wrap-around arithmetic, inverted
+   exactly): per block, FLAC's fixed predictors or a quantized LPC; an LZP
+   match model (the sample that followed the last occurrence of the recent
+   context) where repeats pay; an NLMS + sign-LMS cascade over the LPC
+   residual where it pays;
 2. zigzag, then the bounded "hybrid integer" split of each residual into a
-   token and raw bits (:func:`signals.entropy.hybrid_split`);
-3. rANS over the tokens with one static table per context, the context being
-   the recent residual magnitude (:func:`signals.entropy.rans_encode_ctx`).
+   token and raw bits (:func:`signals.entropy.hybrid_split`; the escape for
+   any value);
+3. rANS over the tokens with one static table per context; the context is
+   the recent residual magnitude (bit lengths of the last three, or a moving
+   average), crossed with the match model's state.
 
-The payload describes its own stage choices. ``n`` (the sample count) is kept
-by the container, not in the payload.
+Sparse value sets (few distinct values far apart) are first mapped to ranks
+(mode 5). Levels 0-9 trade speed for size (:data:`PRESETS`). A
+:class:`ChannelModel` (:func:`fit_channel_model`) holds a predictor and
+tables trained on a corpus, so that short packets carry no tables (mode 3).
 
-Payload layout (byte 0 is the mode)::
+The payload describes its own stage choices; ``n`` (the sample count) is kept
+by the container, not in the payload. Every size and count read from a
+payload is checked against the bytes that remain before anything is
+allocated; a payload cannot claim more samples than ``(16 * words + 64) /
+MIN_TOKEN_BITS`` (each token costs at least -log2(4095/4096) bits).
+
+Payload layout (byte 0 is the mode; LEB128 varints)::
 
     0 RAW      n little-endian int64
-    1 CONST    the value, zigzag LEB128
-    2 CODED    predictor section (LEB128 length, bytes), hybrid byte (k << 4 | msb),
-               n_contexts (byte), thresholds (n_contexts - 1 bytes), table width (LEB128),
-               table codes (LEB128 length, bytes), rANS words (LEB128 count, u16 each),
-               raw bits (the rest, exactly as many bytes as the tokens need)
-    3 MODEL    rANS words (LEB128 count, u16 each), raw bits; predictor and tables
-               come from the :class:`ChannelModel`
+    1 CONST    the value, zigzag varint
+    2 CODED    (first layout, still decoded) LinearPredictor/FixedPredictor section,
+               hybrid byte, contexts, table, rANS words, raw bits
+    3 MODEL    rANS words (varint count, u16 each), raw bits; predictor, match
+               model and tables from the ChannelModel
+    4 CODED2   block size (varint), predictor side (varint length; per block: kind,
+               order[, shift, int16 coefficients]), match context length, match
+               run, hash bits, cascade flag (4 bytes), hybrid byte (k << 4 | msb),
+               n_contexts, thresholds (n_contexts - 1 bytes), match buckets,
+               context kind, table width (varint), table codes (varint length,
+               signed exp-Golomb deltas of log-scale codes), rANS words (varint
+               count, u16 each), raw bits (the rest: exactly the bytes the tokens need)
+    5 RANKED   distinct values (varint count m, varint length, a payload of their
+               differences with m samples), then a payload of the ranks (n samples)
 """
 
 from __future__ import annotations
@@ -46,6 +66,7 @@ MATCH_ROWS = 4
 RAW, CONST, CODED, MODEL, CODED2, RANKED = 0, 1, 2, 3, 4, 5
 DEFAULT_LEVEL = 5
 MAX_EMA_SHIFT = 8
+MATCH_PROBE = 1 << 16  # samples on which the default levels compare match-model candidates
 MAX_TBITS = 16  # match-model hash table: at most 2**16 entries (512 KiB, cache-friendly)
 RANK_LEVEL = 3  # levels from here try the distinct-value dictionary (mode 5)
 MAX_LEVEL = 9
@@ -382,7 +403,7 @@ def _code_residuals(r, mb, n_mb, preset: _Preset):
 def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
     block = preset.block_size
     orders = np.array(preset.lpc_orders if preset.predictor == "linear" else (), np.int64)
-    kinds, ords, shifts, coefs = P.block_lpc_analyze(x, block, orders, 14)
+    kinds, ords, shifts, coefs = P.block_lpc_analyze(x, block, orders, 14, preset.search)
     side = P.block_side_bytes(kinds, ords, shifts, coefs)
     tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
     # the match model, where a pass with it saves estimated bits (else off)
@@ -403,10 +424,19 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
         _, emit, mh, t, side, lms = best
     else:
         r, mb, mh, t, gain, lms = None, None, 0, 0, 0.0, 0
-        for mh_, t_ in preset.match:
-            r_, mb_, g = P.predict_fused_gain(x, block, kinds, ords, shifts, coefs, mh_, t_, tbits)
-            if g > max(gain, 64.0):
-                r, mb, mh, t, gain = r_, mb_, mh_, t_, g
+        # match candidates compared by their coded size on a prefix; the winner runs on all
+        pre = min(x.size, MATCH_PROBE)
+        probe: Any = None
+        for mh_, t_ in ((0, 0),) + preset.match:
+            r_, mb_ = P.predict_fused(x[:pre], block, kinds, ords, shifts, coefs, mh_, t_, tbits)
+            b_ = _code_residuals(r_, mb_, 1 if mh_ == 0 else P.MATCH_BUCKETS, preset)[0]
+            if probe is None or b_ < probe[0]:
+                probe = (b_, mh_, t_)
+        _, mh, t = probe
+        if mh:
+            r, mb, gain = P.predict_fused_gain(x, block, kinds, ords, shifts, coefs, mh, t, tbits)
+            if gain < 64.0:
+                r, mb, mh, t = None, None, 0, 0
         if r is None or (preset.lms and (mb > 0).mean() < 0.5):
             r0, mb0 = P.predict_fused(x, block, kinds, ords, shifts, coefs, 0, 0, tbits)
             cost = np.inf if r is None else P.residual_cost(r)
@@ -1056,12 +1086,16 @@ def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None 
 def _encode_ranked(x: np.ndarray, level: int) -> bytes | None:
     """Mode 5, for sparse value sets: the sorted distinct values (their differences, coded as a
     channel) and each sample's index among them (coded as a channel); None where not sparse."""
+    if x.size > 4096:  # a quick look at a subsample first
+        us = np.unique(x[::8])
+        if us.size < 2 or (np.median(np.diff(us)) < 2 and us.size > x.size // 64):
+            return None
     u = np.unique(x)
     m = u.size
     if m < 2 or m > x.size // 4:
         return None
-    span = float(u[-1]) - float(u[0])
-    if span < 2 * m:
+    gaps = np.diff(u)
+    if np.median(gaps) < 2 and gaps.mean() < 4:
         return None  # dense already: ranks would only cost the dictionary
     d = P.differences(u, 1)
     head = encode_channel(d, level=min(level, RANK_LEVEL))

@@ -448,6 +448,7 @@ def _levinson(r, order):
     """LPC coefficients of every order 1..order from autocorrelation ``r``; row p-1 holds order p."""
     a = np.zeros((order, order))
     err = r[0]
+    errs = np.full(order, np.nan)
     cur = np.zeros(order)
     for p in range(order):
         if err <= 0:
@@ -462,8 +463,9 @@ def _levinson(r, order):
             new[j] = cur[j] - k * cur[p - 1 - j]
         cur = new
         err *= 1 - k * k
+        errs[p] = err
         a[p, :p + 1] = cur[:p + 1]
-    return a
+    return a, errs
 
 
 @njit(cache=True, inline="always")
@@ -493,10 +495,12 @@ def _cost(e):
 
 
 @njit(cache=True)
-def block_lpc_analyze(x, block, lpc_orders, precision):
+def block_lpc_analyze(x, block, lpc_orders, precision, exact=True):
     """Per block: kind (0 fixed, 1 LPC), order, shift and int16-range coefficients (numba).
 
-    The choice minimises ``sum log2(1 + |e|)`` plus 16 bits per coefficient.
+    The choice minimises ``n log2(1 + mean |e|)`` plus 16 bits per coefficient.
+    With ``exact`` False, only the LPC order with the least Levinson error
+    (plus coefficient cost) is evaluated against the fixed predictors.
     """
     n = x.shape[0]
     nb = (n + block - 1) // block
@@ -543,8 +547,19 @@ def block_lpc_analyze(x, block, lpc_orders, precision):
         if not r[0] > 0 or not np.isfinite(r[0]):
             continue
         r[0] *= 1 + 1e-9
-        a = _levinson(r, pmax)
+        a, errs = _levinson(r, pmax)
+        pick = -1
+        if not exact:  # one order, by the Levinson error and 16 bits per coefficient
+            bestq = np.inf
+            for o in lpc_orders:
+                if errs[o - 1] > 0:
+                    q_ = 0.5 * m * np.log2(errs[o - 1]) + 16.0 * o
+                    if q_ < bestq:
+                        bestq = q_
+                        pick = o
         for o in lpc_orders:
+            if not exact and o != pick:
+                continue
             top = 0.0
             for j in range(o):
                 top = max(top, abs(a[o - 1, j]))
