@@ -522,6 +522,7 @@ def _decode_words(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders,
 # ------------------------------------------------------------------ model
 MODEL_TBITS = 10  # match-model hash table of a packet (1024 entries)
 FALLBACK_LEVEL = 3  # the level of a packet's own coding, where the model codes it badly
+OWN_TRY_SIZE = 1024  # packets from this size always also try their own coding
 
 
 @dataclass
@@ -551,6 +552,8 @@ class ChannelModel:
     fallback_bits : float
         Bits per sample above which a packet is also coded with its own
         tables (a high quantile of the validation packets' cost).
+    lms : int
+        1: the NLMS / sign-LMS cascade follows the predictor (match model off).
     """
 
     kind: int
@@ -564,6 +567,7 @@ class ChannelModel:
     thresholds: np.ndarray
     codes: np.ndarray
     fallback_bits: float = 64.0
+    lms: int = 0
     _tables: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -589,7 +593,7 @@ class ChannelModel:
         return {"kind": "channel_model", "version": 1,
                 "predictor": {"kind": self.kind, "order": self.order, "shift": self.shift,
                               "coefs": [int(c) for c in self.coefs]},
-                "match": [self.mh, self.t], "k": self.k, "msb": self.msb,
+                "match": [self.mh, self.t], "cascade": int(self.lms), "k": self.k, "msb": self.msb,
                 "thresholds": [int(t) for t in self.thresholds],
                 "rows": int(self.codes.shape[0]), "fallback_bits": float(self.fallback_bits),
                 "codes": base64.b64encode(self.codes.astype(np.uint8).tobytes()).decode()}
@@ -638,12 +642,15 @@ class ChannelModel:
             codes = np.frombuffer(raw, np.uint8).astype(np.int64).reshape(rows, width)
             if codes.max(initial=0) > E.MAX_QCODE or np.any(codes == 0):
                 raise ValueError("codes out of range (every token needs a nonzero code)")
+            lms = int(config.get("cascade", 0))
+            if lms not in (0, 1) or (lms and mh):
+                raise ValueError("bad cascade flag")
             fb = float(config.get("fallback_bits", 64.0))
             if not 0 <= fb <= 64:
                 raise ValueError("fallback_bits must be in 0..64")
         except (KeyError, TypeError, AttributeError, binascii.Error) as e:
             raise ValueError(f"malformed channel model config ({type(e).__name__}: {e})") from None
-        return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes, fb)
+        return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes, fb, lms)
 
     def content_id(self) -> str:
         """SHA-256 (hex, first 16 digits) of the canonical JSON config."""
@@ -655,6 +662,8 @@ def _model_tokens(x: np.ndarray, m: ChannelModel):
     """(z, tokens, raw bit counts, table rows) of one packet under model ``m``."""
     kinds, orders, shifts, coefs = m.block_params()
     r, mb = P.predict_fused(x, max(x.size, 1), kinds, orders, shifts, coefs, m.mh, m.t, MODEL_TBITS)
+    if m.lms:
+        r = P.cascade_forward(r)
     z = P.zigzag(r).view(np.uint64)
     tokens, nbits = E.hybrid_split(z, m.k, m.msb)
     stat = E.context_stat(tokens, E.token_bitlen(m.k, m.msb, E.alphabet_size(m.k, m.msb)))
@@ -765,13 +774,13 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         if c.size == o:
             preds.append((1, o, c, sh))
 
-    def fitted(kind, order, coefs, shift, mh, t, nctx, train_packets):
+    def fitted(kind, order, coefs, shift, mh, t, nctx, train_packets, lms=0):
         m = ChannelModel(kind, order, coefs, shift, mh, t, k, msb, np.zeros(0, np.int64),
-                         np.ones((1, 1), np.int64))
+                         np.ones((1, 1), np.int64), lms=lms)
         parts = [_model_tokens(p, m) for p in train_packets]
         th, codes = _fit_codes([q[3] for q in parts], [q[1] for q in parts], [q[4] for q in parts],
                                m, nctx)
-        return ChannelModel(kind, order, coefs, shift, mh, t, k, msb, th, codes)
+        return ChannelModel(kind, order, coefs, shift, mh, t, k, msb, th, codes, lms=lms)
 
     best: Any = None
     for kind, order, coefs, shift in preds:  # predictor, with no match model and 8 contexts
@@ -788,15 +797,21 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         if bits < best[0]:
             best = (bits, m)
     chosen = best[1]
+    if chosen.mh == 0:  # the adaptive cascade after the predictor
+        m = fitted(chosen.kind, chosen.order, chosen.coefs, chosen.shift, 0, 0, 8, tr_p, lms=1)
+        bits = _packet_bits(m, va_p)
+        if bits < best[0]:
+            best = (bits, m)
+            chosen = m
     best = None
     for nctx in contexts:  # then the context count
         m = fitted(chosen.kind, chosen.order, chosen.coefs, chosen.shift, chosen.mh, chosen.t, nctx,
-                   tr_p)
+                   tr_p, chosen.lms)
         bits = _packet_bits(m, va_p)
         if best is None or bits < best[0]:
             best = (bits, nctx)
     c = chosen
-    m = fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, best[1], tr_p + va_p)
+    m = fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, best[1], tr_p + va_p, c.lms)
     per = [_packet_bits(m, [p]) / p.size for p in va_p if p.size]
     m.fallback_bits = float(min(64.0, np.quantile(per, 0.9))) if per else 64.0
     return m
@@ -805,7 +820,7 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
 # ---------------------------------------------------------- many packets
 @njit(cache=True)
 def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, k, msb, bl, cmap,
-                        nc, freqs, cum):
+                        nc, freqs, cum, lms):
     """Mode-3 payloads of every packet ``x[offsets[j]:offsets[j+1]]``, concatenated."""
     n_p = offsets.shape[0] - 1
     buf = np.empty(9 * x.shape[0] + 16 * n_p + 16, np.uint8)
@@ -815,6 +830,8 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
         seg = x[offsets[j]:offsets[j + 1]]
         m = seg.shape[0]
         r, mb = P.predict_fused(seg, max(m, 1), kinds, orders, shifts, coefs, mh, t, tbits)
+        if lms:
+            r = P.cascade_forward(r)
         z = ((r << 1) ^ (r >> 63)).view(np.uint64)
         tokens, nbits = E.hybrid_split(z, k, msb)
         stat = E.context_stat(tokens, bl)
@@ -856,7 +873,7 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
 
 @njit(cache=True)
 def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, tbits, k, msb, bl,
-                        cmap, nc, freqs, cum, lookup):
+                        cmap, nc, freqs, cum, lookup, lms):
     """Inverse of :func:`_encode_model_batch`; status per packet: 0 ok, 1 other mode, 2 damaged."""
     n_p = ns.shape[0]
     out_off = np.zeros(n_p + 1, np.int64)
@@ -911,7 +928,7 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
         for i in range(nraw):
             raw[i >> 3] |= np.uint64(buf[pos + i]) << np.uint64(8 * (i & 7))
         seg, ok = _decode_fused(words, raw, 8 * nraw, n, k, msb, bl, cmap, nc, freqs, cum, lookup,
-                                max(n, 1), kinds, orders, shifts, coefs, mh, t, tbits)
+                                max(n, 1), kinds, orders, shifts, coefs, mh, t, tbits, lms)
         if not ok:
             status[j] = 2
             continue
@@ -952,13 +969,13 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
     bl = E.token_bitlen(model.k, model.msb, f.shape[1])
     buf, off = _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, model.mh, model.t,
                                    MODEL_TBITS, model.k, model.msb, bl, cmap,
-                                   model.thresholds.size + 1, f, cum)
+                                   model.thresholds.size + 1, f, cum, model.lms)
     blob = buf.tobytes()
     out = [blob[off[j]:off[j + 1]] for j in range(len(arrs))]
     if level > 0:
         limit = model.fallback_bits
         for j, a in enumerate(arrs):
-            if a.size and 8 * len(out[j]) > limit * a.size + 64:
+            if a.size >= OWN_TRY_SIZE or (a.size and 8 * len(out[j]) > limit * a.size + 64):
                 own = encode_channel(a, level=min(level, FALLBACK_LEVEL))
                 if len(own) < len(out[j]):
                     out[j] = own
@@ -1001,7 +1018,8 @@ def decode_packets(payloads: list[bytes], ns, model: ChannelModel, *, on_error: 
     ns_safe = np.where(too_many, 0, ns_a)
     x, off, status = _decode_model_batch(buf, offsets, ns_safe, kinds, orders, shifts, coefs,
                                          model.mh, model.t, MODEL_TBITS, model.k, model.msb, bl,
-                                         cmap, model.thresholds.size + 1, f, cum, lookup)
+                                         cmap, model.thresholds.size + 1, f, cum, lookup,
+                                         model.lms)
     out: list[np.ndarray | None] = []
     for j in range(len(payloads)):
         try:
@@ -1064,7 +1082,7 @@ def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None 
         rb, total = E.pack_raw_bits(z, nbits)
         out = b"".join([bytes([MODEL]), _varint(words.size), words.astype("<u2").tobytes(),
                         rb.astype("<u8").tobytes()[:(total + 7) // 8]])
-        if level > 0 and 8 * len(out) > model.fallback_bits * x.size + 64:
+        if level > 0 and (x.size >= OWN_TRY_SIZE or 8 * len(out) > model.fallback_bits * x.size + 64):
             # the packet's own tables, where smaller
             own = encode_channel(x, level=min(level, FALLBACK_LEVEL))
             if len(own) < len(out):
@@ -1163,7 +1181,7 @@ def decode_channel(payload: bytes, n: int, *, model: ChannelModel | None = None)
         kinds, orders, shifts, coefs = model.block_params()
         return _decode_words(rd, n, model.k, model.msb, cmap, model.thresholds.size + 1, f, cum,
                              lookup, max(n, 1), kinds, orders, shifts, coefs, model.mh, model.t,
-                             MODEL_TBITS)
+                             MODEL_TBITS, model.lms)
     if mode == CODED2:
         return _decode_fused_payload(rd, n)
     if mode == RANKED:
