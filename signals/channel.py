@@ -2,28 +2,48 @@
 
 The payload codes any 1-D int64 array exactly, whatever its values (the full
 int64 range included), with memory bounded by the sample count times a small
-constant. Pipeline:
+constant (no allocation grows with the value range). Pipeline (mode 4):
 
-1. a reversible integer predictor (:mod:`signals.predict`; wrap-around int64
-   arithmetic, inverted exactly);
+1. prediction (:mod:`signals.predict`, int64 wrap-around arithmetic, inverted
+   exactly): per block, FLAC's fixed predictors or a quantized LPC; an LZP
+   match model (the sample that followed the last occurrence of the recent
+   context) where repeats pay; an NLMS + sign-LMS cascade over the LPC
+   residual where it pays;
 2. zigzag, then the bounded "hybrid integer" split of each residual into a
-   token and raw bits (:func:`signals.entropy.hybrid_split`);
-3. rANS over the tokens with one static table per context, the context being
-   the recent residual magnitude (:func:`signals.entropy.rans_encode_ctx`).
+   token and raw bits (:func:`signals.entropy.hybrid_split`; the escape for
+   any value);
+3. rANS over the tokens with one static table per context; the context is
+   the recent residual magnitude (bit lengths of the last three, or a moving
+   average), crossed with the match model's state.
 
-The payload describes its own stage choices. ``n`` (the sample count) is kept
-by the container, not in the payload.
+Sparse value sets (few distinct values far apart) are first mapped to ranks
+(mode 5). Levels 0-9 trade speed for size (:data:`PRESETS`). A
+:class:`ChannelModel` (:func:`fit_channel_model`) holds a predictor and
+tables trained on a corpus, so that short packets carry no tables (mode 3).
 
-Payload layout (byte 0 is the mode)::
+The payload describes its own stage choices; ``n`` (the sample count) is kept
+by the container, not in the payload. Every size and count read from a
+payload is checked against the bytes that remain before anything is
+allocated; a payload cannot claim more samples than ``(16 * words + 64) /
+MIN_TOKEN_BITS`` (each token costs at least -log2(4095/4096) bits).
+
+Payload layout (byte 0 is the mode; LEB128 varints)::
 
     0 RAW      n little-endian int64
-    1 CONST    the value, zigzag LEB128
-    2 CODED    predictor section (LEB128 length, bytes), hybrid byte (k << 4 | msb),
-               n_contexts (byte), thresholds (n_contexts - 1 bytes), table width (LEB128),
-               table codes (LEB128 length, bytes), rANS words (LEB128 count, u16 each),
-               raw bits (the rest, exactly as many bytes as the tokens need)
-    3 MODEL    rANS words (LEB128 count, u16 each), raw bits; predictor and tables
-               come from the :class:`ChannelModel`
+    1 CONST    the value, zigzag varint
+    2 CODED    (first layout, still decoded) LinearPredictor/FixedPredictor section,
+               hybrid byte, contexts, table, rANS words, raw bits
+    3 MODEL    rANS words (varint count, u16 each), raw bits; predictor, match
+               model and tables from the ChannelModel
+    4 CODED2   block size (varint), predictor side (varint length; per block: kind,
+               order[, shift, int16 coefficients]), match context length, match
+               run, hash bits, cascade flag (4 bytes), hybrid byte (k << 4 | msb),
+               n_contexts, thresholds (n_contexts - 1 bytes), match buckets,
+               context kind, table width (varint), table codes (varint length,
+               signed exp-Golomb deltas of log-scale codes), rANS words (varint
+               count, u16 each), raw bits (the rest: exactly the bytes the tokens need)
+    5 RANKED   distinct values (varint count m, varint length, a payload of their
+               differences with m samples), then a payload of the ranks (n samples)
 """
 
 from __future__ import annotations
@@ -45,6 +65,9 @@ MATCH_ROWS = 4
 
 RAW, CONST, CODED, MODEL, CODED2, RANKED = 0, 1, 2, 3, 4, 5
 DEFAULT_LEVEL = 5
+MAX_EMA_SHIFT = 8
+MATCH_PROBE = 1 << 16  # samples on which the default levels compare match-model candidates
+MAX_TBITS = 16  # match-model hash table: at most 2**16 entries (512 KiB, cache-friendly)
 RANK_LEVEL = 3  # levels from here try the distinct-value dictionary (mode 5)
 MAX_LEVEL = 9
 
@@ -58,6 +81,8 @@ class _Preset:
     hybrid: tuple[tuple[int, int], ...]  # (k, msb) tried
     match: tuple[tuple[int, int], ...] = ()  # (context length, run before use) tried
     search: bool = False  # choose the match model by coded size (else by estimated gain)
+    lms: bool = False  # try the adaptive NLMS / sign-LMS cascade after the LPC
+    ctx: tuple[int, ...] = (0, 3)  # context kinds tried: 0 recent bit lengths, s > 0 average (decay 2**-s)
 
 
 _M3 = ((1, 0), (2, 0), (2, 1))
@@ -67,16 +92,17 @@ PRESETS = {
     1: _Preset("fixed", 1024, (), (1, 4, 8), ((4, 2),)),
     2: _Preset("linear", 4096, (8,), (1, 4, 8), ((4, 2),), ((2, 0),)),
     3: _Preset("linear", 4096, (16,), (1, 4, 8, 12), ((4, 2),), _M3),
-    4: _Preset("linear", 4096, (8, 16), (1, 4, 8, 12), ((4, 2),), _M3),
-    5: _Preset("linear", 4096, (8, 16, 32), (1, 4, 8, 12, 16), ((4, 2),), _M3),
-    6: _Preset("linear", 4096, (8, 16, 24, 32), (1, 4, 8, 12, 16), ((4, 2), (3, 2)), _M),
+    4: _Preset("linear", 4096, (8, 16), (1, 4, 8, 12), ((4, 2),), _M3, lms=True),
+    5: _Preset("linear", 4096, (8, 16, 32), (1, 4, 8, 12, 16), ((4, 2),), _M3, lms=True),
+    6: _Preset("linear", 4096, (8, 16, 24, 32), (1, 4, 8, 12, 16), ((4, 2), (3, 2)), _M,
+               lms=True),
     7: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 24),
-               ((4, 2), (3, 2), (5, 2)), _M, True),
+               ((4, 2), (3, 2), (5, 2)), _M, search=True, lms=True),
     8: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
-               ((4, 2), (3, 2), (5, 2), (4, 3)), _M + ((16, 0),), True),
+               ((4, 2), (3, 2), (5, 2), (4, 3)), _M + ((16, 0),), search=True, lms=True),
     9: _Preset("linear", 4096, (4, 8, 12, 16, 20, 24, 28, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
                ((2, 2), (3, 2), (4, 2), (5, 2), (6, 2), (4, 3), (3, 1)),
-               _M + ((16, 0), (6, 1), (3, 1)), True),
+               _M + ((16, 0), (6, 1), (3, 1)), search=True, lms=True),
 }
 
 
@@ -234,9 +260,14 @@ def _decode_tokens(rd: _Reader, n: int, k: int, msb: int, cmap, freqs, cum, look
 # ------------------------------------------------------ fused mode-4 coding
 @njit(cache=True)
 def _decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs, cum, lookup,
-                  block, kinds, orders, shifts, coefs, mh, t, tbits):
+                  block, kinds, orders, shifts, coefs, mh, t, tbits, lms=0, ctxk=0):
     """rANS tokens -> raw bits -> residuals -> samples, one pass; returns (x, ok)."""
+    acc = 0
     x = np.empty(n, np.int64)
+    e1 = np.empty(n if lms else 0, np.int64)
+    e2 = np.empty(n if lms else 0, np.int64)
+    w1 = np.zeros(P.NLMS_ORDER, np.int64)
+    w2 = np.zeros(P.SIGN_ORDER, np.int64)
     nw = words.shape[0]
     if nw < 2:
         return x, False
@@ -262,7 +293,7 @@ def _decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs, cu
                 ptr = table[h]
                 mlen = 0
         use = ptr >= 0 and mlen >= t
-        row = cmap[2 * b1 + b2 + b3]
+        row = cmap[2 * b1 + b2 + b3] if ctxk == 0 else cmap[E.ema_stat(acc, ctxk)]
         if use:
             row += nc * P._bucket(mlen, t)
         slot = st & mask
@@ -295,7 +326,15 @@ def _decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs, cu
                 v &= (np.uint64(1) << np.uint64(nb)) - np.uint64(1)
             z = (((np.uint64(1) << np.uint64(msb)) | m) << np.uint64(nb)) | v
             bpos += nb
+        if ctxk:
+            acc = E.ema_update(acc, z, ctxk)
         r = np.int64(z >> np.uint64(1)) ^ -np.int64(z & np.uint64(1))
+        if lms:
+            e2[i] = r + P._sign_predict(e2, i, w2)
+            P._sign_update(e2, i, w2, r)
+            e1[i] = e2[i] + P._nlms_predict(e1, i, w1)
+            P._nlms_update(e1, i, w1, e2[i])
+            r = e1[i]
         if use:
             pred = x[ptr]
         else:
@@ -341,19 +380,21 @@ def _code_residuals(r, mb, n_mb, preset: _Preset):
     for k, msb in preset.hybrid:
         tokens, nbits = E.hybrid_split(z, k, msb)
         width = int(tokens.max()) + 1
-        stat = E.context_stat(tokens, E.token_bitlen(k, msb, width))
-        bits, th, f, table, rows = _rows_tables(tokens, stat, mb, width, n_mb, preset.contexts)
-        bits += float(nbits.sum(dtype=np.int64))
-        if best is None or bits < best[0]:
-            best = (bits, k, msb, tokens, nbits, th, f, table, rows, width)
-    bits, k, msb, tokens, nbits, th, f, table, rows, width = best
+        for ctxk in preset.ctx:
+            stat = (E.context_stat(tokens, E.token_bitlen(k, msb, width)) if ctxk == 0
+                    else E.context_stat_ema(z, ctxk))
+            bits, th, f, table, rows = _rows_tables(tokens, stat, mb, width, n_mb, preset.contexts)
+            bits += float(nbits.sum(dtype=np.int64))
+            if best is None or bits < best[0]:
+                best = (bits, k, msb, tokens, nbits, th, f, table, rows, width, ctxk)
+    bits, k, msb, tokens, nbits, th, f, table, rows, width, ctxk = best
 
     def emit() -> bytes:
         cum, _ = E.build_tables(f)
         words = E.rans_encode_rows(tokens, rows, f, cum)
         raw, total = E.pack_raw_bits(z, nbits)
         return b"".join([bytes([k << 4 | msb, th.size + 1]), th.astype(np.uint8).tobytes(),
-                         bytes([n_mb]), _varint(width), _varint(len(table)), table.tobytes(),
+                         bytes([n_mb, ctxk]), _varint(width), _varint(len(table)), table.tobytes(),
                          _varint(words.size), words.astype("<u2").tobytes(),
                          raw.astype("<u8").tobytes()[:(total + 7) // 8]])
     return bits, emit
@@ -362,9 +403,9 @@ def _code_residuals(r, mb, n_mb, preset: _Preset):
 def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
     block = preset.block_size
     orders = np.array(preset.lpc_orders if preset.predictor == "linear" else (), np.int64)
-    kinds, ords, shifts, coefs = P.block_lpc_analyze(x, block, orders, 14)
+    kinds, ords, shifts, coefs = P.block_lpc_analyze(x, block, orders, 14, preset.search)
     side = P.block_side_bytes(kinds, ords, shifts, coefs)
-    tbits = int(min(22, max(10, int(x.size).bit_length() + 1)))
+    tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
     # the match model, where a pass with it saves estimated bits (else off)
     if preset.search:
         best: Any = None
@@ -374,19 +415,37 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
             for mh, t in ((0, 0),) + preset.match:
                 r, mb = P.predict_fused(x, block, params[0], params[1], params[2], params[3],
                                         mh, t, tbits)
-                bits, emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
-                bits += 8 * len(sd)
-                if best is None or bits < best[0]:
-                    best = (bits, emit, mh, t, sd)
-        _, emit, mh, t, side = best
+                for lms in (0, 1) if (mh == 0 and preset.lms) else (0,):
+                    rr = P.cascade_forward(r) if lms else r
+                    bits, emit = _code_residuals(rr, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
+                    bits += 8 * len(sd)
+                    if best is None or bits < best[0]:
+                        best = (bits, emit, mh, t, sd, lms)
+        _, emit, mh, t, side, lms = best
     else:
-        r, mb, mh, t, gain = None, None, 0, 0, 0.0
-        for mh_, t_ in preset.match:
-            r_, mb_, g = P.predict_fused_gain(x, block, kinds, ords, shifts, coefs, mh_, t_, tbits)
-            if g > max(gain, 64.0):
-                r, mb, mh, t, gain = r_, mb_, mh_, t_, g
-        if r is None:
-            r, mb = P.predict_fused(x, block, kinds, ords, shifts, coefs, 0, 0, tbits)
+        r, mb, mh, t, gain, lms = None, None, 0, 0, 0.0, 0
+        # match candidates compared by their coded size on a prefix; the winner runs on all
+        pre = min(x.size, MATCH_PROBE)
+        probe: Any = None
+        for mh_, t_ in ((0, 0),) + preset.match:
+            r_, mb_ = P.predict_fused(x[:pre], block, kinds, ords, shifts, coefs, mh_, t_, tbits)
+            b_ = _code_residuals(r_, mb_, 1 if mh_ == 0 else P.MATCH_BUCKETS, preset)[0]
+            if probe is None or b_ < probe[0]:
+                probe = (b_, mh_, t_)
+        _, mh, t = probe
+        if mh:
+            r, mb, gain = P.predict_fused_gain(x, block, kinds, ords, shifts, coefs, mh, t, tbits)
+            if gain < 64.0:
+                r, mb, mh, t = None, None, 0, 0
+        if r is None or (preset.lms and (mb > 0).mean() < 0.5):
+            r0, mb0 = P.predict_fused(x, block, kinds, ords, shifts, coefs, 0, 0, tbits)
+            cost = np.inf if r is None else P.residual_cost(r)
+            if P.residual_cost(r0) < cost:
+                r, mb, mh, t, cost = r0, mb0, 0, 0, P.residual_cost(r0)
+            if preset.lms:
+                r3 = P.cascade_forward(r0)
+                if P.residual_cost(r3) < 0.99 * cost:
+                    r, mb, mh, t, lms = r3, mb0, 0, 0, 1
         bits, emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
         if mh and (mb > 0).mean() > 0.5 and kinds.any():
             # the match model predicts most samples: LPC coefficients may not pay for themselves
@@ -397,7 +456,7 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
             if bits2 + 8 * len(side2) < bits + 8 * len(side):
                 emit, side = emit2, side2
     return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
-                     bytes([mh, t, tbits]), emit()])
+                     bytes([mh, t, tbits, lms]), emit()])
 
 
 def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
@@ -411,9 +470,11 @@ def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
     kinds, orders, shifts, coefs, ok = P.parse_block_side(side, n_blocks)
     if not ok:
         raise ValueError(f"predictor parameters do not describe {n_blocks} blocks")
-    mh, t, tbits = rd.byte(), rd.byte(), rd.byte()
+    mh, t, tbits, lms = rd.byte(), rd.byte(), rd.byte(), rd.byte()
     if mh > 32 or not 1 <= tbits <= 24:
         raise ValueError(f"bad match parameters ({mh}, {t}, {tbits})")
+    if lms > 1 or (lms and mh):
+        raise ValueError(f"bad adaptive-filter flag {lms}")
     hk = rd.byte()
     k, msb = hk >> 4, hk & 15
     if k > E.MAX_K or msb > min(k, E.MAX_MSB):
@@ -424,9 +485,11 @@ def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
     th = np.frombuffer(rd.take(nc - 1), np.uint8).astype(np.int64)
     if th.size and (np.any(np.diff(th) <= 0) or th[0] < 1):
         raise ValueError("context thresholds are not increasing")
-    n_mb = rd.byte()
+    n_mb, ctxk = rd.byte(), rd.byte()
     if n_mb != (1 if mh == 0 else P.MATCH_BUCKETS):
         raise ValueError(f"bad match bucket count {n_mb}")
+    if ctxk > MAX_EMA_SHIFT:
+        raise ValueError(f"bad context kind {ctxk}")
     width = rd.varint(E.alphabet_size(k, msb))
     if width < 1:
         raise ValueError("empty token table")
@@ -437,11 +500,11 @@ def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
     f = E.freqs_from_code_rows(q)
     cum, lookup = E.build_tables(f)
     return _decode_words(rd, n, k, msb, E.context_map(th), nc, f, cum, lookup,
-                         block, kinds, orders, shifts, coefs, mh, t, tbits)
+                         block, kinds, orders, shifts, coefs, mh, t, tbits, lms, ctxk)
 
 
 def _decode_words(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders, shifts, coefs,
-                  mh, t, tbits) -> np.ndarray:
+                  mh, t, tbits, lms=0, ctxk=0) -> np.ndarray:
     n_words = rd.varint(rd.remaining() // 2)
     words = np.frombuffer(rd.take(2 * n_words), "<u2").astype(np.uint16)
     if n * E.MIN_TOKEN_BITS > 16 * n_words + 64:
@@ -450,7 +513,7 @@ def _decode_words(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders,
     raw = np.frombuffer(rest + bytes(-len(rest) % 8 + 8), "<u8").astype(np.uint64)
     x, ok = _decode_fused(words, raw, 8 * len(rest), n, k, msb,
                           E.token_bitlen(k, msb, f.shape[1]), cmap, nc, f, cum, lookup,
-                          block, kinds, orders, shifts, coefs, mh, t, tbits)
+                          block, kinds, orders, shifts, coefs, mh, t, tbits, lms, ctxk)
     if not ok:
         raise ValueError("inconsistent rANS words or raw bits")
     return x
@@ -459,6 +522,7 @@ def _decode_words(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders,
 # ------------------------------------------------------------------ model
 MODEL_TBITS = 10  # match-model hash table of a packet (1024 entries)
 FALLBACK_LEVEL = 3  # the level of a packet's own coding, where the model codes it badly
+OWN_TRY_SIZE = 1024  # packets from this size always also try their own coding
 
 
 @dataclass
@@ -488,6 +552,8 @@ class ChannelModel:
     fallback_bits : float
         Bits per sample above which a packet is also coded with its own
         tables (a high quantile of the validation packets' cost).
+    lms : int
+        1: the NLMS / sign-LMS cascade follows the predictor (match model off).
     """
 
     kind: int
@@ -501,6 +567,7 @@ class ChannelModel:
     thresholds: np.ndarray
     codes: np.ndarray
     fallback_bits: float = 64.0
+    lms: int = 0
     _tables: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -526,7 +593,7 @@ class ChannelModel:
         return {"kind": "channel_model", "version": 1,
                 "predictor": {"kind": self.kind, "order": self.order, "shift": self.shift,
                               "coefs": [int(c) for c in self.coefs]},
-                "match": [self.mh, self.t], "k": self.k, "msb": self.msb,
+                "match": [self.mh, self.t], "cascade": int(self.lms), "k": self.k, "msb": self.msb,
                 "thresholds": [int(t) for t in self.thresholds],
                 "rows": int(self.codes.shape[0]), "fallback_bits": float(self.fallback_bits),
                 "codes": base64.b64encode(self.codes.astype(np.uint8).tobytes()).decode()}
@@ -575,12 +642,15 @@ class ChannelModel:
             codes = np.frombuffer(raw, np.uint8).astype(np.int64).reshape(rows, width)
             if codes.max(initial=0) > E.MAX_QCODE or np.any(codes == 0):
                 raise ValueError("codes out of range (every token needs a nonzero code)")
+            lms = int(config.get("cascade", 0))
+            if lms not in (0, 1) or (lms and mh):
+                raise ValueError("bad cascade flag")
             fb = float(config.get("fallback_bits", 64.0))
             if not 0 <= fb <= 64:
                 raise ValueError("fallback_bits must be in 0..64")
         except (KeyError, TypeError, AttributeError, binascii.Error) as e:
             raise ValueError(f"malformed channel model config ({type(e).__name__}: {e})") from None
-        return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes, fb)
+        return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes, fb, lms)
 
     def content_id(self) -> str:
         """SHA-256 (hex, first 16 digits) of the canonical JSON config."""
@@ -592,6 +662,8 @@ def _model_tokens(x: np.ndarray, m: ChannelModel):
     """(z, tokens, raw bit counts, table rows) of one packet under model ``m``."""
     kinds, orders, shifts, coefs = m.block_params()
     r, mb = P.predict_fused(x, max(x.size, 1), kinds, orders, shifts, coefs, m.mh, m.t, MODEL_TBITS)
+    if m.lms:
+        r = P.cascade_forward(r)
     z = P.zigzag(r).view(np.uint64)
     tokens, nbits = E.hybrid_split(z, m.k, m.msb)
     stat = E.context_stat(tokens, E.token_bitlen(m.k, m.msb, E.alphabet_size(m.k, m.msb)))
@@ -702,13 +774,13 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         if c.size == o:
             preds.append((1, o, c, sh))
 
-    def fitted(kind, order, coefs, shift, mh, t, nctx, train_packets):
+    def fitted(kind, order, coefs, shift, mh, t, nctx, train_packets, lms=0):
         m = ChannelModel(kind, order, coefs, shift, mh, t, k, msb, np.zeros(0, np.int64),
-                         np.ones((1, 1), np.int64))
+                         np.ones((1, 1), np.int64), lms=lms)
         parts = [_model_tokens(p, m) for p in train_packets]
         th, codes = _fit_codes([q[3] for q in parts], [q[1] for q in parts], [q[4] for q in parts],
                                m, nctx)
-        return ChannelModel(kind, order, coefs, shift, mh, t, k, msb, th, codes)
+        return ChannelModel(kind, order, coefs, shift, mh, t, k, msb, th, codes, lms=lms)
 
     best: Any = None
     for kind, order, coefs, shift in preds:  # predictor, with no match model and 8 contexts
@@ -725,15 +797,21 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         if bits < best[0]:
             best = (bits, m)
     chosen = best[1]
+    if chosen.mh == 0:  # the adaptive cascade after the predictor
+        m = fitted(chosen.kind, chosen.order, chosen.coefs, chosen.shift, 0, 0, 8, tr_p, lms=1)
+        bits = _packet_bits(m, va_p)
+        if bits < best[0]:
+            best = (bits, m)
+            chosen = m
     best = None
     for nctx in contexts:  # then the context count
         m = fitted(chosen.kind, chosen.order, chosen.coefs, chosen.shift, chosen.mh, chosen.t, nctx,
-                   tr_p)
+                   tr_p, chosen.lms)
         bits = _packet_bits(m, va_p)
         if best is None or bits < best[0]:
             best = (bits, nctx)
     c = chosen
-    m = fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, best[1], tr_p + va_p)
+    m = fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, best[1], tr_p + va_p, c.lms)
     per = [_packet_bits(m, [p]) / p.size for p in va_p if p.size]
     m.fallback_bits = float(min(64.0, np.quantile(per, 0.9))) if per else 64.0
     return m
@@ -742,7 +820,7 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
 # ---------------------------------------------------------- many packets
 @njit(cache=True)
 def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, k, msb, bl, cmap,
-                        nc, freqs, cum):
+                        nc, freqs, cum, lms):
     """Mode-3 payloads of every packet ``x[offsets[j]:offsets[j+1]]``, concatenated."""
     n_p = offsets.shape[0] - 1
     buf = np.empty(9 * x.shape[0] + 16 * n_p + 16, np.uint8)
@@ -752,6 +830,8 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
         seg = x[offsets[j]:offsets[j + 1]]
         m = seg.shape[0]
         r, mb = P.predict_fused(seg, max(m, 1), kinds, orders, shifts, coefs, mh, t, tbits)
+        if lms:
+            r = P.cascade_forward(r)
         z = ((r << 1) ^ (r >> 63)).view(np.uint64)
         tokens, nbits = E.hybrid_split(z, k, msb)
         stat = E.context_stat(tokens, bl)
@@ -793,7 +873,7 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
 
 @njit(cache=True)
 def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, tbits, k, msb, bl,
-                        cmap, nc, freqs, cum, lookup):
+                        cmap, nc, freqs, cum, lookup, lms):
     """Inverse of :func:`_encode_model_batch`; status per packet: 0 ok, 1 other mode, 2 damaged."""
     n_p = ns.shape[0]
     out_off = np.zeros(n_p + 1, np.int64)
@@ -848,7 +928,7 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
         for i in range(nraw):
             raw[i >> 3] |= np.uint64(buf[pos + i]) << np.uint64(8 * (i & 7))
         seg, ok = _decode_fused(words, raw, 8 * nraw, n, k, msb, bl, cmap, nc, freqs, cum, lookup,
-                                max(n, 1), kinds, orders, shifts, coefs, mh, t, tbits)
+                                max(n, 1), kinds, orders, shifts, coefs, mh, t, tbits, lms)
         if not ok:
             status[j] = 2
             continue
@@ -889,13 +969,13 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
     bl = E.token_bitlen(model.k, model.msb, f.shape[1])
     buf, off = _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, model.mh, model.t,
                                    MODEL_TBITS, model.k, model.msb, bl, cmap,
-                                   model.thresholds.size + 1, f, cum)
+                                   model.thresholds.size + 1, f, cum, model.lms)
     blob = buf.tobytes()
     out = [blob[off[j]:off[j + 1]] for j in range(len(arrs))]
     if level > 0:
         limit = model.fallback_bits
         for j, a in enumerate(arrs):
-            if a.size and 8 * len(out[j]) > limit * a.size + 64:
+            if a.size >= OWN_TRY_SIZE or (a.size and 8 * len(out[j]) > limit * a.size + 64):
                 own = encode_channel(a, level=min(level, FALLBACK_LEVEL))
                 if len(own) < len(out[j]):
                     out[j] = own
@@ -938,7 +1018,8 @@ def decode_packets(payloads: list[bytes], ns, model: ChannelModel, *, on_error: 
     ns_safe = np.where(too_many, 0, ns_a)
     x, off, status = _decode_model_batch(buf, offsets, ns_safe, kinds, orders, shifts, coefs,
                                          model.mh, model.t, MODEL_TBITS, model.k, model.msb, bl,
-                                         cmap, model.thresholds.size + 1, f, cum, lookup)
+                                         cmap, model.thresholds.size + 1, f, cum, lookup,
+                                         model.lms)
     out: list[np.ndarray | None] = []
     for j in range(len(payloads)):
         try:
@@ -1001,7 +1082,7 @@ def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None 
         rb, total = E.pack_raw_bits(z, nbits)
         out = b"".join([bytes([MODEL]), _varint(words.size), words.astype("<u2").tobytes(),
                         rb.astype("<u8").tobytes()[:(total + 7) // 8]])
-        if level > 0 and 8 * len(out) > model.fallback_bits * x.size + 64:
+        if level > 0 and (x.size >= OWN_TRY_SIZE or 8 * len(out) > model.fallback_bits * x.size + 64):
             # the packet's own tables, where smaller
             own = encode_channel(x, level=min(level, FALLBACK_LEVEL))
             if len(own) < len(out):
@@ -1023,12 +1104,16 @@ def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None 
 def _encode_ranked(x: np.ndarray, level: int) -> bytes | None:
     """Mode 5, for sparse value sets: the sorted distinct values (their differences, coded as a
     channel) and each sample's index among them (coded as a channel); None where not sparse."""
+    if x.size > 4096:  # a quick look at a subsample first
+        us = np.unique(x[::8])
+        if us.size < 2 or (np.median(np.diff(us)) < 2 and us.size > x.size // 64):
+            return None
     u = np.unique(x)
     m = u.size
     if m < 2 or m > x.size // 4:
         return None
-    span = float(u[-1]) - float(u[0])
-    if span < 2 * m:
+    gaps = np.diff(u)
+    if np.median(gaps) < 2 and gaps.mean() < 4:
         return None  # dense already: ranks would only cost the dictionary
     d = P.differences(u, 1)
     head = encode_channel(d, level=min(level, RANK_LEVEL))
@@ -1096,7 +1181,7 @@ def decode_channel(payload: bytes, n: int, *, model: ChannelModel | None = None)
         kinds, orders, shifts, coefs = model.block_params()
         return _decode_words(rd, n, model.k, model.msb, cmap, model.thresholds.size + 1, f, cum,
                              lookup, max(n, 1), kinds, orders, shifts, coefs, model.mh, model.t,
-                             MODEL_TBITS)
+                             MODEL_TBITS, model.lms)
     if mode == CODED2:
         return _decode_fused_payload(rd, n)
     if mode == RANKED:

@@ -476,3 +476,37 @@ def rans_encode_rows(tokens, rows, freqs, cum):
     out[pos + 1] = np.uint16(x >> np.uint64(16))
     pos += 2
     return out[:pos][::-1].copy()
+
+
+# Context statistic, second kind: the fractional log2 (2 bits) of an
+# exponential moving average of the recent values, ``A += z - A >> sh``
+# (LOCO-I's running magnitude, with a decay instead of a reset).
+EMA_CLAMP = 1 << 40
+
+
+@njit(cache=True, inline="always")
+def ema_stat(acc, sh):
+    a = np.uint64(acc >> sh)
+    b = _bitlen(a)
+    if b == 0:
+        return 0
+    frac = np.int64(((a << np.uint64(2)) >> np.uint64(b - 1)) & np.uint64(3))
+    return b * 4 + frac
+
+
+@njit(cache=True, inline="always")
+def ema_update(acc, z, sh):
+    zz = np.int64(z) if z < np.uint64(EMA_CLAMP) else EMA_CLAMP
+    return acc + zz - (acc >> sh)
+
+
+@njit(cache=True)
+def context_stat_ema(z, sh):
+    """Per value, :func:`ema_stat` of the average of the values before it (0..167)."""
+    n = z.shape[0]
+    out = np.empty(n, np.int64)
+    acc = 0
+    for i in range(n):
+        out[i] = ema_stat(acc, sh)
+        acc = ema_update(acc, z[i], sh)
+    return out

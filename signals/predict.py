@@ -448,6 +448,7 @@ def _levinson(r, order):
     """LPC coefficients of every order 1..order from autocorrelation ``r``; row p-1 holds order p."""
     a = np.zeros((order, order))
     err = r[0]
+    errs = np.full(order, np.nan)
     cur = np.zeros(order)
     for p in range(order):
         if err <= 0:
@@ -462,8 +463,9 @@ def _levinson(r, order):
             new[j] = cur[j] - k * cur[p - 1 - j]
         cur = new
         err *= 1 - k * k
+        errs[p] = err
         a[p, :p + 1] = cur[:p + 1]
-    return a
+    return a, errs
 
 
 @njit(cache=True, inline="always")
@@ -493,10 +495,12 @@ def _cost(e):
 
 
 @njit(cache=True)
-def block_lpc_analyze(x, block, lpc_orders, precision):
+def block_lpc_analyze(x, block, lpc_orders, precision, exact=True):
     """Per block: kind (0 fixed, 1 LPC), order, shift and int16-range coefficients (numba).
 
-    The choice minimises ``sum log2(1 + |e|)`` plus 16 bits per coefficient.
+    The choice minimises ``n log2(1 + mean |e|)`` plus 16 bits per coefficient.
+    With ``exact`` False, only the LPC order with the least Levinson error
+    (plus coefficient cost) is evaluated against the fixed predictors.
     """
     n = x.shape[0]
     nb = (n + block - 1) // block
@@ -543,8 +547,19 @@ def block_lpc_analyze(x, block, lpc_orders, precision):
         if not r[0] > 0 or not np.isfinite(r[0]):
             continue
         r[0] *= 1 + 1e-9
-        a = _levinson(r, pmax)
+        a, errs = _levinson(r, pmax)
+        pick = -1
+        if not exact:  # one order, by the Levinson error and 16 bits per coefficient
+            bestq = np.inf
+            for o in lpc_orders:
+                if errs[o - 1] > 0:
+                    q_ = 0.5 * m * np.log2(errs[o - 1]) + 16.0 * o
+                    if q_ < bestq:
+                        bestq = q_
+                        pick = o
         for o in lpc_orders:
+            if not exact and o != pick:
+                continue
             top = 0.0
             for j in range(o):
                 top = max(top, abs(a[o - 1, j]))
@@ -700,3 +715,108 @@ def block_side_bytes(kinds, orders, shifts, coefs) -> bytes:
             o = int(orders[b])
             out += bytes([1, o, int(shifts[b])]) + coefs[b, :o].astype("<i2").tobytes()
     return bytes(out)
+
+
+# ------------------------------------------------- adaptive cascade (integers)
+# After the block LPC, a cascade of two adaptive filters over the residual, as
+# Monkey's Audio and WavPack cascade them (M. Ashland, Monkey's Audio "NNFilter";
+# D. Bryant, WavPack "decorrelation passes"): a normalised LMS of order 16
+# (step ``err / (sum |h| * NLMS_DIV)``), then a sign-sign LMS of order 32.
+# Weights are int64 in Q12, clamped; every operation is integer, so the
+# decoder reproduces the weights exactly.
+LMS_SHIFT = 12
+NLMS_ORDER, NLMS_DIV = 16, 8
+SIGN_ORDER, SIGN_MU = 32, 16
+_CLAMP = 1 << 40
+_WCLAMP = 1 << 30
+
+
+@njit(cache=True, inline="always")
+def _sat_abs(v):
+    a = v if v >= 0 else -v
+    if a < 0 or a > _CLAMP:  # -2**63, or beyond the clamp
+        a = _CLAMP
+    return a
+
+
+@njit(cache=True, inline="always")
+def _clamp(v, lim):
+    return min(max(v, -lim), lim)
+
+
+@njit(cache=True, inline="always")
+def _nlms_predict(h, i, w):
+    acc = 0
+    for j in range(min(NLMS_ORDER, i)):
+        acc += w[j] * h[i - 1 - j]
+    return acc >> LMS_SHIFT
+
+
+@njit(cache=True, inline="always")
+def _nlms_update(h, i, w, r):
+    m = min(NLMS_ORDER, i)
+    en = 1
+    for j in range(m):
+        en += _sat_abs(h[i - 1 - j])
+    step = (_clamp(r, _CLAMP) << LMS_SHIFT) // (en * NLMS_DIV)
+    for j in range(m):
+        v = h[i - 1 - j]
+        sg = (v > 0) - (v < 0)
+        w[j] = _clamp(w[j] + sg * step, _WCLAMP)
+
+
+@njit(cache=True, inline="always")
+def _sign_predict(h, i, w):
+    acc = 0
+    for j in range(min(SIGN_ORDER, i)):
+        acc += w[j] * h[i - 1 - j]
+    return acc >> LMS_SHIFT
+
+
+@njit(cache=True, inline="always")
+def _sign_update(h, i, w, r):
+    s = SIGN_MU * ((r > 0) - (r < 0))
+    for j in range(min(SIGN_ORDER, i)):
+        v = h[i - 1 - j]
+        w[j] = _clamp(w[j] + s * ((v > 0) - (v < 0)), _WCLAMP)
+
+
+@njit(cache=True)
+def cascade_forward(e1):
+    """LPC residual -> cascade residual (NLMS-16, then sign-sign LMS-32)."""
+    n = e1.shape[0]
+    e2 = np.empty(n, np.int64)
+    e3 = np.empty(n, np.int64)
+    w1 = np.zeros(NLMS_ORDER, np.int64)
+    w2 = np.zeros(SIGN_ORDER, np.int64)
+    for i in range(n):
+        e2[i] = e1[i] - _nlms_predict(e1, i, w1)
+        _nlms_update(e1, i, w1, e2[i])
+        e3[i] = e2[i] - _sign_predict(e2, i, w2)
+        _sign_update(e2, i, w2, e3[i])
+    return e3
+
+
+@njit(cache=True)
+def cascade_inverse(e3):
+    """Exact inverse of :func:`cascade_forward`."""
+    n = e3.shape[0]
+    e1 = np.empty(n, np.int64)
+    e2 = np.empty(n, np.int64)
+    w1 = np.zeros(NLMS_ORDER, np.int64)
+    w2 = np.zeros(SIGN_ORDER, np.int64)
+    for i in range(n):
+        e2[i] = e3[i] + _sign_predict(e2, i, w2)
+        _sign_update(e2, i, w2, e3[i])
+        e1[i] = e2[i] + _nlms_predict(e1, i, w1)
+        _nlms_update(e1, i, w1, e2[i])
+    return e1
+
+
+@njit(cache=True)
+def residual_cost(r):
+    """Estimated bits of residuals: ``sum log2(1 + |r|)``."""
+    c = 0.0
+    for i in range(r.shape[0]):
+        c += np.log2(1.0 + abs(float(r[i])))
+    return c
