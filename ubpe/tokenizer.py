@@ -90,6 +90,13 @@ def _nogil(method: str):
     return fn
 
 
+def _default_threads() -> int:
+    """Threads for ``num_threads=None``: ``OMP_NUM_THREADS`` when set (Dask workers set it
+    to 1, so that tasks do not oversubscribe the cores), else the CPU count."""
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    return int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
+
+
 def _native_nogil(method: str) -> bool:
     """Whether the engine's own kernel for ``method`` releases the GIL (no extra compile)."""
     module, name = _KERNELS[method]
@@ -396,8 +403,9 @@ class Tokenizer:
         num_threads : int, optional
             Threads to encode with; the documents are cut into that many
             groups of about equal total length, each encoded by a numba
-            kernel that releases the GIL. None: one thread per CPU core for a
-            batch of at least 65,536 symbols, else one (and one when the
+            kernel that releases the GIL. None: ``OMP_NUM_THREADS`` threads
+            (one per CPU core when unset) for a batch of at least 65,536
+            symbols, else one (and one when the
             engine's kernel does not release the GIL itself, rather than
             compiling a copy that does). 1: the calling thread only.
             (tiktoken's ``encode_batch`` takes the same argument.)
@@ -453,7 +461,7 @@ class Tokenizer:
         n_docs = len(offsets) - 1
         if num_threads is None:
             big = flat.size >= _PARALLEL_MIN_SYMBOLS and _native_nogil(method)
-            num_threads = (os.cpu_count() or 1) if big else 1
+            num_threads = _default_threads() if big else 1
         groups = _balanced_groups(offsets, min(int(num_threads), max(n_docs, 1)))
         if len(groups) <= 1:
             return self._encode_flat(flat, offsets, method, beam, nogil=False)
