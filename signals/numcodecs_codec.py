@@ -77,6 +77,10 @@ _models: dict[str, Any] = {}
 _models_lock = threading.Lock()
 
 
+class _TooWide(ValueError):
+    """A chunk that goes to zstd rather than through signals.compress."""
+
+
 def _varints(values: list[int]) -> bytes:
     out = bytearray()
     for v in values:
@@ -282,7 +286,7 @@ class UBPECodec(Codec):
         if "model" not in extra and chans.shape[1] > 1:
             step = np.abs(np.diff(chans.astype(np.int64), axis=1)).max()
             if step >= _MAX_STEP:
-                raise ValueError("steps too large for a UBPE alphabet")  # -> zstd
+                raise _TooWide("steps too large for a UBPE alphabet")
         x = chans[0] if chans.shape[0] == 1 else chans
         return signals.compress(x, vocab_size=self.vocab_size, n_candidates=self.n_candidates,
                                 **extra)
@@ -344,10 +348,14 @@ class UBPECodec(Codec):
             if dec is not None:
                 k, q = dec
                 return MODE_DECIMAL, bytes([k]), self._compress(q.reshape(chans.shape))
-        except (ValueError, OverflowError):
-            if self.model is not None:
+        except (_TooWide, OverflowError):
+            pass  # -> zstd, exact
+        except ValueError as e:
+            # signals.compress cannot take residuals that need an alphabet above 2**30: zstd,
+            # exact. Anything else (a vocab_size below the residual alphabet...) is the
+            # caller's to see, not to be hidden behind a fallback.
+            if self.model is not None or "alphabet_size must be" not in str(e):
                 raise
-            # signals.compress cannot take it (a residual alphabet above 2**30): zstd, exact
         return raw()
 
     def _grid(self, chans: np.ndarray) -> tuple[float, np.ndarray] | None:
