@@ -217,3 +217,16 @@ def test_zarr_codec_from_dict():
     c = UBPEZarrCodec.from_dict({"name": "ubpe", "configuration": {"max_error": 1.0}})
     assert c.to_dict()["configuration"]["max_error"] == 1.0
     assert UBPEZarrCodec.from_dict(c.to_dict()) == c
+
+
+@zarr_needed
+def test_zarr_v2_compressor(tmp_path):
+    """In a zarr format 2 array the numcodecs codec itself is the compressor."""
+    zarr = pytest.importorskip("zarr")
+    x = np.cumsum(np.random.default_rng(1).integers(-5, 6, (9000, 3)), axis=0).astype(np.int16)
+    z = zarr.create_array(zarr.storage.LocalStore(tmp_path / "v2.zarr"), shape=x.shape,
+                          chunks=(4096, 3), dtype=x.dtype, compressors=UBPECodec(), zarr_format=2)
+    z[:] = x
+    meta = json.loads((tmp_path / "v2.zarr" / ".zarray").read_text())
+    assert meta["compressor"]["id"] == "ubpe"
+    assert np.array_equal(zarr.open_array(tmp_path / "v2.zarr", mode="r")[:], x)
