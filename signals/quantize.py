@@ -20,8 +20,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy import stats
-from scipy.cluster.vq import kmeans2
 
 
 def _as_channels(x, name="x"):
@@ -347,6 +345,7 @@ class GaussianQuantizer(Quantizer):
     kind = "gaussian"
 
     def _design(self, x):
+        from scipy import stats  # here, not at import: scipy.stats takes about 1 s to load
         inner = x.mean() + x.std() * stats.norm.ppf(np.arange(1, self.n_levels) / self.n_levels)
         inner = inner[(inner > x.min()) & (inner < x.max())]
         edges = np.unique(np.concatenate([[x.min()], inner, [x.max()]]))
@@ -407,6 +406,7 @@ class LloydMaxQuantizer(Quantizer):
         return {"n_levels": self.n_levels, "max_iter": self.max_iter}
 
     def _design(self, x):
+        from scipy.cluster.vq import kmeans2  # loaded on first use, as scipy.stats above
         edges = np.linspace(x.min(), x.max(), self.n_levels + 1)
         init = (edges[:-1] + edges[1:]) / 2
         with warnings.catch_warnings():  # an empty cluster keeps its codeword: harmless

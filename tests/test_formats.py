@@ -7,6 +7,9 @@ format's own package, then read back.
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 import signals
 from signals.formats import Recording, Scaling, read_recording
@@ -23,6 +26,13 @@ def test_scaling_by_hand():
     assert np.allclose(s.to_physical(np.array([1024, 1224])), [0.0, 1.0])
     assert s.to_digital(np.array([0.0, 1.0])).tolist() == [1024, 1224]
     assert s.to_dict() == {"gain": 0.005, "offset": -5.12}
+
+
+@given(arrays(np.int64, st.integers(0, 50), elements=st.integers(-2**23, 2**23 - 1)),
+       st.sampled_from([1 / 200, 0.005, 20 / 65535, 1e-3]), st.floats(-100, 100))
+def test_scaling_round_trip(digital, gain, offset):
+    s = Scaling(gain, offset)
+    assert np.array_equal(s.to_digital(s.to_physical(digital)), digital)
 
 
 def test_recording_select_and_metadata():

@@ -99,6 +99,16 @@ def test_channels_follow_axis():
         assert same_bits(c.decode(c.encode(x)), x)
 
 
+def test_bad_vocab_size_is_not_hidden():
+    """A vocab_size below a chunk's residual alphabet raises; it does not fall back to zstd."""
+    x = np.cumsum(np.random.default_rng(0).integers(-50, 50, 2000)).astype(np.int32)
+    with pytest.raises(ValueError, match="smaller than the residual alphabet"):
+        UBPECodec(vocab_size=4).encode(x)
+    c = UBPECodec(vocab_size=2000)
+    data = c.encode(x)
+    assert data[0] & 0x0F == 0 and same_bits(c.decode(data), x)
+
+
 def test_decode_into_out():
     x = np.arange(100, dtype=np.int16).reshape(50, 2)
     out = np.empty_like(x)
@@ -209,3 +219,16 @@ def test_zarr_codec_from_dict():
     c = UBPEZarrCodec.from_dict({"name": "ubpe", "configuration": {"max_error": 1.0}})
     assert c.to_dict()["configuration"]["max_error"] == 1.0
     assert UBPEZarrCodec.from_dict(c.to_dict()) == c
+
+
+@zarr_needed
+def test_zarr_v2_compressor(tmp_path):
+    """In a zarr format 2 array the numcodecs codec itself is the compressor."""
+    zarr = pytest.importorskip("zarr")
+    x = np.cumsum(np.random.default_rng(1).integers(-5, 6, (9000, 3)), axis=0).astype(np.int16)
+    z = zarr.create_array(zarr.storage.LocalStore(tmp_path / "v2.zarr"), shape=x.shape,
+                          chunks=(4096, 3), dtype=x.dtype, compressors=UBPECodec(), zarr_format=2)
+    z[:] = x
+    meta = json.loads((tmp_path / "v2.zarr" / ".zarray").read_text())
+    assert meta["compressor"]["id"] == "ubpe"
+    assert np.array_equal(zarr.open_array(tmp_path / "v2.zarr", mode="r")[:], x)

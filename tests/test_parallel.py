@@ -85,5 +85,11 @@ def test_dask_array_to_zarr_with_the_codec(client, tmp_path, ecg_csv):
     z = zarr.create_array(zarr.storage.LocalStore(tmp_path / "x.zarr"), shape=x.shape,
                           chunks=(4096, 2), dtype=x.dtype, serializer=UBPEZarrCodec(),
                           compressors=None)
-    da.from_array(x, chunks=(4096, 2)).to_zarr(z)  # chunks written by the cluster's workers
+    import dask
+    # dask writes in chunks of "array.chunk-size" bytes (128 MiB by default): a whole small
+    # array in one task. One zarr chunk per task here, 4096 x 2 x 2 bytes:
+    with dask.config.set({"array.chunk-size": 4096 * 2 * 2}):
+        darr = da.from_array(x, chunks=(4096, 2))
+        assert darr.numblocks == (10, 1)
+        darr.to_zarr(z)  # 10 tasks, on the cluster's 2 workers
     assert np.array_equal(zarr.open_array(tmp_path / "x.zarr", mode="r")[:], x)

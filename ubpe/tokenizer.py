@@ -91,6 +91,19 @@ def _nogil(method: str):
     return fn
 
 
+def _default_threads() -> int:
+    """Threads for ``num_threads=None``: ``OMP_NUM_THREADS`` when set (Dask workers set it
+    to 1, so that tasks do not oversubscribe the cores), else the CPU count."""
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    return int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
+
+
+def _native_nogil(method: str) -> bool:
+    """Whether the engine's own kernel for ``method`` releases the GIL (no extra compile)."""
+    module, name = _KERNELS[method]
+    return bool(getattr(module, name).targetoptions.get("nogil"))
+
+
 def _balanced_groups(offsets: np.ndarray, k: int) -> list[tuple[int, int]]:
     """Cut documents ``0..n_docs`` into at most ``k`` runs of about equal symbol count."""
     n_docs = len(offsets) - 1
@@ -391,10 +404,12 @@ class Tokenizer:
         num_threads : int, optional
             Threads to encode with; the documents are cut into that many
             groups of about equal total length, each encoded by a numba
-            kernel that releases the GIL. None: one thread per CPU core for a
-            batch of at least 65,536 symbols, else one. 1: the calling
-            thread only. (tiktoken's ``encode_batch`` takes the same
-            argument.)
+            kernel that releases the GIL. None: ``OMP_NUM_THREADS`` threads
+            (one per CPU core when unset) for a batch of at least 65,536
+            symbols, else one (and one when the
+            engine's kernel does not release the GIL itself, rather than
+            compiling a copy that does). 1: the calling thread only.
+            (tiktoken's ``encode_batch`` takes the same argument.)
 
         Returns
         -------
@@ -446,7 +461,8 @@ class Tokenizer:
         flat, offsets = _flatten_documents(docs, self.alphabet_size)
         n_docs = len(offsets) - 1
         if num_threads is None:
-            num_threads = (os.cpu_count() or 1) if flat.size >= _PARALLEL_MIN_SYMBOLS else 1
+            big = flat.size >= _PARALLEL_MIN_SYMBOLS and _native_nogil(method)
+            num_threads = _default_threads() if big else 1
         groups = _balanced_groups(offsets, min(int(num_threads), max(n_docs, 1)))
         if len(groups) <= 1:
             return self._encode_flat(flat, offsets, method, beam, nogil=False)

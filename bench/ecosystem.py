@@ -1,0 +1,254 @@
+"""ubpe where its users work: the zarr codec, Dask, batch encoding, Chronos tokens. Run by hand.
+
+    .venv/bin/pip install -e ".[zarr,dask,plot,formats]" pcodec
+    .venv/bin/python bench/ecosystem.py [--data ../shared/data] [--only codec dask threads chronos plot]
+
+Every figure is measured in this run, against a peer timed in the same
+process right beside it:
+
+- codec: each dev signal as a (samples x channels) array cut into chunks of
+  4096 samples; every chunk encoded by the ``ubpe`` numcodecs codec and by
+  numcodecs ``Zstd(level=19)``, ``Blosc(zstd, level 9, bitshuffle)`` and
+  ``PCodec`` (pcodec); bytes, and encode/decode speed in MB/s of raw
+  samples. The ubpe chunks are also written to a zarr v3 array (its
+  serializer) and compared with ``signals.compress`` on the whole signal.
+- dask: ``signals.parallel.compress_files`` over copies of the dev
+  signals, on a LocalCluster of 2 worker processes against 1.
+- threads: ``Tokenizer.encode_to_numpy(num_threads=2)`` against 1 thread.
+- chronos: tokens per sample of the Chronos-style tokenizer (4093 bins,
+  +4096 merges, trained on the first half of each signal) on the second
+  half, against Chronos' one token per sample.
+- plot: ``ubpe plot``'s four pictures of the ECG, in this process, second call.
+
+A peer or the data that is missing is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+warnings.filterwarnings("ignore")
+
+CHUNK = 4096
+
+
+def dev_signals(data: Path) -> dict[str, np.ndarray]:
+    """Dev signals as (samples, channels) arrays in their native integer dtype."""
+    import wave
+    sig = data / "signals"
+    out = {}
+    ecg = np.load(sig / "mitbih208_ecg.npz")["ecg"]
+    out["ECG 208 (int16 ADC)"] = np.round(ecg / 0.005).astype(np.int16)[:, None]
+    out["ECG 208 (float64 mV)"] = ecg[:, None].copy()
+    acc = np.loadtxt(sig / "daphnet_S06R02E0_accel.csv", delimiter=",", skiprows=1,
+                     usecols=range(1, 10))
+    out["Daphnet accel (9 ch int16)"] = acc.astype(np.int16)
+    ppg = np.loadtxt(sig / "heartpy_ppg.csv", delimiter=",", skiprows=1, usecols=[1])
+    out["PPG heartpy (int16)"] = ppg.astype(np.int16)[:, None]
+    temp = np.loadtxt(sig / "seattle_temps.csv", delimiter=",", skiprows=1, usecols=[1])
+    out["Seattle temp (int16, 0.1 F)"] = np.round(temp * 10).astype(np.int16)[:, None]
+    pcm = []
+    for f in sorted((sig / "librivox_speech_16k").glob("*.wav")):
+        with wave.open(str(f)) as wf:
+            pcm.append(np.frombuffer(wf.readframes(wf.getnframes()), "<i2"))
+    if pcm:
+        out["speech 16 kHz (int16)"] = np.concatenate(pcm)[:, None]
+    return out
+
+
+def chunks(x: np.ndarray) -> list[np.ndarray]:
+    return [np.ascontiguousarray(x[i:i + CHUNK]) for i in range(0, x.shape[0], CHUNK)]
+
+
+def timed(fn, repeat: int = 3):
+    """Best wall time of ``repeat`` calls (the machine is shared) and the last result."""
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def bench_codec(data: Path, repeat: int) -> None:
+    import numcodecs
+    import zarr
+
+    from signals import compress
+    from signals.numcodecs_codec import UBPECodec, UBPEZarrCodec
+    peers = {"Zstd(19)": numcodecs.Zstd(level=19),
+             "Blosc(zstd,9,bitshuffle)": numcodecs.Blosc("zstd", 9, numcodecs.Blosc.BITSHUFFLE)}
+    try:
+        peers["pcodec"] = numcodecs.PCodec()
+        peers["pcodec"].encode(np.arange(10, dtype=np.int16))
+    except Exception as e:  # pcodec missing
+        print(f"pcodec skipped: {e}")
+        peers.pop("pcodec", None)
+    ubpe = UBPECodec()
+    print(f"\n## zarr/numcodecs codec, chunks of {CHUNK} samples (bytes; ratio = peer / ubpe, "
+          f">1 means ubpe is smaller)\n")
+    print("| signal | raw | ubpe | " + " | ".join(peers) + " | ubpe enc/dec MB/s | "
+          + " | ".join(f"{p} enc/dec MB/s" for p in peers) + " |")
+    print("|---" * (3 + 2 * len(peers) + 1) + "|")
+    zarr_rows = []
+    for name, x in dev_signals(data).items():
+        cs = chunks(x)
+        raw = x.nbytes
+        mb = raw / 1e6
+        sizes, speeds = {}, {}
+        for pname, codec in [("ubpe", ubpe), *peers.items()]:
+            codec.encode(cs[0])  # warm-up (numba cache, codec tables)
+            te, enc = timed(lambda codec=codec: [codec.encode(c) for c in cs], repeat)
+            td, dec = timed(lambda codec=codec, enc=enc: [codec.decode(e) for e in enc], repeat)
+            back = np.concatenate([np.frombuffer(np.asarray(d).tobytes(), x.dtype).reshape(-1, x.shape[1])
+                                   for d in dec])
+            assert np.array_equal(back.view(np.uint8), x.view(np.uint8)), (name, pname)
+            sizes[pname] = sum(len(e) for e in enc)
+            speeds[pname] = f"{mb / te:.1f}/{mb / td:.1f}"
+        ratio = " | ".join(f"{sizes[p]:,} ({sizes[p] / sizes['ubpe']:.2f}x)" for p in peers)
+        print(f"| {name} | {raw:,} | {sizes['ubpe']:,} | {ratio} | {speeds['ubpe']} | "
+              + " | ".join(speeds[p] for p in peers) + " |")
+        store = zarr.storage.MemoryStore()
+        z = zarr.create_array(store, shape=x.shape, chunks=(CHUNK, x.shape[1]), dtype=x.dtype,
+                              serializer=UBPEZarrCodec(), compressors=None)
+        z[:] = x
+        stored = sum(len(v.to_bytes()) for k, v in store._store_dict.items() if "zarr.json" not in k)
+        if x.dtype.kind in "iu":
+            whole = len(compress(x.T.astype(np.int64)))
+            zarr_rows.append((name, stored, whole))
+    print("\n## zarr array (ubpe serializer, 4096-sample chunks) against signals.compress on the "
+          "whole signal\n")
+    print("| signal | zarr chunks bytes | signals.compress bytes | zarr / compress |")
+    print("|---|---|---|---|")
+    for name, stored, whole in zarr_rows:
+        print(f"| {name} | {stored:,} | {whole:,} | {stored / whole:.3f} |")
+
+
+def bench_dask(data: Path) -> None:
+    from distributed import Client, LocalCluster
+
+    from signals.parallel import compress_files
+    sigs = dev_signals(data)
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for k in range(2):  # two copies of every dev signal, one file per channel block
+            for i, x in enumerate(sigs.values()):
+                if x.dtype.kind not in "iu":
+                    continue
+                p = Path(tmp) / f"s{k}_{i}.npz"
+                np.savez(p, x=x.T.astype(np.int64))
+                files.append(p)
+        n = sum(np.load(f)["x"].size for f in files)
+        times = {}
+        for workers in (1, 2, 1, 2):
+            with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                              dashboard_address=None) as lc, Client(lc) as client:
+                compress_files(files[:workers], out_dir=Path(tmp) / "warm", scheduler=client)
+                t = time.perf_counter()
+                compress_files(files, out_dir=Path(tmp) / f"out{workers}", scheduler=client)
+                times.setdefault(workers, []).append(time.perf_counter() - t)
+        t1, t2 = min(times[1]), min(times[2])
+        print(f"\n## Dask: compress_files, {len(files)} files, {n:,} samples "
+              f"(os.cpu_count() = {os.cpu_count()})\n")
+        print("| workers | seconds (best of 2) | samples/s | speed-up |")
+        print("|---|---|---|---|")
+        print(f"| 1 process | {t1:.2f} | {n / t1 / 1e6:.2f} M | 1.00x |")
+        print(f"| 2 processes | {t2:.2f} | {n / t2 / 1e6:.2f} M | {t1 / t2:.2f}x |")
+
+
+def bench_threads(data: Path) -> None:
+    from signals import UniformQuantizer
+    from ubpe import Tokenizer
+    ecg = np.load(data / "signals" / "mitbih208_ecg.npz")["ecg"]
+    codes = UniformQuantizer(256).fit(ecg).encode(ecg).astype(np.int64)
+    docs = [codes[i:i + 512] for i in range(0, codes.size, 512)]
+    tok = Tokenizer(256, 1024, n_candidates=8, progress=False).fit(docs)
+    batch = docs * 20
+    n = sum(d.size for d in batch)
+    print(f"\n## Batch encoding, {len(batch):,} documents, {n:,} symbols "
+          f"(os.cpu_count() = {os.cpu_count()})\n")
+    print("| method | 1 thread M sym/s | 2 threads M sym/s | speed-up |")
+    print("|---|---|---|---|")
+    for method in ("merges", "shortest"):
+        tok.encode_to_numpy(batch[:10], method=method, num_threads=2)  # compile the nogil kernel
+        t = {1: [], 2: []}
+        for _ in range(5):
+            for k in (1, 2):
+                s = time.perf_counter()
+                tok.encode_to_numpy(batch, method=method, num_threads=k)
+                t[k].append(time.perf_counter() - s)
+        t1, t2 = statistics.median(t[1]), statistics.median(t[2])
+        print(f"| {method} | {n / t1 / 1e6:.1f} | {n / t2 / 1e6:.1f} | {t1 / t2:.2f}x |")
+
+
+def bench_chronos(data: Path) -> None:
+    from signals.chronos import ChronosUBPETokenizer
+    sig = data / "signals"
+
+    def ts(path):
+        rows = [ln.split(":")[0] for ln in open(path) if ln.strip() and ln[0] not in "#@"]
+        return [np.array(r.split(","), float) for r in rows]
+    dev = {"ECG 208": [np.load(sig / "mitbih208_ecg.npz")["ecg"]],
+           "PPG": [np.loadtxt(sig / "heartpy_ppg.csv", delimiter=",", skiprows=1, usecols=1)],
+           "Seattle temp": [np.loadtxt(sig / "seattle_temps.csv", delimiter=",", skiprows=1,
+                                       usecols=1)],
+           "Daphnet (9 ch)": list(np.loadtxt(sig / "daphnet_S06R02E0_accel.csv", delimiter=",",
+                                             skiprows=1, usecols=range(1, 10)).T),
+           "ACSF1 (100 series)": ts(sig / "ucr_acsf1_train.ts")}
+    print("\n## Chronos-style tokens (mean scale, uniform bins, then UBPE), context 512; "
+          "held-out second half of each signal\n")
+    print("| signal | bins | + merges | tokens/sample (Chronos: 1.00) | samples/token |")
+    print("|---|---|---|---|---|")
+    for bins in (4093, 256):
+        for name, ser in dev.items():
+            first = [s[: s.size // 2] for s in ser]
+            second = [s[s.size // 2:] for s in ser]
+            c = ChronosUBPETokenizer(n_bins=bins, vocab_size=bins + 4096).fit(first)
+            tps = c.tokens_per_sample(second)
+            print(f"| {name} | {bins} | {len(c.tokenizer_.merges_)} | {tps:.3f} | {1 / tps:.2f} |")
+
+
+def bench_plot(data: Path) -> None:
+    from signals import plot
+    ecg = np.load(data / "signals" / "mitbih208_ecg.npz")["ecg"]
+    with tempfile.TemporaryDirectory() as tmp:
+        plot.save_all(ecg, tmp, rate=360.0)  # first call: imports, numba caches
+        t, _ = timed(lambda: plot.save_all(ecg, tmp, rate=360.0), 3)
+    print(f"\n## ubpe plot: four pictures of the ECG (108,000 samples), in-process, best of 3 "
+          f"after the first call: {t:.2f} s (target < 3 s)\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    default = next((p for p in (ROOT.parent / "shared" / "data", ROOT.parent.parent / "shared" / "data")
+                    if p.is_dir()), ROOT.parent / "shared" / "data")
+    ap.add_argument("--data", type=Path, default=default)
+    ap.add_argument("--only", nargs="*", default=["codec", "dask", "threads", "chronos", "plot"])
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    if not (args.data / "signals").is_dir():
+        print(f"skipped: {args.data}/signals not found (pass --data)")
+        return
+    suites = {"codec": lambda: bench_codec(args.data, args.repeat),
+              "dask": lambda: bench_dask(args.data), "threads": lambda: bench_threads(args.data),
+              "chronos": lambda: bench_chronos(args.data), "plot": lambda: bench_plot(args.data)}
+    for name in args.only:
+        try:
+            suites[name]()
+        except ImportError as e:
+            print(f"\n{name}: skipped, a peer or extra is missing ({e})")
+
+
+if __name__ == "__main__":
+    main()
