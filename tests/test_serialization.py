@@ -89,6 +89,33 @@ def test_v1_models_resave_as_v2_with_the_same_content_id(tmp_path):
     assert m.content_id() == content_id(json.loads((FROZEN / "signal_model_v1.json").read_text()))
 
 
+# the content ids of the frozen models: they name the content, so they never change
+FROZEN_IDS = {
+    "tokenizer": "sha256:92c7f72bb2c20d978213f9c1c512390c11ff4c9643a7bbc40703ca2e4bc4bb8b",
+    "signal_model": "sha256:ae9215dd82fecb87ef08e58413704acc9bad5ef72bb71f644fa87210c87a49a3",
+    "byte_tokenizer": "sha256:ea318b135d6734c4d64ef6a7816335df860977e13885979f3eaf1d99c3f9176a",
+}
+
+
+@pytest.mark.parametrize("name, v1, v2, cls", [
+    ("tokenizer", "tokenizer_v1.json", "tokenizer_v2.json", Tokenizer),
+    ("signal_model", "signal_model_v1.json", "signal_model_v2.json", SignalModel),
+    ("byte_tokenizer", "byte_tokenizer_v1.json", "byte_tokenizer_v1_checksum.json",
+     ByteTokenizer),
+])
+def test_frozen_checksummed_files(name, v1, v2, cls):
+    doc = json.loads((FROZEN / v2).read_text())
+    assert doc["content_id"] == FROZEN_IDS[name] == content_id(json.loads((FROZEN / v1).read_text()))
+    a, b = cls.load(FROZEN / v1), cls.load(FROZEN / v2)
+    if name == "byte_tokenizer":
+        assert a.tokenizer_.to_dict() == b.tokenizer_.to_dict()
+        assert b.encode("lowest newer") == [257, 101, 115, 116, 32, 110, 259, 101, 114]
+    else:
+        assert a.to_dict() == b.to_dict()
+    if name == "signal_model":
+        assert b.content_id() == FROZEN_IDS[name]
+
+
 # ------------------------------------------------------------------ checksums
 def _leaves(obj, path=()):
     if isinstance(obj, dict):

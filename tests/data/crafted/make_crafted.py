@@ -5,6 +5,7 @@ version-2 files are sealed with today's ubpe.serialization, then damaged.
 """
 
 import json
+import struct
 from pathlib import Path
 
 from ubpe.serialization import seal
@@ -54,3 +55,12 @@ if __name__ == "__main__":
     sealed = seal(model)
     sealed["channels"][1]["quantizer"]["range"] = [[9.5, 15.5, 5]]  # issue 13, item 9
     write("signal_model_v2_edited_quantizer.json", sealed, indent=1)
+    # found by the fuzzer (tests/test_fuzz.py), outside the loaders it owns
+    bt = json.loads((FROZEN / "byte_tokenizer_v1.json").read_text())
+    bt["byte_ids"][0] = 1974
+    write("byte_tokenizer_byte_id_beyond_vocab.json", bt)
+    bt = json.loads((FROZEN / "byte_tokenizer_v1.json").read_text())
+    bt["special_tokens"] = 5
+    write("byte_tokenizer_special_tokens_int.json", bt)
+    (HERE / "stream_v1_frame_length_2e63.ubps").write_bytes(
+        b"UBPE-STR" + struct.pack("<H", 1) + struct.pack("<Q", 2**63))

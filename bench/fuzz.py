@@ -1,0 +1,207 @@
+"""A longer fuzz campaign than the test run: the targets and rules of tests/test_fuzz.py.
+
+Usage (from the repository root)::
+
+    python bench/fuzz.py --mutations 100000            # spread over every target
+    python bench/fuzz.py --targets container_forged --mutations 20000 --out fuzz-findings
+
+Each target runs in worker processes, so that an abort (a C library killing
+the process), a hang or an allocation beyond the cap is recorded with the
+input that caused it instead of ending the campaign. A worker draws random
+mutations (``tests/test_fuzz.py``: byte edits, or structured JSON edits with
+the checksum recomputed for the ``*_forged`` targets) and checks every one:
+the project's error or the original data, an allocation below the cap
+(``tracemalloc``; and the process's RSS limited with ``RLIMIT_AS``), and no
+other data without an error where a checksum covers the bytes.
+
+Beyond the test targets, ``container_forged`` edits a ``.ubpe`` file and
+recomputes its CRC-32 (what a forger can do, issue 13 item 12).
+
+Prints one line per target: mutations, outcomes, findings (new ones are
+written to ``--out``), and mutations per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import resource
+import selectors
+import struct
+import subprocess
+import sys
+import time
+import tracemalloc
+import zlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+HEARTBEAT = 100  # mutations between progress lines
+HANG_S = 60.0  # no progress for this long: the worker is killed, the input recorded
+
+
+def _targets():
+    import test_fuzz as F
+    targets = {t.name: t for t in F.make_targets()}
+    base = targets["container"]
+
+    def forge_container(data: bytes, ops) -> bytes:
+        body = F.mutate(data[:-4], ops)
+        return body + struct.pack("<I", zlib.crc32(body))
+
+    targets["container_forged"] = F.Target("container_forged", base.data, base.load,
+                                           F._never, known=())
+    targets["container_forged"].forge_bytes = forge_container  # type: ignore[attr-defined]
+    return F, targets
+
+
+def _random_ops(rng: random.Random, F, forged: bool):
+    if forged:
+        kinds = ["replace", "replace", "drop", "grow", "shrink"]
+        values = F.INTERESTING_VALUES + [rng.randint(-2**70, 2**70), rng.random() * 1e6,
+                                         rng.randint(-3, 300)]
+        return [(rng.choice(kinds), rng.randrange(2**32), rng.choice(values))
+                for _ in range(rng.randint(1, 3))]
+    payloads = F.INTERESTING_BYTES + [bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))]
+    return [(rng.choice(F.BYTE_OPS), rng.randrange(2**32), rng.randrange(2**32),
+             rng.choice(payloads)) for _ in range(rng.randint(1, 4))]
+
+
+def worker(name: str, seed: int, count: int, scratch: Path) -> None:
+    """Run ``count`` mutations of one target; JSON lines on stdout."""
+    F, targets = _targets()
+    target = targets[name]
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    vm = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (vm + 4 * 2**30, hard))  # 4 GiB above now
+    expected = target.load(target.data)
+    rng = random.Random(seed)
+    tracemalloc.start()
+    counts = {"ok": 0, "error": 0, "known": 0}
+    current = scratch / f"current-{os.getpid()}.bin"
+    forge_bytes = getattr(target, "forge_bytes", None)
+    for i in range(count):
+        ops = _random_ops(rng, F, target.forged)
+        if forge_bytes is not None:
+            data = forge_bytes(target.data, ops)
+        elif target.forged:
+            data = F.forge(target.data, ops)
+        else:
+            data = F.mutate(target.data, ops)
+        current.write_bytes(data)
+        try:
+            counts[F.check(target, data, expected)] += 1
+        except F.Finding as e:
+            import re
+            if any(re.search(p, str(e)) for p, _ in target.known):
+                counts["known"] += 1
+            else:
+                print(json.dumps({"finding": str(e)[:300], "input": data.hex()}), flush=True)
+        if (i + 1) % HEARTBEAT == 0 or i + 1 == count:
+            print(json.dumps({"done": i + 1, **counts}), flush=True)
+    current.unlink(missing_ok=True)
+
+
+def campaign(name: str, count: int, seed: int, out: Path, scratch: Path) -> dict:
+    """Run one target in workers until ``count`` mutations are done; returns the tally."""
+    tally = {"mutations": 0, "ok": 0, "error": 0, "known": 0, "findings": 0, "crashes": 0,
+             "hangs": 0}
+    seen = set()
+    t0 = time.perf_counter()
+    while tally["mutations"] < count:
+        left = count - tally["mutations"]
+        proc = subprocess.Popen([sys.executable, __file__, "--worker", name, "--seed", str(seed),
+                                 "--mutations", str(left), "--scratch", str(scratch)],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        seed += 1
+        assert proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        last: dict = {"done": 0, "ok": 0, "error": 0, "known": 0}
+        hung = False
+        while True:
+            if not sel.select(timeout=HANG_S):
+                hung = True
+                proc.kill()
+                break
+            line = proc.stdout.readline()
+            if not line:
+                break
+            msg = json.loads(line)
+            if "finding" in msg:
+                key = msg["finding"].split(":")[1] if ":" in msg["finding"] else msg["finding"]
+                tally["findings"] += 1
+                if key not in seen:
+                    seen.add(key)
+                    _record(out, name, msg["finding"], bytes.fromhex(msg["input"]))
+            else:
+                last = msg
+        proc.wait()
+        sel.close()
+        done = last["done"]
+        for k in ("ok", "error", "known"):
+            tally[k] += last[k]
+        tally["mutations"] += done
+        current = scratch / f"current-{proc.pid}.bin"
+        if proc.returncode != 0 or hung:
+            kind = "hang" if hung else f"crash (exit status {proc.returncode})"
+            tally["hangs" if hung else "crashes"] += 1
+            tally["mutations"] += 1  # the input that killed it
+            if current.exists():
+                _record(out, name, kind, current.read_bytes())
+        current.unlink(missing_ok=True)
+    tally["seconds"] = time.perf_counter() - t0
+    return tally
+
+
+def _record(out: Path, name: str, what: str, data: bytes) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(data).hexdigest()[:12]
+    (out / f"{name}-{digest}.bin").write_bytes(data)
+    with open(out / "findings.txt", "a") as f:
+        f.write(f"{name}-{digest}.bin\t{what}\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mutations", type=int, default=100_000,
+                    help="mutations in all, spread evenly over the targets")
+    ap.add_argument("--targets", help="comma-separated target names (default: all)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / ".cache" / "fuzz",
+                    help="folder for the inputs of new findings")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--scratch", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    scratch = args.scratch or Path("/dev/shm" if os.path.isdir("/dev/shm") else "/tmp")
+    if args.worker:
+        worker(args.worker, args.seed, args.mutations, scratch)
+        return
+    _, targets = _targets()
+    names = args.targets.split(",") if args.targets else list(targets)
+    unknown = set(names) - set(targets)
+    if unknown:
+        sys.exit(f"unknown targets {sorted(unknown)}; known: {', '.join(targets)}")
+    per = -(-args.mutations // len(names))
+    total = {"mutations": 0, "findings": 0, "crashes": 0, "hangs": 0, "known": 0}
+    print(f"{'target':<24} {'mutations':>9} {'ok':>7} {'error':>7} {'known':>6} {'findings':>8} "
+          f"{'crashes':>7} {'hangs':>5} {'per s':>7}")
+    for i, name in enumerate(names):
+        t = campaign(name, per, args.seed + 1000 * i, args.out, scratch)
+        for k in total:
+            total[k] += t[k]
+        print(f"{name:<24} {t['mutations']:>9,} {t['ok']:>7,} {t['error']:>7,} {t['known']:>6,} "
+              f"{t['findings']:>8,} {t['crashes']:>7,} {t['hangs']:>5,} "
+              f"{t['mutations'] / t['seconds']:>7,.0f}", flush=True)
+    print(f"total: {total['mutations']:,} mutations, {total['findings']:,} findings, "
+          f"{total['crashes']:,} crashes, {total['hangs']:,} hangs, {total['known']:,} known "
+          f"(inputs of new findings in {args.out})")
+
+
+if __name__ == "__main__":
+    main()

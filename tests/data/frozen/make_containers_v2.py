@@ -1,0 +1,34 @@
+"""How the format-version-2 fixtures in this folder were written (ubpe 0.2.0, format v2).
+
+Kept for the record only: later versions write newer formats. tests/test_frozen_v2.py
+decodes each file and compares with the values below, checked by hand.
+"""
+
+import io
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import signals
+
+HERE = Path(__file__).parent
+
+SQUARES = np.array([0, 1, 4, 9, 16, 25, 36, 49, 64, 81] * 30, np.int16)
+SAW = np.array([5, -5] * 150, np.int16)
+CSV = (b"# station 7\r\ndate,temp,flag\r\n2024-01-01,1.50,ok\r\n2024-01-02,-0.25,\"a,b\"\r\n"
+       b"2024-01-03,NaN,ok\r\n")
+FLOATS = np.array([0.1, 0.25, -1.5, 2.0, np.nan, -0.0, 1e300], np.float64)
+
+if __name__ == "__main__":
+    warnings.simplefilter("ignore")
+    (HERE / "container_v2_int16.ubpe").write_bytes(signals.compress(np.stack([SQUARES, SAW])))
+    (HERE / "container_v2_float.ubpe").write_bytes(signals.compress(FLOATS))
+    (HERE / "container_v2_csv.ubpe").write_bytes(signals.compress_file(CSV, "csv"))
+    buf = io.BytesIO()
+    signals.compress_stream([SQUARES, SAW], buf)
+    (HERE / "stream_v2.ubps").write_bytes(buf.getvalue())
+    ramp = np.arange(4000, dtype=np.int64) % 50 * 3
+    model = signals.SignalModel(64, 80, progress=False).fit([ramp], names=["ramp"])
+    model.save(HERE / "signal_model_v3.json")
+    (HERE / "packet_v2.bin").write_bytes(model.compress_packet(ramp[:256]))

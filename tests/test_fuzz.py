@@ -1,0 +1,451 @@
+"""Crafted reproducers and a mutation fuzzer for everything ubpe reads back.
+
+The fuzzer is generic: a list of :class:`Target` (valid bytes, a loader that
+returns a comparable result, whether a checksum covers the bytes). Each
+mutated input must
+
+* load, or raise the project's error family (``ValueError``: ``FormatError``,
+  ``SignalFormatError``, ``CsvError``); anything else is a crash;
+* stay under an allocation cap (``tracemalloc`` peak while loading, with
+  tightened :func:`ubpe.serialization.limits`);
+* where a checksum covers the bytes, give back exactly the original result
+  or raise: never other data without an error.
+
+"Forged" targets recompute the checksum after a structured edit (what a
+forger can do): they check the bounds and consistency tests behind the
+checksum, without the third rule.
+
+The quick test run spends ``UBPE_FUZZ_SECONDS`` (default 30) in all on the
+fuzzer; ``bench/fuzz.py`` runs a longer campaign with the same targets.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+import tracemalloc
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ubpe.serialization import canonical_json, limits, seal
+
+DATA = Path(__file__).parent / "data"
+FROZEN, CRAFTED = DATA / "frozen", DATA / "crafted"
+
+# limits in force while fuzzing, and the allocation cap they allow
+FUZZ_LIMITS = {"max_alphabet": 2**16, "max_expansion": 2**20, "max_document_bytes": 2**20}
+ALLOC_CAP = 64 * 2**20
+ALLOWED = (ValueError,)  # FormatError, SignalFormatError and CsvError are ValueErrors
+
+
+# ------------------------------------------------------------------ mutations
+INTERESTING_BYTES = [b"0", b"-1", b"1e400", b"-1e400", b"NaN", b"99999999999999999999",
+                     b"4294967296", b"2147483648", b"1073741824", b"9" * 30, b"null", b"true",
+                     b"[", b"]", b"{", b"}", b",", b":", b'"', b"\\", b"\x00", b"\xff",
+                     b"\xef\xbb\xbf", b"[[[[[[[[", b'{"a":', b" "]
+INTERESTING_VALUES: list = [0, -1, 1, 2, 3, 255, 256, 2**16, 2**24 + 1, 2**30, 2**31, 2**32,
+                            2**63, 2**64, 10**30, -(2**63), 0.5, -0.0, 1e308, -1e308,
+                            float("inf"), float("nan"), "", "x", None, True, False, [], {},
+                            [0, 0, 0], [[0, 1, 2]]]
+BYTE_OPS = ("flip", "set", "delete", "insert", "duplicate", "truncate", "swap")
+
+
+def mutate(data: bytes, ops) -> bytes:
+    """Apply byte-level edits ``(kind, a, b, payload)``; positions are taken modulo the length."""
+    buf = bytearray(data)
+    for kind, a, b, payload in ops:
+        n = len(buf)
+        i = a % (n + 1)
+        if kind == "flip" and n:
+            buf[i % n] ^= 1 << (b % 8)
+        elif kind == "set" and n:
+            buf[i % n] = b % 256
+        elif kind == "delete":
+            del buf[i:i + 1 + b % 16]
+        elif kind == "insert":
+            buf[i:i] = payload
+        elif kind == "duplicate":
+            buf[i:i] = buf[i:i + 1 + b % 32]
+        elif kind == "truncate":
+            del buf[i:]
+        elif kind == "swap" and n:
+            j = b % n
+            buf[i % n], buf[j] = buf[j], buf[i % n]
+    return bytes(buf)
+
+
+def _slots(obj, out, parent=None, key=None):
+    out.append((parent, key))
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _slots(v, out, obj, k)
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            _slots(v, out, obj, i)
+    return out
+
+
+def mutate_json(doc, edits):
+    """Structured edits ``(kind, where, value)`` of a parsed JSON document (a copy)."""
+    doc = json.loads(json.dumps(doc))
+    for kind, where, value in edits:
+        slots = _slots(doc, [])[1:]  # not the root
+        if not slots:
+            break
+        parent, key = slots[where % len(slots)]
+        if kind == "replace":
+            parent[key] = value
+        elif kind == "drop":
+            del parent[key]
+        elif kind == "grow" and isinstance(parent[key], list) and parent[key]:
+            parent[key] = parent[key] + parent[key][: 1 + where % 8]
+        elif kind == "shrink" and isinstance(parent[key], list) and parent[key]:
+            parent[key] = parent[key][:-1]
+    return doc
+
+
+def forge(data: bytes, edits) -> bytes:
+    """A structured edit of a JSON document, checksum recomputed (a forger's file)."""
+    doc = mutate_json(json.loads(data), edits)
+    if isinstance(doc, dict) and "checksum" in doc:
+        doc = seal(doc)
+    return json.dumps(doc).encode()
+
+
+# -------------------------------------------------------------------- targets
+@dataclass
+class Target:
+    """Valid bytes, how to load them, and whether a checksum covers them."""
+
+    name: str
+    data: bytes
+    load: Callable[[bytes], object]
+    covered: Callable[[bytes], bool]
+    forged: bool = False
+    # findings in code outside this test's reach, reported as xfail until fixed:
+    # (regex on the finding's message, who fixes it); each has a crafted reproducer
+    known: tuple[tuple[str, str], ...] = ()
+
+
+# in memory where Linux offers it: the loaders read files, and a disk write per mutation is slow
+_TMP = Path(tempfile.mkdtemp(prefix="ubpe-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm")
+                             else None))
+atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
+
+
+def _via_file(loader, suffix=".json"):
+    def load(data: bytes):
+        p = _TMP / f"input{suffix}"
+        p.write_bytes(data)
+        return loader(p)
+    return load
+
+
+def _arrays(x) -> list:
+    if isinstance(x, np.ndarray) and x.ndim == 1:
+        x = [x]
+    return [(a.dtype.str, a.shape, a.tobytes()) for a in x]
+
+
+def _has_checksum(data: bytes) -> bool:
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        return True  # not JSON: the loader must refuse it
+    return not isinstance(doc, dict) or "checksum" in doc or doc.get("version", 1) != 1
+
+
+def _always(data: bytes) -> bool:
+    return True
+
+
+def _never(data: bytes) -> bool:
+    return False
+
+
+def _load_tokenizer(p):
+    from ubpe import Tokenizer
+    return canonical_json(Tokenizer.load(p).to_dict())
+
+
+def _load_byte_tokenizer(p):
+    from ubpe.text import ByteTokenizer
+    b = ByteTokenizer.load(p)
+    return (canonical_json(b.tokenizer_.to_dict()), b.special_tokens_, b.byte_ids_.tolist(),
+            b.pattern_str, b.encode("lowest newer<|end|>", allowed_special="all"))
+
+
+def _load_model(p):
+    from signals import SignalModel
+    return canonical_json(SignalModel.load(p).to_dict())
+
+
+def _load_container(data):
+    from signals import decompress
+    return _arrays(decompress(data))
+
+
+def _load_stream(data):
+    from signals import decompress_stream
+    return [_arrays(c) for c in decompress_stream(io.BytesIO(data))]
+
+
+KNOWN = {
+    "byte_tokenizer": ((r"(IndexError|AttributeError|OverflowError): ",
+                        "ByteTokenizer.load lets IndexError (a byte id beyond the vocabulary), "
+                        "AttributeError (special_tokens not an object) and OverflowError (a "
+                        "byte id of 1e308) through (ubpe/text.py; crafted/byte_tokenizer_*.json)"
+                        ),),
+    "stream": ((r"OverflowError|MemoryError",
+                "decompress_stream: a frame length near 2**64 raises OverflowError or "
+                "allocates it (signals/codec.py; crafted/stream_v1_frame_length_2e63.ubps)"),),
+}
+
+
+def make_targets() -> list[Target]:
+    """The valid inputs of today's writers (models re-saved at the current version)."""
+    from signals import SignalModel, compress
+    from ubpe import Tokenizer
+    from ubpe.text import ByteTokenizer
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, cls in (("tokenizer", Tokenizer), ("byte_tokenizer", ByteTokenizer),
+                          ("signal_model", SignalModel)):
+            p = Path(tmp) / f"{name}.json"
+            cls.load(FROZEN / f"{name}_v1.json").save(p)
+            out[name] = p.read_bytes()
+    x = np.stack([np.arange(300) % 17 - 8, (np.arange(300) * 7) % 5])
+    container = compress(x)
+    json_loaders = {"tokenizer": _via_file(_load_tokenizer),
+                    "byte_tokenizer": _via_file(_load_byte_tokenizer),
+                    "signal_model": _via_file(_load_model)}
+    targets = [Target(n, out[n], json_loaders[n], _has_checksum) for n in json_loaders]
+    targets += [Target(f"{n}_v1", (FROZEN / f"{n}_v1.json").read_bytes(), json_loaders[n],
+                       _never) for n in ("tokenizer", "signal_model")]
+    targets += [Target(f"{n}_forged", out[n], json_loaders[n], _never, forged=True,
+                       known=KNOWN.get(n, ())) for n in json_loaders]
+    targets += [Target("container", container, _load_container, _always),
+                Target("golden_v1", (DATA / "golden_v1.ubpe").read_bytes(), _load_container,
+                       _always),
+                Target("stream_v1", (FROZEN / "stream_v1.ubps").read_bytes(), _load_stream,
+                       _never, known=KNOWN["stream"])]
+    return targets
+
+
+class Finding(Exception):
+    """A mutated input broke a rule (crash, allocation, silent wrong data)."""
+
+
+def check(target: Target, data: bytes, expected) -> str:
+    """Load one mutated input under the fuzzing limits; returns 'ok', 'error' or raises Finding."""
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        with limits(**FUZZ_LIMITS), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = target.load(data)
+    except ALLOWED:
+        outcome = "error"
+    except Exception as e:
+        raise Finding(f"{target.name}: {type(e).__name__}: {e}") from e
+    else:
+        outcome = "ok"
+    peak = tracemalloc.get_traced_memory()[1] - base
+    if peak > ALLOC_CAP:
+        raise Finding(f"{target.name}: allocated {peak / 2**20:.0f} MiB while loading")
+    if outcome == "ok" and target.covered(data) and got != expected:
+        raise Finding(f"{target.name}: a mutation covered by the checksum decoded to other "
+                      f"data without an error")
+    return outcome
+
+
+# ---------------------------------------------------------------- the fuzzer
+TARGETS = make_targets()
+BUDGET = float(os.environ.get("UBPE_FUZZ_SECONDS", "30")) / len(TARGETS)
+
+byte_ops = st.lists(st.tuples(st.sampled_from(BYTE_OPS), st.integers(0, 2**32),
+                              st.integers(0, 2**32),
+                              st.sampled_from(INTERESTING_BYTES) | st.binary(max_size=8)),
+                    min_size=1, max_size=4)
+json_values = (st.sampled_from(INTERESTING_VALUES) | st.integers() | st.floats()
+               | st.text(max_size=4))
+json_edits = st.lists(st.tuples(st.sampled_from(["replace", "replace", "drop", "grow", "shrink"]),
+                                st.integers(0, 2**32), json_values), min_size=1, max_size=3)
+
+
+@pytest.fixture(scope="module")
+def traced():
+    tracemalloc.start()
+    yield
+    tracemalloc.stop()
+
+
+def fuzz(target: Target, budget: float) -> dict:
+    """Run hypothesis on one target for about ``budget`` seconds; returns the outcome counts.
+
+    The number of examples is set from a short calibration run, since
+    hypothesis has no time budget of its own.
+    """
+    expected = target.load(target.data)
+    counts = {"ok": 0, "error": 0, "known": 0}
+    stop = time.monotonic() + budget
+    failing = []
+
+    def run(n):
+        @settings(max_examples=n, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(ops=json_edits if target.forged else byte_ops)
+        def one(ops):
+            if time.monotonic() > stop and not failing:
+                return  # budget spent (but a failure is replayed while shrinking)
+            data = forge(target.data, ops) if target.forged else mutate(target.data, ops)
+            try:
+                counts[check(target, data, expected)] += 1
+            except Finding as e:
+                if any(re.search(pattern, str(e)) for pattern, _ in target.known):
+                    counts["known"] += 1
+                    return
+                failing.append(e)
+                raise
+        one()
+
+    t0 = time.monotonic()
+    run(20)
+    each = (time.monotonic() - t0) / 20
+    left = stop - time.monotonic()
+    if left > 0:
+        run(max(1, int(0.8 * left / max(each, 1e-4))))
+    return counts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
+def test_fuzz(target, traced):
+    counts = fuzz(target, BUDGET)
+    assert counts["ok"] + counts["error"] + counts["known"] >= 20, counts
+    assert counts["error"] > 0, counts  # the mutations do reach the checks
+    if counts["known"]:
+        pytest.xfail(f"{counts['known']} mutations hit a known finding: "
+                     + "; ".join(reason for _, reason in target.known))
+
+
+def test_mutate_is_deterministic_and_bounded():
+    data = b'{"a": [1, 2, 3]}'
+    ops = [("flip", 3, 1, b""), ("insert", 5, 0, b"99"), ("delete", 1, 2, b""),
+           ("truncate", 12, 0, b"")]
+    assert mutate(data, ops) == mutate(data, ops)
+    assert mutate(data, [("flip", 0, 0, b"")]) == b'z"a": [1, 2, 3]}'
+    assert mutate(b"", [("flip", 5, 1, b""), ("set", 1, 1, b""), ("swap", 0, 3, b"")]) == b""
+    doc = mutate_json({"a": [1, 2]}, [("replace", 1, 10**30)])
+    assert doc == {"a": [10**30, 2]}
+
+
+def test_the_checks_catch_what_they_should():
+    tok = next(t for t in TARGETS if t.name == "tokenizer")
+    expected = tok.load(tok.data)
+    tracemalloc.start()
+    try:
+        assert check(tok, tok.data, expected) == "ok"
+        # a forged file (checksum recomputed) changes the data: only the checksum rule sees it
+        forged = forge(tok.data, [("replace", 0, "x")])
+        assert check(tok, forged, expected) == "error"
+        bad = Target("t", tok.data, lambda d: 1 / 0, _always)
+        with pytest.raises(Finding, match="ZeroDivisionError"):
+            check(bad, tok.data, expected)
+        big = Target("t", tok.data, lambda d: np.ones(2**24), _always)
+        with pytest.raises(Finding, match="allocated 128 MiB"):
+            check(big, tok.data, None)
+        wrong = Target("t", tok.data, lambda d: "other", _always)
+        with pytest.raises(Finding, match="without an error"):
+            check(wrong, tok.data, expected)
+    finally:
+        tracemalloc.stop()
+
+
+# ------------------------------------------------------------ crafted corpus
+# file -> (what loads it, the error it must raise); see tests/data/crafted/README.md
+CRAFTED_CASES = {
+    "tokenizer_alphabet_2e30.json": ("tokenizer", "alphabet_size 1,073,741,824 is above the limit"),
+    "tokenizer_doubling_chain.json": ("tokenizer", "the tokens expand to more than"),
+    "tokenizer_huge_int.json": ("tokenizer", "malformed tokenizer .OverflowError"),
+    "tokenizer_deep_nesting.json": ("tokenizer", r"not valid JSON \(nested too deeply\)"),
+    "tokenizer_n_documents_1e400.json": ("tokenizer", "n_documents must be a non-negative number"),
+    "tokenizer_repeated_pair.json": ("tokenizer", r"merge rank 1 repeats the pair \(0, 1\)"),
+    "tokenizer_v2_stale_checksum.json": ("tokenizer", "checksum mismatch"),
+    "tokenizer_v2_no_checksum.json": ("tokenizer", "version 2 must carry a checksum"),
+    "signal_model_bins_1e10.json": ("signal_model", "10000000000 bins, expected 1..8"),
+    "signal_model_v2_edited_quantizer.json": ("signal_model", "checksum mismatch"),
+}
+# found by the fuzzer in code this work does not own: xfail until fixed, then they pass
+CRAFTED_ELSEWHERE = {
+    "byte_tokenizer_byte_id_beyond_vocab.json": ("byte_tokenizer", "byte id|malformed",
+                                                 "ubpe/text.py: ByteTokenizer.load lets "
+                                                 "IndexError through"),
+    "byte_tokenizer_special_tokens_int.json": ("byte_tokenizer", "special|malformed",
+                                               "ubpe/text.py: ByteTokenizer.load lets "
+                                               "AttributeError through"),
+    "stream_v1_frame_length_2e63.ubps": ("stream", "truncated|frame",
+                                         "signals/codec.py: decompress_stream does not check "
+                                         "a frame length against the bytes left"),
+}
+
+
+def test_every_crafted_file_has_a_case():
+    files = {p.name for p in CRAFTED.iterdir() if p.suffix in (".json", ".ubpe", ".ubps")}
+    assert files == set(CRAFTED_CASES) | set(CRAFTED_ELSEWHERE)
+    readme = (CRAFTED / "README.md").read_text()
+    assert all(f"`{name}`" in readme for name in files)
+
+
+@pytest.mark.parametrize("name", sorted(CRAFTED_CASES))
+def test_crafted_file_gives_a_clear_error(name):
+    from signals import SignalModel
+    from ubpe import FormatError, Tokenizer
+    kind, message = CRAFTED_CASES[name]
+    cls = {"tokenizer": Tokenizer, "signal_model": SignalModel}[kind]
+    path = CRAFTED / name
+    tracemalloc.start()
+    try:
+        with pytest.raises(FormatError, match=message) as e:
+            cls.load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(path) in str(e.value)
+    assert peak < 8 * 2**20  # refused before allocating: below 8 MiB
+    from ubpe.cli import main
+    r = CliRunner().invoke(main, ["inspect", str(path)])
+    assert r.exit_code == 1 and re.search(message, r.stderr) and "Traceback" not in r.output
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", sorted(CRAFTED_ELSEWHERE))
+def test_crafted_file_found_elsewhere(name):
+    kind, message, owner = CRAFTED_ELSEWHERE[name]
+    path = CRAFTED / name
+    try:
+        if kind == "stream":
+            with open(path, "rb") as f:
+                _load_stream(f.read())
+        else:
+            _load_byte_tokenizer(path)
+    except ValueError as e:
+        assert re.search(message, str(e))
+    except Exception as e:
+        pytest.xfail(f"{owner} ({type(e).__name__}: {e})")
+    else:
+        raise AssertionError(f"{name} loaded without an error")
