@@ -1,4 +1,4 @@
-"""Frozen format-version-2 fixtures (tests/data/frozen/make_containers_v2.py) still decode to known values."""
+"""Frozen format-v2 fixtures (tests/data/frozen/make_containers_v2.py) decode to known values."""
 
 import io
 import json
