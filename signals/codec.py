@@ -23,6 +23,7 @@ from typing import IO, Any
 import numpy as np
 
 from . import container
+from .arraylike import as_channels
 from .channel import decode_channel, encode_channel
 from .codec_v1 import decompress_v1, inspect_v1
 from .container import SignalFormatError
@@ -283,12 +284,9 @@ def compress(x, *, level: int = DEFAULT_LEVEL, max_error: float | None = None,
 
 def _channels_of(x) -> tuple[list[np.ndarray], list[str] | None, list[int] | None, int]:
     """``(channels, names, shape to give back or None for a list, axis of the samples)``."""
-    if hasattr(x, "columns") and hasattr(x, "to_numpy"):  # pandas DataFrame: columns are channels
-        chans = [np.asarray(x[c].to_numpy()) for c in x.columns]
-        return chans, [str(c) for c in x.columns], None, 0
-    if hasattr(x, "to_numpy") and getattr(x, "ndim", 0) == 1:  # pandas Series
-        name = getattr(x, "name", None)
-        return [np.asarray(x.to_numpy())], [str(name)] if name is not None else None, None, 0
+    if not isinstance(x, (np.ndarray, list, tuple)):  # DataFrames, Series, Arrow, Dask...
+        chans, names = as_channels(x)
+        return chans, names, None, 0
     if isinstance(x, (list, tuple)):
         chans = [np.asarray(c) for c in x]
         if any(c.ndim != 1 for c in chans):

@@ -148,3 +148,16 @@ def test_cli_on_npz_and_wav(tmp_path, name):
             assert all(a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]) for k in a.files)
     n = sum(c["n_samples"] for c in signals.inspect(out.read_bytes())["channels"])
     assert len(out.read_bytes()) * 8 / n < 12  # bits per sample
+
+
+def test_pandas_input_keeps_names_and_dtypes():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"hr": np.arange(300, dtype=np.int16), "temp c": np.round(np.linspace(
+        20, 21, 300), 2)})
+    data = compress(df)
+    assert [c["name"] for c in inspect(data)["channels"]] == ["hr", "temp c"]
+    back = decompress(data)
+    assert back[0].dtype == np.int16 and np.array_equal(back[0], df["hr"].to_numpy())
+    assert np.array_equal(back[1], df["temp c"].to_numpy())
+    (s,) = decompress(compress(pd.Series(np.arange(50), name="x")))
+    assert np.array_equal(s, np.arange(50))
