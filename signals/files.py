@@ -127,6 +127,42 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
     raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(KINDS)}")
 
 
+def compress_path(path: str | Path, **options: Any) -> bytes:
+    """Compress the file at ``path``: :func:`compress_file` for the kinds it gives back
+    byte for byte, else a recording read by :func:`signals.formats.read_recording`
+    (Parquet/Arrow, EDF/BDF, WFDB), whose channels, names and per-channel unit,
+    rate and digital-to-physical scaling (in the header's ``meta``) are kept.
+
+    Parameters
+    ----------
+    path : str or Path
+    **options
+        As for :func:`compress_file` (``csv_options`` applies to CSV only).
+
+    Raises
+    ------
+    ValueError
+        On input that cannot be read.
+    ImportError
+        When the format's optional reader is not installed (``ubpe[formats]``).
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in CSV_SUFFIXES or suffix in (".wav", ".npy", ".npz"):
+        return compress_file(path.read_bytes(), kind_of(path), path=str(path), **options)
+    from . import formats
+    if suffix not in formats.SUFFIXES:
+        raise ValueError(f"{path}: unsupported input (expected .csv, .tsv, .txt, .wav, .npy, "
+                         f".npz, {', '.join(sorted(formats.SUFFIXES))})")
+    rec = formats.read_recording(path)
+    opts = {k: v for k, v in options.items() if k not in ("csv_options", "path")}
+    chans = [(n, np.asarray(c)) for n, c in zip(rec.names, rec.channels)]
+    level = opts.pop("level", DEFAULT_LEVEL)
+    header = {"source": "arrays", "shape": None, "meta": {"recording": rec.metadata(),
+                                                         "format": suffix[1:]}}
+    return encode_columns(chans, header, level=level, **opts)
+
+
 def decompress_file(data: bytes, *, model: Any = None) -> Decoded:
     """Give back the file that :func:`compress_file` compressed.
 

@@ -78,20 +78,23 @@ def _compress_one(source: str, output: str, columns: list | None, exclude: list 
                   options: dict[str, Any]) -> dict[str, Any]:
     """Task: read one file, compress it, write it atomically; a summary dict."""
     import signals
-    from signals.formats import read_recording
+    from signals.files import compress_path
     from ubpe.serialization import atomic_write_bytes
 
     t0 = time.perf_counter()
-    rec = read_recording(source, columns=columns, exclude=exclude)
-    data = signals.compress(rec.channels, names=rec.names, **options)
+    csv_options = dict(options.pop("csv_options", None) or {})
+    if columns is not None or exclude is not None:
+        csv_options.update(columns=columns, exclude=exclude)
+    data = compress_path(source, csv_options=csv_options, **options)
     atomic_write_bytes(output, data)
-    n = sum(c.size for c in rec.channels)
+    info = signals.inspect(data)
+    n = sum(c["n_samples"] for c in info["channels"])
     try:
         from distributed import get_worker
         worker = get_worker().address
     except (ImportError, ValueError):
         worker = None
-    return {"source": source, "output": output, "channels": len(rec.channels), "samples": n,
+    return {"source": source, "output": output, "channels": len(info["channels"]), "samples": n,
             "bytes": len(data), "bits_per_sample": 8 * len(data) / max(n, 1),
             "seconds": time.perf_counter() - t0, "worker": worker}
 
@@ -123,7 +126,8 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
     columns, exclude : list, optional
         Channels to keep or drop in every file.
     **options
-        Passed to :func:`signals.compress`.
+        Passed to :func:`signals.files.compress_path` (``level``, ``max_error``,
+        ``csv_options``...): CSV, WAV and NumPy files come back byte for byte.
 
     Returns
     -------

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import click
 import numpy as np
 
 import signals
+import signals.formats
 from signals import QUANTIZERS, SignalModel, container
 from signals.codec import DEFAULT_LEVEL
 from ubpe.serialization import check_document, parse_json
@@ -163,15 +165,24 @@ def _model_option(f):
 @click.option("--columns", metavar="A,B,...",
               help="CSV: columns to code as numbers (others are kept as text).")
 @click.option("--exclude", metavar="A,B,...", help="CSV: columns never coded as numbers.")
+@click.option("--workers", type=click.IntRange(1), default=None,
+              help="Compress the files on a local Dask cluster of N worker processes, one task "
+                   "per file (needs ubpe[dask]).")
+@click.option("--scheduler", metavar="ADDRESS", default=None,
+              help="Compress the files on this Dask scheduler (tcp://host:8786); inputs and "
+                   "outputs must be on a file system the workers share.")
 def compress(sources, output, to_stdout, force, report: Reporter, model_path, level, max_error,
-             quantizer, levels, skip_rows, comment, delimiter, columns, exclude):
+             quantizer, levels, skip_rows, comment, delimiter, columns, exclude, workers,
+             scheduler):
     """Compress files (CSV, .npy/.npz arrays, PCM .wav) into .ubpe files, losslessly.
 
     What comes back from 'ubpe decompress' is the same file: a CSV byte for
     byte (every column, the lines above the header, quoting, line endings);
     a WAV byte for byte; arrays with their names, dtypes and shapes. Lossy
-    only with --max-error or --quantizer. FILE '-' reads standard input and
-    writes standard output unless -o is given.
+    only with --max-error or --quantizer. Parquet/Arrow, EDF/BDF and WFDB
+    recordings (ubpe[formats]) are kept as arrays with their units, rates and
+    scaling. FILE '-' reads standard input and writes standard output unless
+    -o is given.
     """
     jobs = plan(sources, output=output, to_stdout=to_stdout, force=force,
                 name_rule=lambda p: suffix_name(p, SUFFIX),
@@ -186,20 +197,40 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
     csv_options = {"skip_rows": skip_rows, "comment": comment, "delimiter": delimiter,
                    "columns": split_list(columns), "exclude": split_list(exclude)}
     q = QUANTIZERS[quantizer](levels) if quantizer else None
+    if workers or scheduler:
+        if model is not None or q is not None or any(STDIO in (j.source, j.output) for j in jobs):
+            raise click.UsageError("--workers/--scheduler take files (not '-'), without --model "
+                                   "or --quantizer")
+        from signals.parallel import compress_files
+        done = compress_files([j.source for j in jobs], outputs=[j.output for j in jobs],
+                              scheduler=scheduler, workers=workers, level=level,
+                              max_error=max_error, csv_options=csv_options)
+        for r in done:
+            report.info(f"{r['source']}: {r['bytes']:,} bytes, {r['bits_per_sample']:.3f} bits "
+                        f"per value; wrote {r['output']} (worker {r['worker']})")
+        return
 
     def work(job: Job) -> None:
         t0 = time.perf_counter()
-        raw = read_input(job.source)
-        kind = signals.files.kind_of(job.source if job.source != STDIO else "", raw)
-        data = signals.compress_file(raw, kind, path=job.name, level=level, max_error=max_error,
-                                     quantizer=q, csv_options=csv_options, model=model)
+        if job.source != STDIO and Path(job.source).suffix.lower() in signals.formats.SUFFIXES:
+            raw = b""
+            kind = Path(job.source).suffix.lstrip(".")
+            data = signals.files.compress_path(job.source, level=level, max_error=max_error,
+                                               quantizer=q, model=model)
+        else:
+            raw = read_input(job.source)
+            kind = signals.files.kind_of(job.source if job.source != STDIO else "", raw)
+            data = signals.compress_file(raw, kind, path=job.name, level=level,
+                                         max_error=max_error, quantizer=q,
+                                         csv_options=csv_options, model=model)
         write_output(job.output, data)
         info = signals.inspect(data)
         n = sum(c["n_samples"] for c in info["channels"])
         worst = max((c["max_error"] for c in info["channels"]), default=0.0)
         where = "standard output" if job.output == STDIO else job.output
-        report.info(f"{job.name}: {len(raw):,} -> {len(data):,} bytes "
-                    f"({len(raw) / max(len(data), 1):.2f}x, {kind}, {len(info['channels'])} "
+        size = len(raw) or Path(job.source).stat().st_size
+        report.info(f"{job.name}: {size:,} -> {len(data):,} bytes "
+                    f"({size / max(len(data), 1):.2f}x, {kind}, {len(info['channels'])} "
                     f"columns, {n:,} values) "
                     + ("lossless" if worst == 0 else f"max error {worst:.6g}")
                     + f"; wrote {where}")
