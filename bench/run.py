@@ -581,7 +581,28 @@ def baseline_bits(x, rate):
     return out
 
 
-BENCHES = {"fit_chars": bench_fit_chars, "fit_words": bench_fit_words,
+def bench_startup(t, data, repeat):
+    """``ubpe --help`` and ``import ubpe``: no numba compile, no scipy submodule, no signals."""
+    exe = str(Path(sys.executable).parent / "ubpe")
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        subprocess.run([exe, "--help"], check=True, capture_output=True)
+        times.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    bare = time.perf_counter() - t0
+    t.add("ubpe --help", "s (median of 5)", f"{statistics.median(times):.3f}",
+          f"{bare:.3f} (bare python)", "", "<= 0.3", "")
+    out = subprocess.run([sys.executable, "-X", "importtime", "-c", "import ubpe"],
+                         capture_output=True, text=True).stderr
+    heavy = sorted({line.split("|")[-1].strip() for line in out.splitlines()
+                    if "scipy." in line or "signals" in line})
+    t.add("import ubpe", "scipy submodules / signals loaded", str(len(heavy)), "", "",
+          "0", ", ".join(heavy[:5]))
+
+
+BENCHES = {"startup": bench_startup, "fit_chars": bench_fit_chars, "fit_words": bench_fit_words,
            "signal": bench_signal, "memory": bench_memory, "encoders": bench_encoders,
            "trim": bench_trim, "text": bench_text}
 
