@@ -43,6 +43,18 @@ def load_model(source: str) -> SignalModel:
     return SignalModel.from_dict(doc, source="<stdin>")
 
 
+def _model_or_exit(model_path: str | None, report: Reporter) -> SignalModel | None:
+    """The model of ``--model`` (None without one); a bad model file ends the command (exit 1)."""
+    if not model_path:
+        return None
+    try:
+        return load_model(model_path)
+    except BAD_INPUT as e:
+        report.error(model_path, e)
+        report.exit()
+        raise  # not reached: exit() raises
+
+
 def _inspect_document(doc: dict, where: str) -> None:
     echo = click.echo
     fmt, version = doc.get("format"), doc.get("version")
@@ -187,13 +199,7 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
     jobs = plan(sources, output=output, to_stdout=to_stdout, force=force,
                 name_rule=lambda p: suffix_name(p, SUFFIX),
                 other_inputs=[model_path] if model_path else [])
-    model = None
-    if model_path:
-        try:
-            model = load_model(model_path)
-        except BAD_INPUT as e:
-            report.error(model_path, e)
-            report.exit()
+    model = _model_or_exit(model_path, report)
     csv_options = {"skip_rows": skip_rows, "comment": comment, "delimiter": delimiter,
                    "columns": split_list(columns), "exclude": split_list(exclude)}
     q = QUANTIZERS[quantizer](levels) if quantizer else None
@@ -255,13 +261,7 @@ def decompress(sources, output, to_stdout, force, report: Reporter, model_path):
     jobs = plan(sources, output=output, to_stdout=to_stdout, force=force,
                 name_rule=lambda p: strip_suffix_name(p, SUFFIX, ""),
                 other_inputs=[model_path] if model_path else [])
-    model = None
-    if model_path:
-        try:
-            model = load_model(model_path)
-        except BAD_INPUT as e:
-            report.error(model_path, e)
-            report.exit()
+    model = _model_or_exit(model_path, report)
 
     def work(job: Job) -> None:
         data = read_input(job.source)
