@@ -21,6 +21,8 @@ import warnings
 
 import numpy as np
 
+from .stage import register
+
 
 def _as_channels(x, name="x"):
     """View input (n_samples,) or (n_samples, n_features) as (n_channels, n_samples).
@@ -280,6 +282,15 @@ class Quantizer:
         """Rebuild a fitted quantizer from :meth:`to_dict` (any kind)."""
         return quantizer_from_dict(d)
 
+    def get_config(self) -> dict:
+        """The stage protocol's name (``signals/stage.py``) for :meth:`to_dict`."""
+        return self.to_dict()
+
+    @classmethod
+    def from_config(cls, config: dict) -> Quantizer:
+        """The stage protocol's name for :meth:`from_dict`."""
+        return quantizer_from_dict(config)
+
     def _load_state(self, d):
         self.lossless_ = np.asarray(d["lossless"], bool)
         self.bin_edges_ = [np.asarray(e, np.float64) for e in d["bin_edges"]]
@@ -434,6 +445,8 @@ def _bin_means(x, edges):
 
 QUANTIZERS = {cls.kind: cls for cls in (UniformQuantizer, QuantileQuantizer, GaussianQuantizer,
                                         MuLawQuantizer, LloydMaxQuantizer)}
+for _cls in QUANTIZERS.values():  # findable by kind with the other stages
+    register(_cls)
 
 
 def quantizer_from_dict(d: dict) -> Quantizer:

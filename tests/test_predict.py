@@ -126,3 +126,13 @@ def test_lpc_golden():
     kinds, orders, shifts, coefs = P.block_lpc_analyze(x, 16, np.zeros(0, np.int64), 14)
     r, _ = P.predict_fused(x, 16, kinds, orders, shifts, coefs, 0, 0, 10)
     assert r.tolist() == [0, 7] + [0] * 8 and orders.tolist() == [2]
+
+
+def test_every_stage_is_found_by_its_config():
+    from signals import UniformQuantizer
+    from signals.stage import REGISTRY, stage_from_config
+    assert {"uniform", "lloydmax", "linear_predictor", "fixed_predictor"} <= set(REGISTRY)
+    q = UniformQuantizer(16).fit(np.linspace(0.0, 1.0, 100))
+    back = stage_from_config(q.get_config())
+    assert type(back) is UniformQuantizer and np.array_equal(back.encode(q.codebook_[0]),
+                                                              q.encode(q.codebook_[0]))
