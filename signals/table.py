@@ -538,8 +538,12 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
     Raises
     ------
     CsvError
-        If the file is empty, or ``skip_rows`` leaves no line.
+        If the file is empty, ``skip_rows`` leaves no line, or the delimiter
+        is not one character (other than a quote or line break).
     """
+    if delimiter is not None and (len(delimiter) != 1 or delimiter in '"\r\n'):
+        raise CsvError(f"{path}: the delimiter must be one character other than a quote or line break, "
+                       f"not {delimiter!r}")
     bom = data.startswith(BOM)
     text = data[3:] if bom else data
     if not text[:4096].strip() and not text.strip():
