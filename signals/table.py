@@ -785,7 +785,8 @@ def _code_decimal(b: _Builder, name: str, col: pa.Array) -> dict | None:
     offs, data = _binary_buffers(col)
     digits, dec, ok, lead = _scan_decimals(offs, data)
     n = ok.size
-    if n == 0 or ok.sum() * 2 < n:
+    filled = max(1, int(np.count_nonzero(np.diff(offs))))  # empty cells are cheap exceptions
+    if n == 0 or ok.sum() * 2 < filled:
         return None
     pad: dict[str, int] = {}
     if ok.any() and lead[ok].any():
@@ -802,7 +803,7 @@ def _code_decimal(b: _Builder, name: str, col: pa.Array) -> dict | None:
     scale = int(dec[ok].max())
     values, n_fixed = _scale_column(digits, dec, ok, scale)
     n_ok = int(ok.sum())
-    if n_ok * 2 < n:
+    if n_ok * 2 < filled:
         return None
     spec: dict[str, Any] = {"kind": "decimal", "scale": scale, **pad}
     if n_fixed == n_ok:
@@ -1252,7 +1253,8 @@ def _code_sci(b: _Builder, name: str, col: pa.Array) -> dict | None:
     offs, data = _binary_buffers(col)
     mant, dm, ex, ewidth, esign, echar, ok = _scan_sci(offs, data)
     n = ok.size
-    if n == 0 or ok.sum() * 2 < n:
+    filled = max(1, int(np.count_nonzero(np.diff(offs))))
+    if n == 0 or ok.sum() * 2 < filled:
         return None
     # the most common spelling: mantissa decimals, exponent letter, '+' or not, exponent width
     d0 = int(np.argmax(np.bincount(dm[ok])))
@@ -1265,13 +1267,13 @@ def _code_sci(b: _Builder, name: str, col: pa.Array) -> dict | None:
         natural += absx >= 10 ** k
     ok &= (dm == d0) & (echar == e0) & (ewidth == np.maximum(natural, w0))
     ok &= np.where(ex >= 0, esign == (43 if plus else 0), esign == 45)
-    if ok.sum() * 2 < n:
+    if ok.sum() * 2 < filled:
         return None
     scale = int((dm - ex)[ok].max())
     if not 0 <= scale <= _MAX_DIGITS:
         return None
     values = _sci_values(mant, dm, ex, ok, scale)
-    if ok.sum() * 2 < n:
+    if ok.sum() * 2 < filled:
         return None
     spec: dict[str, Any] = {"kind": "decimal", "scale": scale, "format": "exponent",
                             "mantissa_decimals": d0, "exponent": chr(e0), "plus": plus,

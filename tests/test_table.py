@@ -122,6 +122,13 @@ def test_numeric_column_except_one_cell_keeps_that_cell_as_text():
     assert p.describe()[0]["exceptions"] == 1
 
 
+def test_sparse_numeric_column_stays_numeric():
+    p = roundtrip(b"t,x\n" + b"".join(b"%d,%s\n" % (i, b"%d.5" % i if i % 4 == 0 else b"")
+                                       for i in range(40)))
+    x = column(p, "x")
+    assert x["kind"] == "decimal" and x["n_exceptions"] == 30
+
+
 def test_empty_nan_and_inf_survive():
     data = b"a,b\n1.0,\n,NaN\n2.5,inf\n-inf,3\n"
     p = roundtrip(data)
