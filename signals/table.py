@@ -800,6 +800,8 @@ def _code_decimal(b: _Builder, name: str, col: pa.Array) -> dict | None:
         else:
             pad["lead"] = int(np.argmax(counts))
             ok &= lead == pad["lead"]
+        if max(pad.values()) >= 64:
+            return None
     scale = int(dec[ok].max())
     values, n_fixed = _scale_column(digits, dec, ok, scale)
     n_ok = int(ok.sum())
@@ -1058,6 +1060,8 @@ def _print_time(spec: dict, ints: list[np.ndarray], skip: np.ndarray, lo: int, h
     if values.size != skip.size:
         raise ValueError("corrupt CSV parts: time column length")
     template = _b(spec["template"])
+    if not 0 < len(template) < 64:
+        raise ValueError("corrupt CSV parts: time template length")
     fields = [(int(a), int(e), str(k)) for a, e, k in spec["fields"]]
     if any(not 0 <= a < e <= len(template) or k not in _KINDS for a, e, k in fields):
         raise ValueError("corrupt CSV parts: time field outside its template")
@@ -1318,8 +1322,8 @@ def _print_decimal(spec: dict, ints: list[np.ndarray], skip: np.ndarray, lo: int
     if not 0 <= scale <= _MAX_DIGITS:
         raise ValueError("corrupt CSV parts: scale outside 0..18")
     lead, width = int(spec.get("lead", 0)), int(spec.get("width", 0))
-    if not (0 <= lead < 1024 and 0 <= width < 1024):
-        raise ValueError("corrupt CSV parts: padding outside 0..1023")
+    if not (0 <= lead < 64 and 0 <= width < 64):
+        raise ValueError("corrupt CSV parts: padding outside 0..63")
     offs, data = _print_decimals(values, dec, scale, skip, lead, width)
     return _from_buffers(offs, data)
 
@@ -1725,7 +1729,7 @@ def decode_csv(parts: CsvParts) -> bytes:
     """
     try:
         return _decode(parts)
-    except (pa.ArrowException, KeyError, TypeError, IndexError) as e:
+    except (pa.ArrowException, KeyError, TypeError, IndexError, AttributeError, OverflowError) as e:
         raise ValueError(f"corrupt CSV parts: {type(e).__name__}: {e}") from None
 
 
