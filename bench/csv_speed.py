@@ -16,6 +16,10 @@ runs after a warm-up is reported for:
 
 Speeds are MB/s of CSV text (10**6 bytes); the ratio column is the speed
 divided by pandas' on the same file. The issue's target: >= 100 MB/s.
+
+With ``--memory``, each reader also runs once in a fresh process, and the
+growth of its peak resident memory over the file's size is reported (issue
+13's target for a whole ``compress``: at most 5x).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -65,12 +70,64 @@ def tile(src: Path, skip: int, mb: float, dst: Path) -> int:
     return dst.stat().st_size
 
 
+_MEMORY_CHILD = """
+import sys
+
+
+def peak():  # bytes; VmHWM, reset below (a forked child inherits its parent's high-water mark)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise OSError("no VmHWM")
+
+
+path, what = sys.argv[1], sys.argv[2]
+import pandas, pyarrow.csv, numba  # noqa: F401  (imports counted in the baseline)
+from signals.readers import read_csv
+from signals.table import decode_csv, encode_csv
+data = open(path, "rb").read()
+if what == "table.decode_csv":
+    parts = encode_csv(data)
+    del data
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")
+base = peak()
+if what == "pandas.read_csv":
+    pandas.read_csv(path, skiprows=int(sys.argv[3]), low_memory=False)
+elif what == "signals.read_csv":
+    read_csv(path)
+elif what == "table.encode_csv":
+    encode_csv(data)
+else:
+    decode_csv(parts)
+print(peak() - base)
+"""
+
+
+def peak_growth(path: Path, what: str, skip: int) -> int | None:
+    """Bytes by which the peak RSS grows while ``what`` runs once, in a fresh process (None on failure:
+    Linux's /proc is needed).
+
+    The file's bytes are read before the baseline (for ``decode_csv``, its parts
+    are made and the bytes dropped), so the figure is what the reader adds.
+    A baseline taken after ``encode_csv`` may hide part of ``decode_csv``'s use.
+    """
+    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    r = subprocess.run([sys.executable, "-c", _MEMORY_CHILD, str(path), what, str(skip)],
+                       capture_output=True, text=True, env=env)
+    try:
+        return int(r.stdout.split()[-1])
+    except (ValueError, IndexError):
+        return None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=find_shared())
     ap.add_argument("--mb", type=float, default=50)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", nargs="*", default=None, choices=list(FILES))
+    ap.add_argument("--memory", action="store_true", help="also peak memory, one fresh process each")
     args = ap.parse_args()
     try:
         import pandas as pd
@@ -81,7 +138,8 @@ def main() -> int:
     from signals.table import decode_csv, encode_csv
 
     print(f"cpus {os.cpu_count()}, pandas {pd.__version__}, repeat {args.repeat} (median after a warm-up)")
-    print(f"{'file':<16} {'MB':>6} {'reader':<22} {'s':>7} {'MB/s':>7} {'vs pandas':>9}")
+    print(f"{'file':<16} {'MB':>6} {'reader':<22} {'s':>7} {'MB/s':>7} {'vs pandas':>9}"
+          + (f" {'peak growth':>12}" if args.memory else ""))
     ran = False
     for name in args.only or FILES:
         rel, skip = FILES[name]
@@ -104,7 +162,11 @@ def main() -> int:
             assert len(ch.channels[0]) == len(df), (len(ch.channels[0]), len(df))
             for label, t in [("pandas.read_csv", t_pd), ("signals.read_csv", t_rd),
                              ("table.encode_csv", t_en), ("table.decode_csv", t_de)]:
-                print(f"{name:<16} {mb:6.1f} {label:<22} {t:7.3f} {mb / t:7.1f} {t_pd / t:8.2f}x")
+                line = f"{name:<16} {mb:6.1f} {label:<22} {t:7.3f} {mb / t:7.1f} {t_pd / t:8.2f}x"
+                if args.memory:
+                    g = peak_growth(path, label, skip)
+                    line += f" {g / size:11.2f}x" if g is not None else "      (failed)"
+                print(line)
             kinds = [c["kind"] for c in parts.layout["columns"]]
             exc = sum(c.get("n_exceptions", 0) for c in parts.layout["columns"])
             print(f"{'':<16} {'':>6} rows {parts.n_rows:,}, columns {len(kinds)} "

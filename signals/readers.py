@@ -186,6 +186,10 @@ def read_csv(path: str | Path, columns: list[str | int] | None = None,
     out_names, channels, skipped, scales, scaled = [], [], [], [], []
     for c in wanted:
         name, col = names[c], cols[c]
+        if wanted.count(c) == 1:
+            cols[c] = None  # free each column's text once read
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
         lens = np.diff(_binary_buffers(col)[0][:1001])
         r0 = int(np.argmax(lens > 0)) if (lens > 0).any() else -1
         if r0 < 0:

@@ -538,8 +538,12 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
     Raises
     ------
     CsvError
-        If the file is empty, or ``skip_rows`` leaves no line.
+        If the file is empty, ``skip_rows`` leaves no line, or the delimiter
+        is not one character (other than a quote or line break).
     """
+    if delimiter is not None and (len(delimiter) != 1 or delimiter in '"\r\n'):
+        raise CsvError(f"{path}: the delimiter must be one character other than a quote or line break, "
+                       f"not {delimiter!r}")
     bom = data.startswith(BOM)
     text = data[3:] if bom else data
     if not text[:4096].strip() and not text.strip():
@@ -781,7 +785,8 @@ def _code_decimal(b: _Builder, name: str, col: pa.Array) -> dict | None:
     offs, data = _binary_buffers(col)
     digits, dec, ok, lead = _scan_decimals(offs, data)
     n = ok.size
-    if n == 0 or ok.sum() * 2 < n:
+    filled = max(1, int(np.count_nonzero(np.diff(offs))))  # empty cells are cheap exceptions
+    if n == 0 or ok.sum() * 2 < filled:
         return None
     pad: dict[str, int] = {}
     if ok.any() and lead[ok].any():
@@ -795,10 +800,12 @@ def _code_decimal(b: _Builder, name: str, col: pa.Array) -> dict | None:
         else:
             pad["lead"] = int(np.argmax(counts))
             ok &= lead == pad["lead"]
+        if max(pad.values()) >= 64:
+            return None
     scale = int(dec[ok].max())
     values, n_fixed = _scale_column(digits, dec, ok, scale)
     n_ok = int(ok.sum())
-    if n_ok * 2 < n:
+    if n_ok * 2 < filled:
         return None
     spec: dict[str, Any] = {"kind": "decimal", "scale": scale, **pad}
     if n_fixed == n_ok:
@@ -1053,6 +1060,8 @@ def _print_time(spec: dict, ints: list[np.ndarray], skip: np.ndarray, lo: int, h
     if values.size != skip.size:
         raise ValueError("corrupt CSV parts: time column length")
     template = _b(spec["template"])
+    if not 0 < len(template) < 64:
+        raise ValueError("corrupt CSV parts: time template length")
     fields = [(int(a), int(e), str(k)) for a, e, k in spec["fields"]]
     if any(not 0 <= a < e <= len(template) or k not in _KINDS for a, e, k in fields):
         raise ValueError("corrupt CSV parts: time field outside its template")
@@ -1248,7 +1257,8 @@ def _code_sci(b: _Builder, name: str, col: pa.Array) -> dict | None:
     offs, data = _binary_buffers(col)
     mant, dm, ex, ewidth, esign, echar, ok = _scan_sci(offs, data)
     n = ok.size
-    if n == 0 or ok.sum() * 2 < n:
+    filled = max(1, int(np.count_nonzero(np.diff(offs))))
+    if n == 0 or ok.sum() * 2 < filled:
         return None
     # the most common spelling: mantissa decimals, exponent letter, '+' or not, exponent width
     d0 = int(np.argmax(np.bincount(dm[ok])))
@@ -1261,13 +1271,13 @@ def _code_sci(b: _Builder, name: str, col: pa.Array) -> dict | None:
         natural += absx >= 10 ** k
     ok &= (dm == d0) & (echar == e0) & (ewidth == np.maximum(natural, w0))
     ok &= np.where(ex >= 0, esign == (43 if plus else 0), esign == 45)
-    if ok.sum() * 2 < n:
+    if ok.sum() * 2 < filled:
         return None
     scale = int((dm - ex)[ok].max())
     if not 0 <= scale <= _MAX_DIGITS:
         return None
     values = _sci_values(mant, dm, ex, ok, scale)
-    if ok.sum() * 2 < n:
+    if ok.sum() * 2 < filled:
         return None
     spec: dict[str, Any] = {"kind": "decimal", "scale": scale, "format": "exponent",
                             "mantissa_decimals": d0, "exponent": chr(e0), "plus": plus,
@@ -1312,8 +1322,8 @@ def _print_decimal(spec: dict, ints: list[np.ndarray], skip: np.ndarray, lo: int
     if not 0 <= scale <= _MAX_DIGITS:
         raise ValueError("corrupt CSV parts: scale outside 0..18")
     lead, width = int(spec.get("lead", 0)), int(spec.get("width", 0))
-    if not (0 <= lead < 1024 and 0 <= width < 1024):
-        raise ValueError("corrupt CSV parts: padding outside 0..1023")
+    if not (0 <= lead < 64 and 0 <= width < 64):
+        raise ValueError("corrupt CSV parts: padding outside 0..63")
     offs, data = _print_decimals(values, dec, scale, skip, lead, width)
     return _from_buffers(offs, data)
 
@@ -1681,11 +1691,10 @@ def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None
 
 def _same(parts: CsvParts, data: bytes) -> bool:
     """Whether the parts decode to ``data``, compared piece by piece."""
-    view = memoryview(data)
     pos = 0
     for piece in _iter_file(parts):
         end = pos + len(piece)
-        if end > len(data) or view[pos:end] != piece:
+        if end > len(data) or data[pos:end] != piece:  # a slice and memcmp: faster than memoryview's compare
             return False
         pos = end
     return pos == len(data)
@@ -1720,7 +1729,7 @@ def decode_csv(parts: CsvParts) -> bytes:
     """
     try:
         return _decode(parts)
-    except (pa.ArrowException, KeyError, TypeError, IndexError) as e:
+    except (pa.ArrowException, KeyError, TypeError, IndexError, AttributeError, OverflowError) as e:
         raise ValueError(f"corrupt CSV parts: {type(e).__name__}: {e}") from None
 
 

@@ -110,6 +110,25 @@ def test_errors_name_file_line_column(tmp_path, text, kw, message):
         read_csv(_write(tmp_path, text), **kw)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(-10**9, 10**9), st.integers(-10**6, 10**6)), min_size=1, max_size=40),
+       st.integers(0, 4))
+def test_read_csv_scaled_agrees_with_the_exact_table(tmp_path_factory, rows, scale):
+    from signals.table import encode_csv
+    text = "t,x\n" + "".join(f"{a},{b / 10**scale:.{scale}f}\n" for a, b in rows)
+    p = tmp_path_factory.mktemp("t") / "x.csv"
+    p.write_text(text)
+    t = read_csv(p, decimals="scaled")
+    parts = dict(encode_csv(text.encode()).int_columns)
+    assert t.channels[0].tolist() == parts["t"].tolist()
+    assert t.channels[1].tolist() == parts["x"].tolist() and t.scales[1] == scale
+
+
+def test_bad_delimiter_is_an_error(tmp_path):
+    with pytest.raises(CsvError, match="delimiter must be one character"):
+        read_csv(_write(tmp_path, b"a,b\n1,2\n"), delimiter="::")
+
+
 def test_read_signal_npz_and_wav_still_work():
     t = read_signal(DATA / "pywt_ecg_small.npz")
     assert t.names == ["data"] and t.channels[0].shape == (1024,)

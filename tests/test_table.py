@@ -122,6 +122,13 @@ def test_numeric_column_except_one_cell_keeps_that_cell_as_text():
     assert p.describe()[0]["exceptions"] == 1
 
 
+def test_sparse_numeric_column_stays_numeric():
+    p = roundtrip(b"t,x\n" + b"".join(b"%d,%s\n" % (i, b"%d.5" % i if i % 4 == 0 else b"")
+                                       for i in range(40)))
+    x = column(p, "x")
+    assert x["kind"] == "decimal" and x["n_exceptions"] == 30
+
+
 def test_empty_nan_and_inf_survive():
     data = b"a,b\n1.0,\n,NaN\n2.5,inf\n-inf,3\n"
     p = roundtrip(data)
@@ -233,6 +240,39 @@ def test_corrupt_parts_raise_value_error():
         decode_csv(bad)
     with pytest.raises(ValueError, match="corrupt CSV parts"):
         decode_csv(CsvParts({"format": "ubpe-csv", "version": 99}, [], []))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_mutated_parts_decode_or_raise_value_error(draw):
+    base = encode_csv((DATA / "seattle_weather_150.csv").read_bytes()
+                      + b"2012/05/29,,1.5,x,2.0,sun\n")
+    lay = json.loads(json.dumps(base.layout))
+    ints = [(n, c.copy()) for n, c in base.int_columns]
+    blobs = list(base.blobs)
+    what = draw.draw(st.sampled_from(["int", "shrink", "layout", "blob"]))
+    if what == "int":
+        k = draw.draw(st.integers(0, len(ints) - 1))
+        if ints[k][1].size:
+            i = draw.draw(st.integers(0, ints[k][1].size - 1))
+            ints[k][1][i] = draw.draw(st.integers(-2**63, 2**63 - 1))
+    elif what == "shrink":
+        k = draw.draw(st.integers(0, len(ints) - 1))
+        ints[k] = (ints[k][0], ints[k][1][:-1])
+    elif what == "layout":
+        c = lay["columns"][draw.draw(st.integers(0, len(lay["columns"]) - 1))]
+        key = draw.draw(st.sampled_from(sorted(c)))
+        c[key] = draw.draw(st.one_of(st.integers(-5, 10**12), st.text(max_size=5), st.none()))
+        if draw.draw(st.booleans()):
+            lay["n_rows"] = draw.draw(st.integers(-1, 10**12))
+    else:
+        k = draw.draw(st.integers(0, len(blobs) - 1))
+        blobs[k] = blobs[k][:draw.draw(st.integers(0, len(blobs[k])))]
+    try:
+        out = decode_csv(CsvParts(lay, ints, blobs))
+    except ValueError:
+        return
+    assert isinstance(out, bytes)
 
 
 # ---------------------------------------------------------------- real data
