@@ -32,6 +32,9 @@ from .quantize import Quantizer, quantizer_from_dict
 
 DEFAULT_LEVEL = 5
 MAX_SAMPLES = container.MAX_SAMPLES
+# values one call decodes unless told otherwise: 8 GiB of int64. A 20-byte constant payload
+# may legally stand for any count, so the count is bounded before anything is allocated.
+MAX_VALUES = 1 << 30
 
 __all__ = ["compress", "decompress", "inspect", "compress_stream", "decompress_stream",
            "Column", "encode_columns", "decode_columns", "SignalFormatError", "DEFAULT_LEVEL"]
@@ -159,7 +162,8 @@ def _check_column(c: Any, k: int, n_sections: int) -> None:
             raise SignalFormatError(f"header: column {c['name']!r} points to a missing section")
 
 
-def decode_columns(data: bytes, model: Any = None) -> tuple[dict, list[Column], list[bytes]]:
+def decode_columns(data: bytes, model: Any = None, *,
+                   max_values: int = MAX_VALUES) -> tuple[dict, list[Column], list[bytes]]:
     """Inverse of :func:`encode_columns`: ``(header, columns, blobs)``.
 
     Raises
@@ -170,6 +174,9 @@ def decode_columns(data: bytes, model: Any = None) -> tuple[dict, list[Column], 
         or another one (the message names the id expected).
     """
     header, sections, n_values = container.read_container(data)
+    if n_values > max_values:
+        raise SignalFormatError(f"the file declares {n_values:,} values, above max_values="
+                                f"{max_values:,}; pass a larger max_values to decode it")
     wanted = header.get("model")
     if wanted is not None:
         if model is None:
@@ -301,7 +308,7 @@ def _channels_of(x) -> tuple[list[np.ndarray], list[str] | None, list[int] | Non
                      f"got shape {arr.shape}")
 
 
-def decompress(data: bytes, *, model: Any = None) -> Any:
+def decompress(data: bytes, *, model: Any = None, max_values: int = MAX_VALUES) -> Any:
     """Decode a ``.ubpe`` container (version 1 or 2) to what :func:`compress` took.
 
     Parameters
@@ -309,6 +316,9 @@ def decompress(data: bytes, *, model: Any = None) -> Any:
     data : bytes
     model : SignalModel, optional
         Needed when the file was compressed with a model.
+    max_values : int, default 2**30
+        Refuse a file that declares more values (memory is checked before it
+        is allocated; a constant column of any length takes a few bytes).
 
     Returns
     -------
@@ -326,7 +336,7 @@ def decompress(data: bytes, *, model: Any = None) -> Any:
     data = _as_bytes(data)
     if container.container_version(data) == 1:
         return decompress_v1(data)
-    header, columns, _ = decode_columns(data, model)
+    header, columns, _ = decode_columns(data, model, max_values=max_values)
     return _as_array(header, columns)
 
 

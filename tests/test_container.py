@@ -1,0 +1,106 @@
+"""Crafted containers (issue 13): every forged size is refused before anything is allocated."""
+
+import json
+import struct
+import tracemalloc
+import zlib
+
+import numpy as np
+import pytest
+import zstandard
+from click.testing import CliRunner
+
+import signals
+from signals import container
+from signals.codec_v1 import _META_DICT
+from signals.container import SignalFormatError
+from ubpe.cli import main
+
+
+def forge(header: dict, sections: list[tuple[bytes, bytes]], n_values: int) -> bytes:
+    """A container with valid checksums around whatever the sections hold."""
+    return container.write_container(header, sections, n_values)
+
+
+def refused(data: bytes, match: str, cap: int = 64 << 20) -> None:
+    tracemalloc.start()
+    try:
+        with pytest.raises(SignalFormatError, match=match):
+            signals.decompress(data)
+        assert tracemalloc.get_traced_memory()[1] < cap
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_blob_declaring_gigabytes_is_refused_unread():
+    # issue 13: "a 98 KB file declares a zstd section that inflates to 6.4 GB"
+    bomb = zstandard.ZstdCompressor(level=3).compress(b"\0" * (8 << 20))  # 8 MiB of zeros
+    body = container.varint(6_400_000_000) + bomb
+    col = {"name": "x", "kind": "samples", "n": 1, "dtype": "<i8", "map": {"kind": "int",
+           "dtype": "<i8"}, "max_error": 0.0, "payload": 0, "extra": 1}
+    data = forge({"source": "array", "shape": [1], "columns": [col]},
+                 [(b"C", bytes([1, 0])), (b"B", body)], 1)
+    refused(data, "above the limit|declared")
+
+
+def test_a_zstd_frame_that_lies_about_its_size_is_refused():
+    frame = zstandard.ZstdCompressor(write_content_size=True).compress(b"a" * 1000)
+    body = container.varint(10) + frame  # says 10 bytes, holds 1000
+    col = {"name": "x", "kind": "samples", "n": 1, "dtype": "<i8", "map": {"kind": "int",
+           "dtype": "<i8"}, "max_error": 0.0, "payload": 0, "extra": 1}
+    data = forge({"source": "array", "shape": [1], "columns": [col]},
+                 [(b"C", bytes([1, 0])), (b"B", body)], 1)
+    refused(data, "declares|decoded")
+
+
+def test_a_column_declaring_2_to_the_40_samples_is_refused():
+    col = {"name": "x", "kind": "samples", "n": 2**41, "dtype": "<i8", "map": {"kind": "int"},
+           "max_error": 0.0, "payload": 0, "extra": None}
+    data = forge({"source": "arrays", "columns": [col]}, [(b"C", bytes([1, 0]))], 2**41)
+    refused(data, "declares")
+
+
+def test_a_constant_payload_cannot_claim_more_values_than_max_values():
+    # a 2-byte constant payload may stand for any count: the count is bounded first
+    col = {"name": "x", "kind": "samples", "n": 2**40, "dtype": "<i8", "map": {"kind": "int"},
+           "max_error": 0.0, "payload": 0, "extra": None}
+    data = forge({"source": "arrays", "columns": [col]}, [(b"C", bytes([1, 0]))], 2**40)
+    refused(data, "above max_values")
+    exact = {"format": 1, "dtype": "int64", "kind": "int", "exceptions": 0}
+    ok = forge({"source": "arrays", "columns": [{**col, "n": 1000, "map": exact}]},
+               [(b"C", bytes([1, 6]))], 1000)
+    (x,) = signals.decompress(ok, max_values=1000)
+    assert x.tolist() == [3] * 1000
+    with pytest.raises(SignalFormatError, match="above max_values"):
+        signals.decompress(ok, max_values=999)
+
+
+def test_section_lengths_beyond_the_file_are_truncation():
+    data = bytearray(signals.compress(np.arange(100)))
+    pos = len(container.MAGIC) + 4
+    struct.pack_into("<I", data, pos + 1, 2**31)  # the header's length
+    with pytest.raises(SignalFormatError, match="truncated"):
+        signals.decompress(bytes(data))
+
+
+def test_v1_tokens_10_to_the_10_is_an_error_not_an_abort():
+    # issue 13: a crafted "tokens": 10**10 aborted the process inside the entropy coder
+    header = {"one_d": True, "transform": {"kind": "none"}, "alphabet": 2, "merges": 0,
+              "doc_length": 4096, "channels": [{"name": "ch0", "n": 4, "tokens": 10**10,
+                                                "table": 2, "bytes": [0, 2, 2, 4], "offset": 0}]}
+    meta = zstandard.ZstdCompressor(dict_data=_META_DICT, write_dict_id=False).compress(
+        json.dumps(header).encode() + b"\n" + bytes([0, 1]) + bytes([1, 1]))
+    body = b"UBPE-SIG" + struct.pack("<HI", 1, len(meta)) + meta + bytes(4)
+    data = body + struct.pack("<I", zlib.crc32(body))
+    with pytest.raises(SignalFormatError, match="tokens"):
+        signals.decompress(data)
+
+
+def test_the_cli_reports_a_forged_file_in_one_line(tmp_path):
+    col = {"name": "x", "kind": "samples", "n": 2**41, "dtype": "<i8", "map": {"kind": "int"},
+           "max_error": 0.0, "payload": 0, "extra": None}
+    bad = tmp_path / "bad.ubpe"
+    bad.write_bytes(forge({"source": "arrays", "columns": [col]}, [(b"C", bytes([1, 0]))], 2**41))
+    r = CliRunner().invoke(main, ["decompress", str(bad), "-o", str(tmp_path / "out")])
+    assert r.exit_code == 1 and "Traceback" not in r.output and "declares" in r.output
+    assert not (tmp_path / "out").exists()
