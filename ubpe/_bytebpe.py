@@ -344,27 +344,29 @@ def decode_ids(ids, exp_start, flat):
 
 
 @njit(cache=True, nogil=True)
-def decode_public(ids, to_internal, starts, flat):
-    """Bytes of public ordinary ids in one pass; ``(bytes, -1)``, or ``(empty, k)`` if
-    ``ids[k]`` is the first id outside ``0..len(to_internal)-1`` (special or invalid).
+def decode_public(ids, lengths, starts, flat):
+    """Bytes of ordinary token ids; ``(bytes, -1)``, or ``(empty, k)`` if ``ids[k]`` is the
+    first id outside ``0..len(lengths)-1`` (a special or invalid id).
 
-    ``starts`` is int32 (n + 1,): token ``t``'s bytes are ``flat[starts[t]:starts[t+1]]``.
+    The tables are indexed by public id: token ``u`` is
+    ``flat[starts[u]:starts[u] + lengths[u]]`` (``lengths`` uint8 or int32, small
+    enough to stay in cache for the first pass).
     """
-    n = to_internal.shape[0]
+    n = lengths.shape[0]
     total = 0
     for k in range(ids.shape[0]):
         u = ids[k]
         if u < 0 or u >= n:
             return np.empty(0, np.uint8), k
-        t = to_internal[u]
-        total += starts[t + 1] - starts[t]
+        total += lengths[u]
     out = np.empty(total, np.uint8)
     pos = 0
     for k in range(ids.shape[0]):
-        t = to_internal[ids[k]]
-        for q in range(starts[t], starts[t + 1]):
-            out[pos] = flat[q]
-            pos += 1
+        u = ids[k]
+        s = starts[u]
+        for q in range(lengths[u]):
+            out[pos + q] = flat[s + q]
+        pos += lengths[u]
     return out, -1
 
 

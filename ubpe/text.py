@@ -323,8 +323,11 @@ class ByteTokenizer:
         self._kernel_args = (vkeys, vvals, vbits, core._exp_start, flat, pt, pbits, bp,
                              core._left, core._right, core._token, self._to_public)
         self._flat = flat
-        self._starts32 = core._exp_start.astype(np.int32)
-        self._to_internal32 = self._to_internal.astype(np.int32)
+        # decode tables indexed by public id (the byte tokens may be permuted)
+        lengths = np.diff(core._exp_start)[self._to_internal]
+        starts = core._exp_start[self._to_internal]
+        self._pub_len = lengths.astype(np.uint8 if lengths.max(initial=0) < 256 else np.int32)
+        self._pub_start = starts.astype(np.int64)
         self._lengths: np.ndarray | None = None
         self._compile()
 
@@ -667,7 +670,7 @@ class ByteTokenizer:
             ids = np.fromiter(tokens, np.int64, len(tokens))
         else:
             ids = np.asarray(tokens, np.int64).reshape(-1)
-        out, stop = _bytebpe.decode_public(ids, self._to_internal32, self._starts32, self._flat)
+        out, stop = _bytebpe.decode_public(ids, self._pub_len, self._pub_start, self._flat)
         if stop < 0:
             return out.tobytes()
         self._check_ids(ids)
