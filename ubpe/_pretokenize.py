@@ -364,11 +364,15 @@ def split_utf8(buf, flags, fold, kind):
     Returns the byte offsets, int64 (n_pieces + 1,), from 0 to ``len(buf)``.
     """
     n = buf.shape[0]
-    bounds = np.empty(n + 1, np.int64)
+    bounds = np.empty(n // 4 + 16, np.int64)  # grown as needed: text has ~4 bytes per piece
     bounds[0] = 0
     m = 1
     i = 0
     while i < n:
+        if m == bounds.shape[0]:
+            grown = np.empty(min(2 * m, n + 1), np.int64)
+            grown[:m] = bounds
+            bounds = grown
         if kind == 0:
             i = _next_gpt2(buf, n, i, flags, fold)
         elif kind == 1:
