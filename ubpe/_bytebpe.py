@@ -42,34 +42,38 @@ def _hash_bytes(buf, a, b):
 
 @njit(cache=True, nogil=True)
 def build_vocab_table(exp_start, exp_flat):
-    """Hash table from the bytes of every token to its id.
+    """Hash table from the bytes of every token to its id, one int64 per slot.
 
     Parameters are the token expansions of :class:`ubpe.Tokenizer`
-    (``_exp_start`` int64 (n + 1,), ``_exp_flat`` int32). Returns keys
-    (hash, -1 empty), values (token id) and the table's bit count.
+    (``_exp_start`` (n + 1,), ``_exp_flat`` int32). A slot holds the high 34
+    bits of the bytes' hash, their length (capped at 255) and the token id:
+    ``hash >> 29 << 29 | length << 21 | id`` (-1 empty). Returns the table,
+    its bit count and the tokens' bytes as uint8.
     """
     n = exp_start.shape[0] - 1
     flat = exp_flat.astype(np.uint8)
-    keys, vals, bits = _new_table(n)
+    table, _, bits = _new_table(n)
     mask = (1 << bits) - 1
     for t in range(n):
         h = _hash_bytes(flat, exp_start[t], exp_start[t + 1])
         s = h & mask
-        while keys[s] != -1:
+        while table[s] != -1:
             s = (s + 1) & mask
-        keys[s] = h
-        vals[s] = t
-    return keys, vals, bits, flat
+        length = min(exp_start[t + 1] - exp_start[t], 255)
+        table[s] = ((h >> 29) << 29) | (np.int64(length) << 21) | np.int64(t)
+    return table, bits, flat
 
 
 @njit(cache=True, inline="always")
-def _whole_token(buf, a, b, h, vkeys, vvals, vbits, exp_start, flat):
+def _whole_token(buf, a, b, h, vt, vbits, exp_start, flat):
     """The token whose bytes are ``buf[a:b]`` (hash ``h``), or -1."""
     mask = (1 << vbits) - 1
     s = h & mask
-    while vkeys[s] != -1:
-        if vkeys[s] == h:
-            t = vvals[s]
+    want = ((h >> 29) << 8) | min(b - a, 255)
+    while vt[s] != -1:
+        v = vt[s]
+        if (v >> 21) == want:
+            t = v & 0x1FFFFF
             s0 = exp_start[t]
             if exp_start[t + 1] - s0 == b - a:
                 same = True
@@ -245,7 +249,7 @@ def _merge_heap(tok, m, nxt, prv, heap, pt, pbits, bp, left, right, new_token):
 
 
 @njit(cache=True, nogil=True)
-def encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pt, pbits, bp,
+def encode_pieces(buf, bounds, vt, vbits, exp_start, flat, pt, pbits, bp,
                   left, right, new_token, to_public):
     """Public token ids (int32) of the pre-tokens ``buf[bounds[k]:bounds[k+1]]``."""
     n_pieces = bounds.shape[0] - 1
@@ -273,7 +277,7 @@ def encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pt, pbits, 
             no += 1
             continue
         h = _hash_bytes(buf, a, b)
-        t = _whole_token(buf, a, b, h, vkeys, vvals, vbits, exp_start, flat)
+        t = _whole_token(buf, a, b, h, vt, vbits, exp_start, flat)
         if t >= 0:
             out[no] = t
             no += 1
@@ -319,11 +323,11 @@ def encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pt, pbits, 
 
 
 @njit(cache=True, nogil=True)
-def encode_text(buf, flags, fold, kind, vkeys, vvals, vbits, exp_start, flat, pt, pbits, bp,
+def encode_text(buf, flags, fold, kind, vt, vbits, exp_start, flat, pt, pbits, bp,
                 left, right, new_token, to_public):
     """Pre-tokenize UTF-8 ``buf`` with compiled pattern ``kind`` and encode it (int32 ids)."""
     bounds = split_utf8(buf, flags, fold, kind)
-    return encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pt, pbits, bp,
+    return encode_pieces(buf, bounds, vt, vbits, exp_start, flat, pt, pbits, bp,
                          left, right, new_token, to_public)
 
 

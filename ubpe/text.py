@@ -318,9 +318,11 @@ class ByteTokenizer:
         if n > _bytebpe.MAX_TOKENS:
             raise ValueError(f"the text kernels take at most {_bytebpe.MAX_TOKENS:,} ordinary "
                              f"tokens, this model has {n:,}")
-        vkeys, vvals, vbits, flat = _bytebpe.build_vocab_table(core._exp_start, core._exp_flat)
+        vt, vbits, flat = _bytebpe.build_vocab_table(core._exp_start, core._exp_flat)
         pt, pbits, bp = _bytebpe.build_pair_table(core._left, core._right)
-        self._kernel_args = (vkeys, vvals, vbits, core._exp_start, flat, pt, pbits, bp,
+        starts = (core._exp_start.astype(np.int32) if core._exp_start[-1] < 2**31
+                  else core._exp_start)
+        self._kernel_args = (vt, vbits, starts, flat, pt, pbits, bp,
                              core._left, core._right, core._token, self._to_public)
         self._flat = flat
         # decode tables indexed by public id (the byte tokens may be permuted)
