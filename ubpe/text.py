@@ -960,6 +960,9 @@ class ByteTokenizer:
         ------
         RuntimeError
             If the model is not fitted.
+        ValueError
+            If a special token's text is also the byte-level name of an
+            ordinary token (a JSON vocabulary cannot hold both).
         ImportError
             If ``tokenizers`` is not installed.
         """
@@ -974,7 +977,18 @@ class ByteTokenizer:
         starts = core._exp_start.tolist()
         names = [flat[a:b] for a, b in zip(starts[:-1], starts[1:])]
         quoted = list(map(json.encoder.encode_basestring, names))
-        vocab = "{" + ",".join(map("{}:{}".format, quoted, self._to_public.tolist())) + "}"
+        ids = self._to_public.tolist()
+        # special tokens go in the model's vocabulary too (as GPT-2's vocab.json has
+        # <|endoftext|>): tokenizers takes an added token's id from there, and would
+        # otherwise renumber it after the vocabulary, breaking ids with gaps (cl100k)
+        known = set(names)
+        for s, i in self.special_tokens_.items():
+            if s in known:
+                raise ValueError(f"special token {s!r} has the same text as an ordinary token "
+                                 f"in GPT-2's byte alphabet; tokenizers cannot tell them apart")
+            quoted.append(json.encoder.encode_basestring(s))
+            ids.append(i)
+        vocab = "{" + ",".join(map("{}:{}".format, quoted, ids)) + "}"
         name = names.__getitem__
         # merges as "left right" (the names hold no space: GPT-2's map moves it to U+0120)
         merges = json.dumps(list(map(" ".join, zip(map(name, core.merges_[:, 0].tolist()),
