@@ -90,8 +90,8 @@ def _whole_token(buf, a, b, h, vt, vbits, exp_start, flat):
 #: Token ids and ranks must stay below 2**21 to pack a pair and its rank in one int64.
 MAX_TOKENS = 1 << 21
 #: Bits of the filter that rejects most absent pairs without touching the table
-#: (2**20 bits, 128 KiB: stays in cache while the table does not).
-_FILTER_BITS = 20
+#: (2**21 bits, 256 KiB: stays in cache while the table does not).
+_FILTER_BITS = 21
 _B21 = np.int64(21)
 _M21 = np.int64((1 << 21) - 1)
 
@@ -111,7 +111,7 @@ def _pair_rank(pt, pbits, bp, left, right):
     """Rank of the merge ``(left, right)``, or ``_NONE``.
 
     Pairs of two bytes come from the direct table ``bp`` (65,536 entries);
-    the others from ``pt``: a one-hash filter of 2**20 bits (after the slots)
+    the others from ``pt``: a one-hash filter of 2**21 bits (after the slots)
     rejects most absent pairs, then open addressing with one int64 per slot,
     ``left << 42 | right << 21 | rank`` (-1 empty): one cache line per probe.
     """
