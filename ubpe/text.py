@@ -714,8 +714,17 @@ class ByteTokenizer:
         return self._flat[s[t]: s[t + 1]].tobytes()
 
     def token_bytes(self, token_id: int) -> bytes:
-        """The bytes of one token id (see :meth:`decode_single_token_bytes`)."""
-        return self.decode_single_token_bytes(token_id)
+        """The bytes of one token id (see :meth:`decode_single_token_bytes`).
+
+        Raises
+        ------
+        ValueError
+            If the id is not in the vocabulary (as in earlier versions).
+        """
+        try:
+            return self.decode_single_token_bytes(token_id)
+        except KeyError:
+            raise ValueError(f"token id {token_id} is not in the vocabulary") from None
 
     def decode_tokens_bytes(self, tokens: Sequence[int]) -> list[bytes]:
         """The bytes of each token id.
