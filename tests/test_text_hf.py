@@ -130,3 +130,60 @@ def test_real_cl100k_huggingface_export_matches_tiktoken(tmp_path):
     expected = enc.encode(text)
     assert tok.encode(text) == expected
     assert hf.encode(text).ids == expected
+
+
+def _o200k_ranks():
+    """The real o200k_base ranks, from the data files of ``quicktok-v1`` where installed."""
+    import importlib.util
+    import struct
+    spec = importlib.util.find_spec("quicktok")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    src = Path(next(iter(spec.submodule_search_locations))) / "data" / "o200k.vocab"
+    if not src.exists():
+        return None
+    data = src.read_bytes()
+    (n,) = struct.unpack_from("<I", data, 0)
+    pos, ranks = 4, {}
+    for _ in range(n):
+        (length,) = struct.unpack_from("<H", data, pos)
+        token = data[pos + 2: pos + 2 + length]
+        (ranks[token],) = struct.unpack_from("<I", data, pos + 2 + length)
+        pos += 6 + length
+    return ranks
+
+
+@pytest.mark.slow
+def test_real_o200k_matches_tiktoken_and_huggingface(tmp_path):
+    tiktoken = pytest.importorskip("tiktoken")
+    ranks = _o200k_ranks()
+    if ranks is None:
+        pytest.skip("the o200k_base ranks are not installed (pip install quicktok-v1)")
+    specials = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+    tok = ByteTokenizer.from_tiktoken(ranks, pattern="o200k", special_tokens=specials)
+    enc = tiktoken.Encoding("o200k", pat_str=PATTERNS["o200k"], mergeable_ranks=ranks,
+                            special_tokens=specials)
+    text = (DATA / "kjv_150k.txt").read_text(encoding="utf-8") + MIXED + \
+        (DATA / "mixed_scripts.txt").read_text(encoding="utf-8")
+    tok.to_huggingface(tmp_path / "tokenizer.json")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    expected = enc.encode(text + "<|endoftext|>", allowed_special="all")
+    assert tok.encode(text + "<|endoftext|>", allowed_special="all") == expected
+    assert hf.encode(text + "<|endoftext|>").ids == expected
+    assert tok.n_vocab == enc.n_vocab
+
+
+def test_huggingface_export_keeps_special_ids_with_gaps(tmp_path, digit_corpus):
+    small = ByteTokenizer(400, pattern="cl100k").fit(digit_corpus[:2])
+    n = small.tokenizer_.n_tokens_
+    specials = {"<|endoftext|>": n + 1, "<|fim|>": n + 20}
+    tok = ByteTokenizer.from_tiktoken(small.mergeable_ranks(), pattern="cl100k",
+                                      special_tokens=specials)
+    tok.to_huggingface(tmp_path / "t.json")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "t.json"))
+    text = "x<|fim|>1234 y<|endoftext|>"
+    assert hf.encode(text).ids == tok.encode(text, allowed_special="all")
+    clash = ByteTokenizer.from_tiktoken(small.mergeable_ranks(), pattern="cl100k",
+                                        special_tokens={"a": n})
+    with pytest.raises(ValueError, match="same text as an ordinary token"):
+        clash.to_huggingface(tmp_path / "c.json")

@@ -42,34 +42,38 @@ def _hash_bytes(buf, a, b):
 
 @njit(cache=True, nogil=True)
 def build_vocab_table(exp_start, exp_flat):
-    """Hash table from the bytes of every token to its id.
+    """Hash table from the bytes of every token to its id, one int64 per slot.
 
     Parameters are the token expansions of :class:`ubpe.Tokenizer`
-    (``_exp_start`` int64 (n + 1,), ``_exp_flat`` int32). Returns keys
-    (hash, -1 empty), values (token id) and the table's bit count.
+    (``_exp_start`` (n + 1,), ``_exp_flat`` int32). A slot holds the high 34
+    bits of the bytes' hash, their length (capped at 255) and the token id:
+    ``hash >> 29 << 29 | length << 21 | id`` (-1 empty). Returns the table,
+    its bit count and the tokens' bytes as uint8.
     """
     n = exp_start.shape[0] - 1
     flat = exp_flat.astype(np.uint8)
-    keys, vals, bits = _new_table(n)
+    table, _, bits = _new_table(n)
     mask = (1 << bits) - 1
     for t in range(n):
         h = _hash_bytes(flat, exp_start[t], exp_start[t + 1])
         s = h & mask
-        while keys[s] != -1:
+        while table[s] != -1:
             s = (s + 1) & mask
-        keys[s] = h
-        vals[s] = t
-    return keys, vals, bits, flat
+        length = min(exp_start[t + 1] - exp_start[t], 255)
+        table[s] = ((h >> 29) << 29) | (np.int64(length) << 21) | np.int64(t)
+    return table, bits, flat
 
 
 @njit(cache=True, inline="always")
-def _whole_token(buf, a, b, h, vkeys, vvals, vbits, exp_start, flat):
+def _whole_token(buf, a, b, h, vt, vbits, exp_start, flat):
     """The token whose bytes are ``buf[a:b]`` (hash ``h``), or -1."""
     mask = (1 << vbits) - 1
     s = h & mask
-    while vkeys[s] != -1:
-        if vkeys[s] == h:
-            t = vvals[s]
+    want = ((h >> 29) << 8) | min(b - a, 255)
+    while vt[s] != -1:
+        v = vt[s]
+        if (v >> 21) == want:
+            t = v & 0x1FFFFF
             s0 = exp_start[t]
             if exp_start[t + 1] - s0 == b - a:
                 same = True
@@ -86,8 +90,8 @@ def _whole_token(buf, a, b, h, vkeys, vvals, vbits, exp_start, flat):
 #: Token ids and ranks must stay below 2**21 to pack a pair and its rank in one int64.
 MAX_TOKENS = 1 << 21
 #: Bits of the filter that rejects most absent pairs without touching the table
-#: (2**20 bits, 128 KiB: stays in cache while the table does not).
-_FILTER_BITS = 20
+#: (2**21 bits, 256 KiB: stays in cache while the table does not).
+_FILTER_BITS = 21
 _B21 = np.int64(21)
 _M21 = np.int64((1 << 21) - 1)
 
@@ -107,7 +111,7 @@ def _pair_rank(pt, pbits, bp, left, right):
     """Rank of the merge ``(left, right)``, or ``_NONE``.
 
     Pairs of two bytes come from the direct table ``bp`` (65,536 entries);
-    the others from ``pt``: a one-hash filter of 2**20 bits (after the slots)
+    the others from ``pt``: a one-hash filter of 2**21 bits (after the slots)
     rejects most absent pairs, then open addressing with one int64 per slot,
     ``left << 42 | right << 21 | rank`` (-1 empty): one cache line per probe.
     """
@@ -245,7 +249,7 @@ def _merge_heap(tok, m, nxt, prv, heap, pt, pbits, bp, left, right, new_token):
 
 
 @njit(cache=True, nogil=True)
-def encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pt, pbits, bp,
+def encode_pieces(buf, bounds, vt, vbits, exp_start, flat, pt, pbits, bp,
                   left, right, new_token, to_public):
     """Public token ids (int32) of the pre-tokens ``buf[bounds[k]:bounds[k+1]]``."""
     n_pieces = bounds.shape[0] - 1
@@ -273,7 +277,7 @@ def encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pt, pbits, 
             no += 1
             continue
         h = _hash_bytes(buf, a, b)
-        t = _whole_token(buf, a, b, h, vkeys, vvals, vbits, exp_start, flat)
+        t = _whole_token(buf, a, b, h, vt, vbits, exp_start, flat)
         if t >= 0:
             out[no] = t
             no += 1
@@ -319,11 +323,11 @@ def encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pt, pbits, 
 
 
 @njit(cache=True, nogil=True)
-def encode_text(buf, flags, fold, kind, vkeys, vvals, vbits, exp_start, flat, pt, pbits, bp,
+def encode_text(buf, flags, fold, kind, vt, vbits, exp_start, flat, pt, pbits, bp,
                 left, right, new_token, to_public):
     """Pre-tokenize UTF-8 ``buf`` with compiled pattern ``kind`` and encode it (int32 ids)."""
     bounds = split_utf8(buf, flags, fold, kind)
-    return encode_pieces(buf, bounds, vkeys, vvals, vbits, exp_start, flat, pt, pbits, bp,
+    return encode_pieces(buf, bounds, vt, vbits, exp_start, flat, pt, pbits, bp,
                          left, right, new_token, to_public)
 
 
@@ -344,27 +348,29 @@ def decode_ids(ids, exp_start, flat):
 
 
 @njit(cache=True, nogil=True)
-def decode_public(ids, to_internal, starts, flat):
-    """Bytes of public ordinary ids in one pass; ``(bytes, -1)``, or ``(empty, k)`` if
-    ``ids[k]`` is the first id outside ``0..len(to_internal)-1`` (special or invalid).
+def decode_public(ids, lengths, starts, flat):
+    """Bytes of ordinary token ids; ``(bytes, -1)``, or ``(empty, k)`` if ``ids[k]`` is the
+    first id outside ``0..len(lengths)-1`` (a special or invalid id).
 
-    ``starts`` is int32 (n + 1,): token ``t``'s bytes are ``flat[starts[t]:starts[t+1]]``.
+    The tables are indexed by public id: token ``u`` is
+    ``flat[starts[u]:starts[u] + lengths[u]]`` (``lengths`` uint8 or int32, small
+    enough to stay in cache for the first pass).
     """
-    n = to_internal.shape[0]
+    n = lengths.shape[0]
     total = 0
     for k in range(ids.shape[0]):
         u = ids[k]
         if u < 0 or u >= n:
             return np.empty(0, np.uint8), k
-        t = to_internal[u]
-        total += starts[t + 1] - starts[t]
+        total += lengths[u]
     out = np.empty(total, np.uint8)
     pos = 0
     for k in range(ids.shape[0]):
-        t = to_internal[ids[k]]
-        for q in range(starts[t], starts[t + 1]):
-            out[pos] = flat[q]
-            pos += 1
+        u = ids[k]
+        s = starts[u]
+        for q in range(lengths[u]):
+            out[pos + q] = flat[s + q]
+        pos += lengths[u]
     return out, -1
 
 

@@ -330,24 +330,37 @@ def _o200k_words(buf, n, s, flags, first):
 
 
 @njit(cache=True)
+def _o200k_suffix(buf, n, e, fold):
+    """``e`` plus the optional contraction ``(?i:'s|'t|'re|'ve|'m|'ll|'d)`` at ``e``."""
+    if e < n and buf[e] == 39:
+        e += _contraction(buf, n, e, fold, True)
+    return e
+
+
+@njit(cache=True)
 def _next_o200k(buf, n, i, flags, fold):
     c = buf[i]
     f = _fl(buf, i, flags)
-    prefix = c != 10 and c != 13 and f & 3 == 0  # [^\r\n\p{L}\p{N}]
+    # the two word alternatives, each with the optional [^\r\n\p{L}\p{N}] prefix
+    # tried first (greedy), then without it
+    prefix = c != 10 and c != 13 and f & 3 == 0
     after = i + _len(buf, i)
-    for alt in range(2):
-        for tried in range(2):
-            if tried == 0:
-                if not prefix or after >= n:
-                    continue
-                s = after
-            else:
-                s = i
-            e = _o200k_words(buf, n, s, flags, alt == 0)
-            if e >= 0:
-                if e < n and buf[e] == 39:
-                    e += _contraction(buf, n, e, fold, True)
-                return e
+    if prefix and after < n:
+        e = _o200k_words(buf, n, after, flags, True)
+        if e >= 0:
+            return _o200k_suffix(buf, n, e, fold)
+    if f & 24:  # a word can start here only with an UPPERISH or LOWERISH character
+        e = _o200k_words(buf, n, i, flags, True)
+        if e >= 0:
+            return _o200k_suffix(buf, n, e, fold)
+    if prefix and after < n:
+        e = _o200k_words(buf, n, after, flags, False)
+        if e >= 0:
+            return _o200k_suffix(buf, n, e, fold)
+    if f & 8:
+        e = _o200k_words(buf, n, i, flags, False)
+        if e >= 0:
+            return _o200k_suffix(buf, n, e, fold)
     if f & 2:
         return _digits(buf, n, i, flags)
     if c == 32 and i + 1 < n and _fl(buf, i + 1, flags) & 7 == 0:
@@ -364,11 +377,15 @@ def split_utf8(buf, flags, fold, kind):
     Returns the byte offsets, int64 (n_pieces + 1,), from 0 to ``len(buf)``.
     """
     n = buf.shape[0]
-    bounds = np.empty(n + 1, np.int64)
+    bounds = np.empty(n // 4 + 16, np.int64)  # grown as needed: text has ~4 bytes per piece
     bounds[0] = 0
     m = 1
     i = 0
     while i < n:
+        if m == bounds.shape[0]:
+            grown = np.empty(min(2 * m, n + 1), np.int64)
+            grown[:m] = bounds
+            bounds = grown
         if kind == 0:
             i = _next_gpt2(buf, n, i, flags, fold)
         elif kind == 1:

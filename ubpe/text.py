@@ -318,13 +318,18 @@ class ByteTokenizer:
         if n > _bytebpe.MAX_TOKENS:
             raise ValueError(f"the text kernels take at most {_bytebpe.MAX_TOKENS:,} ordinary "
                              f"tokens, this model has {n:,}")
-        vkeys, vvals, vbits, flat = _bytebpe.build_vocab_table(core._exp_start, core._exp_flat)
+        vt, vbits, flat = _bytebpe.build_vocab_table(core._exp_start, core._exp_flat)
         pt, pbits, bp = _bytebpe.build_pair_table(core._left, core._right)
-        self._kernel_args = (vkeys, vvals, vbits, core._exp_start, flat, pt, pbits, bp,
+        starts = (core._exp_start.astype(np.int32) if core._exp_start[-1] < 2**31
+                  else core._exp_start)
+        self._kernel_args = (vt, vbits, starts, flat, pt, pbits, bp,
                              core._left, core._right, core._token, self._to_public)
         self._flat = flat
-        self._starts32 = core._exp_start.astype(np.int32)
-        self._to_internal32 = self._to_internal.astype(np.int32)
+        # decode tables indexed by public id (the byte tokens may be permuted)
+        lengths = np.diff(core._exp_start)[self._to_internal]
+        starts = core._exp_start[self._to_internal]
+        self._pub_len = lengths.astype(np.uint8 if lengths.max(initial=0) < 256 else np.int32)
+        self._pub_start = starts.astype(np.int64)
         self._lengths: np.ndarray | None = None
         self._compile()
 
@@ -667,7 +672,7 @@ class ByteTokenizer:
             ids = np.fromiter(tokens, np.int64, len(tokens))
         else:
             ids = np.asarray(tokens, np.int64).reshape(-1)
-        out, stop = _bytebpe.decode_public(ids, self._to_internal32, self._starts32, self._flat)
+        out, stop = _bytebpe.decode_public(ids, self._pub_len, self._pub_start, self._flat)
         if stop < 0:
             return out.tobytes()
         self._check_ids(ids)
@@ -709,8 +714,17 @@ class ByteTokenizer:
         return self._flat[s[t]: s[t + 1]].tobytes()
 
     def token_bytes(self, token_id: int) -> bytes:
-        """The bytes of one token id (see :meth:`decode_single_token_bytes`)."""
-        return self.decode_single_token_bytes(token_id)
+        """The bytes of one token id (see :meth:`decode_single_token_bytes`).
+
+        Raises
+        ------
+        ValueError
+            If the id is not in the vocabulary (as in earlier versions).
+        """
+        try:
+            return self.decode_single_token_bytes(token_id)
+        except KeyError:
+            raise ValueError(f"token id {token_id} is not in the vocabulary") from None
 
     def decode_tokens_bytes(self, tokens: Sequence[int]) -> list[bytes]:
         """The bytes of each token id.
@@ -955,6 +969,9 @@ class ByteTokenizer:
         ------
         RuntimeError
             If the model is not fitted.
+        ValueError
+            If a special token's text is also the byte-level name of an
+            ordinary token (a JSON vocabulary cannot hold both).
         ImportError
             If ``tokenizers`` is not installed.
         """
@@ -969,7 +986,18 @@ class ByteTokenizer:
         starts = core._exp_start.tolist()
         names = [flat[a:b] for a, b in zip(starts[:-1], starts[1:])]
         quoted = list(map(json.encoder.encode_basestring, names))
-        vocab = "{" + ",".join(map("{}:{}".format, quoted, self._to_public.tolist())) + "}"
+        ids = self._to_public.tolist()
+        # special tokens go in the model's vocabulary too (as GPT-2's vocab.json has
+        # <|endoftext|>): tokenizers takes an added token's id from there, and would
+        # otherwise renumber it after the vocabulary, breaking ids with gaps (cl100k)
+        known = set(names)
+        for s, i in self.special_tokens_.items():
+            if s in known:
+                raise ValueError(f"special token {s!r} has the same text as an ordinary token "
+                                 f"in GPT-2's byte alphabet; tokenizers cannot tell them apart")
+            quoted.append(json.encoder.encode_basestring(s))
+            ids.append(i)
+        vocab = "{" + ",".join(map("{}:{}".format, quoted, ids)) + "}"
         name = names.__getitem__
         # merges as "left right" (the names hold no space: GPT-2's map moves it to U+0120)
         merges = json.dumps(list(map(" ".join, zip(map(name, core.merges_[:, 0].tolist()),
