@@ -1101,6 +1101,12 @@ def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None 
             if len(own) < len(out):
                 out = own
         return out if len(out) < len(raw) else raw
+    return _encode_plain(x, level)
+
+
+def _encode_plain(x: np.ndarray, level: int, inner: bool = False) -> bytes:
+    """Modes 0, 1, 4 and (unless ``inner``) 5 for int64 ``x``."""
+    raw = bytes([RAW]) + x.astype("<i8").tobytes()
     if x.size == 0:
         return bytes([RAW])
     if x.size == 1 or (x == x[0]).all():
@@ -1109,7 +1115,7 @@ def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None 
     if SMALL_LEVEL_FROM <= level < SMALL_LEVEL and x.size < SMALL_INPUT:
         level = SMALL_LEVEL  # short inputs get the full search: it costs milliseconds there
     out = _encode_fused(x, PRESETS[level])
-    if level >= RANK_LEVEL:
+    if level >= RANK_LEVEL and not inner:
         ranked = _encode_ranked(x, level)
         if ranked is not None and len(ranked) < len(out):
             out = ranked
@@ -1131,8 +1137,8 @@ def _encode_ranked(x: np.ndarray, level: int) -> bytes | None:
     if np.median(gaps) < 2 and gaps.mean() < 4:
         return None  # dense already: ranks would only cost the dictionary
     d = P.differences(u, 1)
-    head = encode_channel(d, level=min(level, RANK_LEVEL))
-    body = encode_channel(np.searchsorted(u, x).astype(np.int64), level=level)
+    head = _encode_plain(d, min(level, RANK_LEVEL), inner=True)
+    body = _encode_plain(np.searchsorted(u, x).astype(np.int64), level, inner=True)
     return b"".join([bytes([RANKED]), _varint(m), _varint(len(head)), head, body])
 
 
@@ -1141,10 +1147,10 @@ def _decode_ranked(rd: _Reader, n: int) -> np.ndarray:
     if m < 2:
         raise ValueError(f"ranked payload with {m} distinct values")
     head = rd.take(rd.varint(rd.remaining()))
-    u = np.cumsum(decode_channel(head, m))
+    u = np.cumsum(_decode(head, m, None, inner=True))
     if np.any(u[1:] <= u[:-1]):
         raise ValueError("ranked payload: distinct values are not increasing")
-    idx = decode_channel(rd.take(rd.remaining()), n)
+    idx = _decode(rd.take(rd.remaining()), n, None, inner=True)
     if idx.size and (idx.min() < 0 or idx.max() >= m):
         raise ValueError("ranked payload: an index is out of range")
     return u[idx]
@@ -1172,6 +1178,10 @@ def decode_channel(payload: bytes, n: int, *, model: ChannelModel | None = None)
         given, or cannot hold ``n`` samples. Sizes are checked against the
         bytes that remain before anything is allocated.
     """
+    return _decode(payload, n, model)
+
+
+def _decode(payload: bytes, n: int, model: ChannelModel | None, inner: bool = False) -> np.ndarray:
     payload = bytes(payload)
     n = int(n)
     if n < 0:
@@ -1200,6 +1210,8 @@ def decode_channel(payload: bytes, n: int, *, model: ChannelModel | None = None)
     if mode == CODED2:
         return _decode_fused_payload(rd, n)
     if mode == RANKED:
+        if inner:
+            raise ValueError("a ranked payload cannot nest another")
         return _decode_ranked(rd, n)
     if mode != CODED:
         raise ValueError(f"unknown payload mode {mode}")
