@@ -68,6 +68,7 @@ DEFAULT_LEVEL = 5
 MAX_EMA_SHIFT = 8
 MATCH_PROBE = 1 << 16  # samples on which the default levels compare match-model candidates
 MAX_TBITS = 16  # match-model hash table: at most 2**16 entries (512 KiB, cache-friendly)
+SMALL_INPUT, SMALL_LEVEL_FROM, SMALL_LEVEL = 32768, 4, 7
 RANK_LEVEL = 3  # levels from here try the distinct-value dictionary (mode 5)
 MAX_LEVEL = 9
 
@@ -83,6 +84,7 @@ class _Preset:
     search: bool = False  # choose the match model by coded size (else by estimated gain)
     lms: bool = False  # try the adaptive NLMS / sign-LMS cascade after the LPC
     ctx: tuple[int, ...] = (0, 3)  # context kinds tried: 0 recent bit lengths, s > 0 average (decay 2**-s)
+    max_lag: int = 0  # lag (period) predictors 2..max_lag tried per block
 
 
 _M3 = ((1, 0), (2, 0), (2, 1))
@@ -91,18 +93,20 @@ PRESETS = {
     0: _Preset("fixed", 1024, (), (1,), ((4, 2),)),
     1: _Preset("fixed", 1024, (), (1, 4, 8), ((4, 2),)),
     2: _Preset("linear", 4096, (8,), (1, 4, 8), ((4, 2),), ((2, 0),)),
-    3: _Preset("linear", 4096, (16,), (1, 4, 8, 12), ((4, 2),), _M3),
-    4: _Preset("linear", 4096, (8, 16), (1, 4, 8, 12), ((4, 2),), _M3, lms=True),
-    5: _Preset("linear", 4096, (8, 16, 32), (1, 4, 8, 12, 16), ((4, 2),), _M3, lms=True),
+    3: _Preset("linear", 4096, (16,), (1, 4, 8, 12), ((4, 2),), _M3, max_lag=16),
+    4: _Preset("linear", 4096, (8, 16), (1, 4, 8, 12), ((4, 2),), _M3, lms=True, max_lag=32),
+    5: _Preset("linear", 4096, (8, 16, 32), (1, 4, 8, 12, 16), ((4, 2),), _M3, lms=True,
+               max_lag=32),
     6: _Preset("linear", 4096, (8, 16, 24, 32), (1, 4, 8, 12, 16), ((4, 2), (3, 2)), _M,
-               lms=True),
+               lms=True, max_lag=64),
     7: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 24),
-               ((4, 2), (3, 2), (5, 2)), _M, search=True, lms=True),
+               ((4, 2), (3, 2), (5, 2)), _M, search=True, lms=True, max_lag=128),
     8: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
-               ((4, 2), (3, 2), (5, 2), (4, 3)), _M + ((16, 0),), search=True, lms=True),
+               ((4, 2), (3, 2), (5, 2), (4, 3)), _M + ((16, 0),), search=True, lms=True,
+               max_lag=256),
     9: _Preset("linear", 4096, (4, 8, 12, 16, 20, 24, 28, 32), (1, 2, 4, 6, 8, 12, 16, 20, 24, 32),
                ((2, 2), (3, 2), (4, 2), (5, 2), (6, 2), (4, 3), (3, 1)),
-               _M + ((16, 0), (6, 1), (3, 1)), search=True, lms=True),
+               _M + ((16, 0), (6, 1), (3, 1)), search=True, lms=True, max_lag=512),
 }
 
 
@@ -266,8 +270,9 @@ def _decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs, cu
     x = np.empty(n, np.int64)
     e1 = np.empty(n if lms else 0, np.int64)
     e2 = np.empty(n if lms else 0, np.int64)
-    w1 = np.zeros(P.NLMS_ORDER, np.int64)
-    w2 = np.zeros(P.SIGN_ORDER, np.int64)
+    w1 = np.zeros(P.LMS_MAX_ORDER, np.int64)
+    w2 = np.zeros(P.LMS_MAX_ORDER, np.int64)
+    m1, d1, m2, mu = P._CASCADE_TABLE[lms]
     nw = words.shape[0]
     if nw < 2:
         return x, False
@@ -330,10 +335,10 @@ def _decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs, cu
             acc = E.ema_update(acc, z, ctxk)
         r = np.int64(z >> np.uint64(1)) ^ -np.int64(z & np.uint64(1))
         if lms:
-            e2[i] = r + P._sign_predict(e2, i, w2)
-            P._sign_update(e2, i, w2, r)
-            e1[i] = e2[i] + P._nlms_predict(e1, i, w1)
-            P._nlms_update(e1, i, w1, e2[i])
+            e2[i] = r + P._lms_predict(e2, i, w2, m2)
+            P._sign_update(e2, i, w2, r, m2, mu)
+            e1[i] = e2[i] + P._lms_predict(e1, i, w1, m1)
+            P._nlms_update(e1, i, w1, e2[i], m1, d1)
             r = e1[i]
         if use:
             pred = x[ptr]
@@ -403,20 +408,21 @@ def _code_residuals(r, mb, n_mb, preset: _Preset):
 def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
     block = preset.block_size
     orders = np.array(preset.lpc_orders if preset.predictor == "linear" else (), np.int64)
-    kinds, ords, shifts, coefs = P.block_lpc_analyze(x, block, orders, 14, preset.search)
+    kinds, ords, shifts, coefs = P.block_lpc_analyze(x, block, orders, 14, preset.search,
+                                                     preset.max_lag)
     side = P.block_side_bytes(kinds, ords, shifts, coefs)
     tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
     # the match model, where a pass with it saves estimated bits (else off)
     if preset.search:
         best: Any = None
-        fixed = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14)
+        fixed = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True, preset.max_lag)
         for params in ((kinds, ords, shifts, coefs), fixed):
             sd = P.block_side_bytes(*params)
             for mh, t in ((0, 0),) + preset.match:
                 r, mb = P.predict_fused(x, block, params[0], params[1], params[2], params[3],
                                         mh, t, tbits)
-                for lms in (0, 1) if (mh == 0 and preset.lms) else (0,):
-                    rr = P.cascade_forward(r) if lms else r
+                for lms in (0, *P.CASCADES) if (mh == 0 and preset.lms) else (0,):
+                    rr = P.cascade_forward(r, lms) if lms else r
                     bits, emit = _code_residuals(rr, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
                     bits += 8 * len(sd)
                     if best is None or bits < best[0]:
@@ -443,13 +449,16 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
             if P.residual_cost(r0) < cost:
                 r, mb, mh, t, cost = r0, mb0, 0, 0, P.residual_cost(r0)
             if preset.lms:
-                r3 = P.cascade_forward(r0)
-                if P.residual_cost(r3) < 0.99 * cost:
-                    r, mb, mh, t, lms = r3, mb0, 0, 0, 1
+                for v in (1, 3):
+                    r3 = P.cascade_forward(r0, v)
+                    c3 = P.residual_cost(r3)
+                    if c3 < 0.99 * cost:
+                        r, mb, mh, t, lms, cost = r3, mb0, 0, 0, v, c3
         bits, emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
         if mh and (mb > 0).mean() > 0.5 and kinds.any():
             # the match model predicts most samples: LPC coefficients may not pay for themselves
-            k2, o2, s2, c2 = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14)
+            k2, o2, s2, c2 = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True,
+                                                 preset.max_lag)
             r2, mb2 = P.predict_fused(x, block, k2, o2, s2, c2, mh, t, tbits)
             side2 = P.block_side_bytes(k2, o2, s2, c2)
             bits2, emit2 = _code_residuals(r2, mb2, P.MATCH_BUCKETS, preset)
@@ -473,7 +482,7 @@ def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
     mh, t, tbits, lms = rd.byte(), rd.byte(), rd.byte(), rd.byte()
     if mh > 32 or not 1 <= tbits <= 24:
         raise ValueError(f"bad match parameters ({mh}, {t}, {tbits})")
-    if lms > 1 or (lms and mh):
+    if lms > len(P.CASCADES) or (lms and mh):
         raise ValueError(f"bad adaptive-filter flag {lms}")
     hk = rd.byte()
     k, msb = hk >> 4, hk & 15
@@ -553,7 +562,8 @@ class ChannelModel:
         Bits per sample above which a packet is also coded with its own
         tables (a high quantile of the validation packets' cost).
     lms : int
-        1: the NLMS / sign-LMS cascade follows the predictor (match model off).
+        0, or the variant (``signals.predict.CASCADES``) of the NLMS / sign-LMS
+        cascade that follows the predictor (match model off).
     """
 
     kind: int
@@ -643,7 +653,7 @@ class ChannelModel:
             if codes.max(initial=0) > E.MAX_QCODE or np.any(codes == 0):
                 raise ValueError("codes out of range (every token needs a nonzero code)")
             lms = int(config.get("cascade", 0))
-            if lms not in (0, 1) or (lms and mh):
+            if not 0 <= lms <= len(P.CASCADES) or (lms and mh):
                 raise ValueError("bad cascade flag")
             fb = float(config.get("fallback_bits", 64.0))
             if not 0 <= fb <= 64:
@@ -663,7 +673,7 @@ def _model_tokens(x: np.ndarray, m: ChannelModel):
     kinds, orders, shifts, coefs = m.block_params()
     r, mb = P.predict_fused(x, max(x.size, 1), kinds, orders, shifts, coefs, m.mh, m.t, MODEL_TBITS)
     if m.lms:
-        r = P.cascade_forward(r)
+        r = P.cascade_forward(r, m.lms)
     z = P.zigzag(r).view(np.uint64)
     tokens, nbits = E.hybrid_split(z, m.k, m.msb)
     stat = E.context_stat(tokens, E.token_bitlen(m.k, m.msb, E.alphabet_size(m.k, m.msb)))
@@ -798,11 +808,12 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
             best = (bits, m)
     chosen = best[1]
     if chosen.mh == 0:  # the adaptive cascade after the predictor
-        m = fitted(chosen.kind, chosen.order, chosen.coefs, chosen.shift, 0, 0, 8, tr_p, lms=1)
-        bits = _packet_bits(m, va_p)
-        if bits < best[0]:
-            best = (bits, m)
-            chosen = m
+        for v in P.CASCADES:
+            m = fitted(chosen.kind, chosen.order, chosen.coefs, chosen.shift, 0, 0, 8, tr_p, lms=v)
+            bits = _packet_bits(m, va_p)
+            if bits < best[0]:
+                best = (bits, m)
+        chosen = best[1]
     best = None
     for nctx in contexts:  # then the context count
         m = fitted(chosen.kind, chosen.order, chosen.coefs, chosen.shift, chosen.mh, chosen.t, nctx,
@@ -831,7 +842,7 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
         m = seg.shape[0]
         r, mb = P.predict_fused(seg, max(m, 1), kinds, orders, shifts, coefs, mh, t, tbits)
         if lms:
-            r = P.cascade_forward(r)
+            r = P.cascade_forward(r, lms)
         z = ((r << 1) ^ (r >> 63)).view(np.uint64)
         tokens, nbits = E.hybrid_split(z, k, msb)
         stat = E.context_stat(tokens, bl)
@@ -1048,7 +1059,9 @@ def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None 
         Any int64 values (the full range, constants, empty). uint64 data
         should be passed as its int64 bit pattern (``x.view(np.int64)``).
     level : int, default 5
-        0 (fastest) .. 9 (smallest).
+        0 (fastest) .. 9 (smallest); see :data:`PRESETS`. Levels 4-6 code
+        inputs shorter than 32768 samples as level 7 does (a full search
+        that costs milliseconds there).
     model : ChannelModel, optional
         A trained model: the payload then holds only the coded residuals
         (for short packets); decode it with the same model.
@@ -1088,13 +1101,21 @@ def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None 
             if len(own) < len(out):
                 out = own
         return out if len(out) < len(raw) else raw
+    return _encode_plain(x, level)
+
+
+def _encode_plain(x: np.ndarray, level: int, inner: bool = False) -> bytes:
+    """Modes 0, 1, 4 and (unless ``inner``) 5 for int64 ``x``."""
+    raw = bytes([RAW]) + x.astype("<i8").tobytes()
     if x.size == 0:
         return bytes([RAW])
     if x.size == 1 or (x == x[0]).all():
         v = int(x[0])
         return bytes([CONST]) + _varint((v << 1) ^ (v >> 63) if v >= 0 else ((-v) << 1) - 1)
+    if SMALL_LEVEL_FROM <= level < SMALL_LEVEL and x.size < SMALL_INPUT:
+        level = SMALL_LEVEL  # short inputs get the full search: it costs milliseconds there
     out = _encode_fused(x, PRESETS[level])
-    if level >= RANK_LEVEL:
+    if level >= RANK_LEVEL and not inner:
         ranked = _encode_ranked(x, level)
         if ranked is not None and len(ranked) < len(out):
             out = ranked
@@ -1116,8 +1137,8 @@ def _encode_ranked(x: np.ndarray, level: int) -> bytes | None:
     if np.median(gaps) < 2 and gaps.mean() < 4:
         return None  # dense already: ranks would only cost the dictionary
     d = P.differences(u, 1)
-    head = encode_channel(d, level=min(level, RANK_LEVEL))
-    body = encode_channel(np.searchsorted(u, x).astype(np.int64), level=level)
+    head = _encode_plain(d, min(level, RANK_LEVEL), inner=True)
+    body = _encode_plain(np.searchsorted(u, x).astype(np.int64), level, inner=True)
     return b"".join([bytes([RANKED]), _varint(m), _varint(len(head)), head, body])
 
 
@@ -1126,10 +1147,10 @@ def _decode_ranked(rd: _Reader, n: int) -> np.ndarray:
     if m < 2:
         raise ValueError(f"ranked payload with {m} distinct values")
     head = rd.take(rd.varint(rd.remaining()))
-    u = np.cumsum(decode_channel(head, m))
+    u = np.cumsum(_decode(head, m, None, inner=True))
     if np.any(u[1:] <= u[:-1]):
         raise ValueError("ranked payload: distinct values are not increasing")
-    idx = decode_channel(rd.take(rd.remaining()), n)
+    idx = _decode(rd.take(rd.remaining()), n, None, inner=True)
     if idx.size and (idx.min() < 0 or idx.max() >= m):
         raise ValueError("ranked payload: an index is out of range")
     return u[idx]
@@ -1157,6 +1178,10 @@ def decode_channel(payload: bytes, n: int, *, model: ChannelModel | None = None)
         given, or cannot hold ``n`` samples. Sizes are checked against the
         bytes that remain before anything is allocated.
     """
+    return _decode(payload, n, model)
+
+
+def _decode(payload: bytes, n: int, model: ChannelModel | None, inner: bool = False) -> np.ndarray:
     payload = bytes(payload)
     n = int(n)
     if n < 0:
@@ -1185,6 +1210,8 @@ def decode_channel(payload: bytes, n: int, *, model: ChannelModel | None = None)
     if mode == CODED2:
         return _decode_fused_payload(rd, n)
     if mode == RANKED:
+        if inner:
+            raise ValueError("a ranked payload cannot nest another")
         return _decode_ranked(rd, n)
     if mode != CODED:
         raise ValueError(f"unknown payload mode {mode}")

@@ -470,6 +470,10 @@ def _levinson(r, order):
 
 @njit(cache=True, inline="always")
 def _lpc_predict(x, i, kind, order, shift, coefs, b):
+    if kind == 2:  # lag: the sample ``order`` before (a period), the previous one at the start
+        if i >= order:
+            return x[i - order]
+        return x[i - 1] if i > 0 else 0
     if kind == 0 or i < order:  # fixed predictor (or LPC warm-up at the signal start)
         k = order if kind == 0 else min(i, WARMUP_ORDER)
         k = min(k, i)
@@ -495,12 +499,13 @@ def _cost(e):
 
 
 @njit(cache=True)
-def block_lpc_analyze(x, block, lpc_orders, precision, exact=True):
+def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
     """Per block: kind (0 fixed, 1 LPC), order, shift and int16-range coefficients (numba).
 
     The choice minimises ``n log2(1 + mean |e|)`` plus 16 bits per coefficient.
     With ``exact`` False, only the LPC order with the least Levinson error
     (plus coefficient cost) is evaluated against the fixed predictors.
+    Lags 2..``max_lag`` (kind 2: ``x[i - lag]``, a period) are candidates too.
     """
     n = x.shape[0]
     nb = (n + block - 1) // block
@@ -525,6 +530,15 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True):
             if c < best:
                 best = c
                 orders[b] = k
+        for lag in range(2, max_lag + 1):
+            tot = 0.0
+            for i in range(s, e):
+                tot += abs(float(x[i] - _lpc_predict(x, i, 2, lag, 0, coefs, b)))
+            c = 16.0 + (e - s) * np.log2(1.0 + tot / (e - s))
+            if c < best:
+                best = c
+                kinds[b] = 2
+                orders[b] = lag
         if pmax == 0:
             continue
         lo = max(0, s - pmax)
@@ -686,6 +700,13 @@ def parse_block_side(side, n_blocks):
         if kinds[b] == 0:
             if orders[b] > MAX_ORDER:
                 return kinds, orders, shifts, coefs, False
+        elif kinds[b] == 2:
+            if pos + 2 > m:
+                return kinds, orders, shifts, coefs, False
+            orders[b] = np.int64(side[pos]) | (np.int64(side[pos + 1]) << 8)
+            pos += 2
+            if orders[b] < 2:
+                return kinds, orders, shifts, coefs, False
         elif kinds[b] == 1:
             o = orders[b]
             if o < 1 or o > 32 or pos + 1 + 2 * o > m:
@@ -711,6 +732,8 @@ def block_side_bytes(kinds, orders, shifts, coefs) -> bytes:
     for b in range(len(kinds)):
         if kinds[b] == 0:
             out += bytes([0, int(orders[b])])
+        elif kinds[b] == 2:
+            out += bytes([2, 0]) + int(orders[b]).to_bytes(2, "little")
         else:
             o = int(orders[b])
             out += bytes([1, o, int(shifts[b])]) + coefs[b, :o].astype("<i2").tobytes()
@@ -725,8 +748,10 @@ def block_side_bytes(kinds, orders, shifts, coefs) -> bytes:
 # Weights are int64 in Q12, clamped; every operation is integer, so the
 # decoder reproduces the weights exactly.
 LMS_SHIFT = 12
-NLMS_ORDER, NLMS_DIV = 16, 8
-SIGN_ORDER, SIGN_MU = 32, 16
+LMS_MAX_ORDER = 32
+# variants (NLMS order, NLMS step divisor, sign-LMS order, sign-LMS step): fast to slow adaptation
+CASCADES = {1: (16, 8, 32, 16), 2: (16, 32, 32, 4), 3: (32, 64, 32, 2)}
+_CASCADE_TABLE = np.array([[0, 1, 0, 1], [16, 8, 32, 16], [16, 32, 32, 4], [32, 64, 32, 2]], np.int64)
 _CLAMP = 1 << 40
 _WCLAMP = 1 << 30
 
@@ -745,20 +770,20 @@ def _clamp(v, lim):
 
 
 @njit(cache=True, inline="always")
-def _nlms_predict(h, i, w):
+def _lms_predict(h, i, w, m):
     acc = 0
-    for j in range(min(NLMS_ORDER, i)):
+    for j in range(min(m, i)):
         acc += w[j] * h[i - 1 - j]
     return acc >> LMS_SHIFT
 
 
 @njit(cache=True, inline="always")
-def _nlms_update(h, i, w, r):
-    m = min(NLMS_ORDER, i)
+def _nlms_update(h, i, w, r, m, div):
+    m = min(m, i)
     en = 1
     for j in range(m):
         en += _sat_abs(h[i - 1 - j])
-    step = (_clamp(r, _CLAMP) << LMS_SHIFT) // (en * NLMS_DIV)
+    step = (_clamp(r, _CLAMP) << LMS_SHIFT) // (en * div)
     for j in range(m):
         v = h[i - 1 - j]
         sg = (v > 0) - (v < 0)
@@ -766,50 +791,44 @@ def _nlms_update(h, i, w, r):
 
 
 @njit(cache=True, inline="always")
-def _sign_predict(h, i, w):
-    acc = 0
-    for j in range(min(SIGN_ORDER, i)):
-        acc += w[j] * h[i - 1 - j]
-    return acc >> LMS_SHIFT
-
-
-@njit(cache=True, inline="always")
-def _sign_update(h, i, w, r):
-    s = SIGN_MU * ((r > 0) - (r < 0))
-    for j in range(min(SIGN_ORDER, i)):
+def _sign_update(h, i, w, r, m, mu):
+    s = mu * ((r > 0) - (r < 0))
+    for j in range(min(m, i)):
         v = h[i - 1 - j]
         w[j] = _clamp(w[j] + s * ((v > 0) - (v < 0)), _WCLAMP)
 
 
 @njit(cache=True)
-def cascade_forward(e1):
-    """LPC residual -> cascade residual (NLMS-16, then sign-sign LMS-32)."""
+def cascade_forward(e1, variant=1):
+    """LPC residual -> cascade residual (an NLMS, then a sign-sign LMS; see ``CASCADES``)."""
+    m1, d1, m2, mu = _CASCADE_TABLE[variant]
     n = e1.shape[0]
     e2 = np.empty(n, np.int64)
     e3 = np.empty(n, np.int64)
-    w1 = np.zeros(NLMS_ORDER, np.int64)
-    w2 = np.zeros(SIGN_ORDER, np.int64)
+    w1 = np.zeros(LMS_MAX_ORDER, np.int64)
+    w2 = np.zeros(LMS_MAX_ORDER, np.int64)
     for i in range(n):
-        e2[i] = e1[i] - _nlms_predict(e1, i, w1)
-        _nlms_update(e1, i, w1, e2[i])
-        e3[i] = e2[i] - _sign_predict(e2, i, w2)
-        _sign_update(e2, i, w2, e3[i])
+        e2[i] = e1[i] - _lms_predict(e1, i, w1, m1)
+        _nlms_update(e1, i, w1, e2[i], m1, d1)
+        e3[i] = e2[i] - _lms_predict(e2, i, w2, m2)
+        _sign_update(e2, i, w2, e3[i], m2, mu)
     return e3
 
 
 @njit(cache=True)
-def cascade_inverse(e3):
+def cascade_inverse(e3, variant=1):
     """Exact inverse of :func:`cascade_forward`."""
+    m1, d1, m2, mu = _CASCADE_TABLE[variant]
     n = e3.shape[0]
     e1 = np.empty(n, np.int64)
     e2 = np.empty(n, np.int64)
-    w1 = np.zeros(NLMS_ORDER, np.int64)
-    w2 = np.zeros(SIGN_ORDER, np.int64)
+    w1 = np.zeros(LMS_MAX_ORDER, np.int64)
+    w2 = np.zeros(LMS_MAX_ORDER, np.int64)
     for i in range(n):
-        e2[i] = e3[i] + _sign_predict(e2, i, w2)
-        _sign_update(e2, i, w2, e3[i])
-        e1[i] = e2[i] + _nlms_predict(e1, i, w1)
-        _nlms_update(e1, i, w1, e2[i])
+        e2[i] = e3[i] + _lms_predict(e2, i, w2, m2)
+        _sign_update(e2, i, w2, e3[i], m2, mu)
+        e1[i] = e2[i] + _lms_predict(e1, i, w1, m1)
+        _nlms_update(e1, i, w1, e2[i], m1, d1)
     return e1
 
 

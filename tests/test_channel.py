@@ -215,3 +215,17 @@ def test_model_fits_real_fixture():
     payloads = [encode_channel(p, model=m) for p in pk]
     assert all(np.array_equal(decode_channel(b, p.size, model=m), p) for b, p in zip(payloads, pk))
     assert 8 * sum(map(len, payloads)) / sum(p.size for p in pk) < 7.0
+
+
+def test_crafted_nested_ranked_payload_raises_value_error():
+    inner = b"\x01\x02"  # a constant payload
+    p = inner
+    for _ in range(3000):  # deeper than Python's recursion limit
+        p = b"\x05\x02" + bytes([len(p) & 0x7F | (0x80 if len(p) > 127 else 0)]) + \
+            (bytes([len(p) >> 7]) if len(p) > 127 else b"") + p
+        if len(p) > 16000:
+            break
+    with pytest.raises(ValueError):
+        decode_channel(p, 10)
+    with pytest.raises(ValueError):
+        decode_channel(b"\x05\x02\x02\x01\x02" + b"\x05\x02\x02\x01\x02\x01\x00", 10)

@@ -100,9 +100,9 @@ walk = arrays(np.int64, st.integers(0, 400), elements=st.integers(-50, 50)).map(
 
 
 @settings(max_examples=100, deadline=None)
-@given(x=st.one_of(wide, walk))
-def test_cascade_is_exactly_invertible(x):
-    assert np.array_equal(P.cascade_inverse(P.cascade_forward(x)), x)
+@given(x=st.one_of(wide, walk), variant=st.sampled_from(sorted(P.CASCADES)))
+def test_cascade_is_exactly_invertible(x, variant):
+    assert np.array_equal(P.cascade_inverse(P.cascade_forward(x, variant), variant), x)
 
 
 @settings(max_examples=100, deadline=None)
