@@ -389,6 +389,7 @@ CRAFTED_CASES = {
     "tokenizer_v2_no_checksum.json": ("tokenizer", "version 2 must carry a checksum"),
     "signal_model_bins_1e10.json": ("signal_model", "10000000000 bins, expected 1..8"),
     "signal_model_v2_edited_quantizer.json": ("signal_model", "checksum mismatch"),
+    "signal_model_no_tokenizer.json": ("signal_model", "malformed signal model .KeyError: 'tokenizer'"),
 }
 # found by the fuzzer in code this work does not own: xfail until fixed, then they pass
 CRAFTED_ELSEWHERE = {
