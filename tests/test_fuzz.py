@@ -22,6 +22,7 @@ fuzzer; ``bench/fuzz.py`` runs a longer campaign with the same targets.
 from __future__ import annotations
 
 import atexit
+import copy
 import io
 import json
 import os
@@ -108,7 +109,7 @@ def mutate_json(doc, edits):
             break
         parent, key = slots[where % len(slots)]
         if kind == "replace":
-            parent[key] = value
+            parent[key] = copy.deepcopy(value)  # never the same list in two places
         elif kind == "drop":
             del parent[key]
         elif kind == "grow" and isinstance(parent[key], list) and parent[key]:
