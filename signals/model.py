@@ -458,9 +458,11 @@ class SignalModel:
                 names.append(ch["name"])
             if len(set(names)) != len(names):
                 raise ValueError("two channels have the same name")
+            tok_doc = doc["tokenizer"]
         except (KeyError, TypeError, ValueError) as e:
-            raise FormatError(f"{source}: malformed signal model ({e})") from None
-        tok = Tokenizer.from_dict(doc["tokenizer"], source=f"{source}: tokenizer")
+            raise FormatError(f"{source}: malformed signal model ({type(e).__name__}: {e})") \
+                from None
+        tok = Tokenizer.from_dict(tok_doc, source=f"{source}: tokenizer")
         if tok.alphabet_size != n_levels:
             raise FormatError(f"{source}: the tokenizer's alphabet ({tok.alphabet_size:,}) is not "
                               f"n_levels ({n_levels:,})")

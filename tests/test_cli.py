@@ -343,3 +343,26 @@ def test_help_is_lazy_and_python_m_works():
     assert "compress" in r.stdout
     r = subprocess.run([sys.executable, "-m", "ubpe", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "decompress" in r.stdout
+
+
+def test_inspect_every_saved_format():
+    frozen = Path(__file__).parent / "data" / "frozen"
+    r = run("inspect", frozen / "tokenizer_v1.json", frozen / "tokenizer_v2.json",
+            frozen / "byte_tokenizer_v1_checksum.json", frozen / "signal_model_v2.json")
+    assert r.exit_code == 0, r.output
+    assert "ubpe.tokenizer, version 1" in r.stdout and "(no checksum: version 1)" in r.stdout
+    assert "ubpe.tokenizer, version 2" in r.stdout and "7 tokens (4 alphabet + 3 merges)" in r.stdout
+    assert "ubpe.text-tokenizer" in r.stdout and "260 ordinary + 1 special" in r.stdout
+    assert "ubpe.signal-model, version 2" in r.stdout and "saw, tri" in r.stdout
+    assert r.stdout.count("(checksum verified)") == 3
+
+
+def test_a_column_name_with_a_comma_comes_back(tmp_path):
+    # issue 13, item 7: the decompressed header was broken
+    src = tmp_path / "q.csv"
+    src.write_text('"a,b","say ""hi""",c\n1,2,3\n4,5,6\n')
+    assert run("compress", src, "-q").exit_code == 0
+    src.rename(tmp_path / "orig.csv")
+    r = run("decompress", tmp_path / "q.csv.ubpe", "-q")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "q.csv").read_text() == (tmp_path / "orig.csv").read_text()

@@ -96,6 +96,15 @@ def _inspect_document(doc: dict, where: str) -> None:
         echo(f"vocabulary   {tok.n_tokens_:,} tokens ({tok.alphabet_size:,} alphabet + "
              f"{len(tok.merges_):,} merges), token order {tok.token_order}")
         return
+    if fmt == "ubpe.text-tokenizer" and where != "<stdin>":
+        from ubpe.text import ByteTokenizer
+        bt = ByteTokenizer.load(where)
+        echo(f"format       ubpe.text-tokenizer, version {version}")
+        if "content_id" in doc:
+            echo(f"content id   {doc['content_id']} (checksum verified)")
+        echo(f"vocabulary   {bt.n_vocab:,} tokens ({bt.tokenizer_.n_tokens_:,} ordinary + "
+             f"{len(bt.special_tokens_)} special), pattern {bt.pattern!r}")
+        return
     raise ValueError(f"{where}: not a ubpe model or compressed file (format {fmt!r})")
 
 

@@ -55,6 +55,10 @@ if __name__ == "__main__":
     sealed = seal(model)
     sealed["channels"][1]["quantizer"]["range"] = [[9.5, 15.5, 5]]  # issue 13, item 9
     write("signal_model_v2_edited_quantizer.json", sealed, indent=1)
+    # found by bench/fuzz.py
+    model = json.loads((FROZEN / "signal_model_v1.json").read_text())
+    del model["tokenizer"]
+    write("signal_model_no_tokenizer.json", model, indent=1)
     # found by the fuzzer (tests/test_fuzz.py), outside the loaders it owns
     bt = json.loads((FROZEN / "byte_tokenizer_v1.json").read_text())
     bt["byte_ids"][0] = 1974
