@@ -531,7 +531,13 @@ def _decode_words(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders,
 # ------------------------------------------------------------------ model
 MODEL_TBITS = 10  # match-model hash table of a packet (1024 entries)
 FALLBACK_LEVEL = 3  # the level of a packet's own coding, where the model codes it badly
+SHORT_FALLBACK_LEVEL = 2  # the same for packets below OWN_TRY_SIZE (cheaper: no ranks, one match)
+
+
+def _fallback_level(level: int, n: int) -> int:
+    return min(level, FALLBACK_LEVEL if n >= OWN_TRY_SIZE else SHORT_FALLBACK_LEVEL)
 OWN_TRY_SIZE = 1024  # packets from this size always also try their own coding
+FALLBACK_QUANTILE = 0.98  # of the validation packets' cost: packets above it try their own coding
 
 
 @dataclass
@@ -824,7 +830,7 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
     c = chosen
     m = fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, best[1], tr_p + va_p, c.lms)
     per = [_packet_bits(m, [p]) / p.size for p in va_p if p.size]
-    m.fallback_bits = float(min(64.0, np.quantile(per, 0.9))) if per else 64.0
+    m.fallback_bits = float(min(64.0, np.quantile(per, FALLBACK_QUANTILE))) if per else 64.0
     return m
 
 
@@ -987,7 +993,7 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
         limit = model.fallback_bits
         for j, a in enumerate(arrs):
             if a.size >= OWN_TRY_SIZE or (a.size and 8 * len(out[j]) > limit * a.size + 64):
-                own = encode_channel(a, level=min(level, FALLBACK_LEVEL))
+                own = encode_channel(a, level=_fallback_level(level, a.size))
                 if len(own) < len(out[j]):
                     out[j] = own
     return out
@@ -1097,7 +1103,7 @@ def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None 
                         rb.astype("<u8").tobytes()[:(total + 7) // 8]])
         if level > 0 and (x.size >= OWN_TRY_SIZE or 8 * len(out) > model.fallback_bits * x.size + 64):
             # the packet's own tables, where smaller
-            own = encode_channel(x, level=min(level, FALLBACK_LEVEL))
+            own = encode_channel(x, level=_fallback_level(level, x.size))
             if len(own) < len(out):
                 out = own
         return out if len(out) < len(raw) else raw
