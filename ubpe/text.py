@@ -836,7 +836,7 @@ class ByteTokenizer:
             tok.tokenizer_ = Tokenizer.from_dict(doc["tokenizer"], source=f"{path}: tokenizer")
             _check_special_ids(specials, tok.tokenizer_.n_tokens_)
             tok._finish(doc["byte_ids"], specials)
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:
             raise FormatError(f"{path}: malformed text tokenizer ({e})") from None
         return tok
 
