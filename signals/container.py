@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import zstandard
+from numpy.typing import ArrayLike
 
 from ubpe.serialization import FormatError
 
@@ -53,7 +54,7 @@ class SignalFormatError(FormatError):
 
 
 # ---------------------------------------------------------------- varints
-def write_varints(values) -> bytes:
+def write_varints(values: ArrayLike) -> bytes:
     """Non-negative integers as unsigned LEB128 varints.
 
     Parameters
@@ -124,13 +125,17 @@ def varint(v: int) -> bytes:
 
 
 # ---------------------------------------------------------------- zstd with limits
-def zstd_compress(raw: bytes, *, level: int = 19, dict_data=None) -> bytes:
+def zstd_compress(raw: bytes, *, level: int = 19,
+                  dict_data: zstandard.ZstdCompressionDict | None = None) -> bytes:
     """One zstd frame with its content size in the frame header."""
-    kwargs = {"dict_data": dict_data, "write_dict_id": False} if dict_data is not None else {}
-    return zstandard.ZstdCompressor(level=level, write_content_size=True, **kwargs).compress(raw)
+    if dict_data is None:
+        return zstandard.ZstdCompressor(level=level, write_content_size=True).compress(raw)
+    return zstandard.ZstdCompressor(level=level, write_content_size=True, dict_data=dict_data,
+                                    write_dict_id=False).compress(raw)
 
 
-def zstd_decompress(frame: bytes, limit: int, what: str, *, dict_data=None) -> bytes:
+def zstd_decompress(frame: bytes, limit: int, what: str, *,
+                    dict_data: zstandard.ZstdCompressionDict | None = None) -> bytes:
     """Decompress one zstd frame whose declared content size is at most ``limit``.
 
     Raises
@@ -148,9 +153,10 @@ def zstd_decompress(frame: bytes, limit: int, what: str, *, dict_data=None) -> b
         raise SignalFormatError(f"{what}: the zstd frame does not declare its size")
     if size > limit:
         raise SignalFormatError(f"{what}: declares {size:,} bytes, above the limit of {limit:,}")
-    kwargs = {"dict_data": dict_data} if dict_data is not None else {}
     try:
-        raw = zstandard.ZstdDecompressor(**kwargs).decompress(frame, max_output_size=size)
+        dec = zstandard.ZstdDecompressor(dict_data=dict_data) if dict_data is not None else \
+            zstandard.ZstdDecompressor()
+        raw = dec.decompress(frame, max_output_size=size)
     except zstandard.ZstdError as e:
         raise SignalFormatError(f"{what}: damaged zstd frame ({e})") from None
     if len(raw) != size:

@@ -13,8 +13,12 @@ A :class:`SignalModel` holds two fitted parts, both trained on one corpus:
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from typing import IO, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ubpe import Tokenizer, split_documents
 from ubpe.serialization import FormatError, check_document, content_id, read_document, write_document
@@ -83,7 +87,8 @@ class SignalModel:
         self.codec = codec
         self.level = level
 
-    def fit(self, channels, names=None, *, codec_channels=None) -> SignalModel:
+    def fit(self, channels: Sequence[ArrayLike], names: Sequence[str] | None = None, *,
+            codec_channels: Sequence[tuple[str, ArrayLike]] | None = None) -> SignalModel:
         """Fit one quantizer per channel and the tokenizer on all of them, and the codec part.
 
         Parameters
@@ -103,8 +108,8 @@ class SignalModel:
             If there are no samples, a value is non-finite, or a parameter
             is out of range (``vocab_size < n_levels``, ``doc_length < 2``).
         """
-        channels = [np.asarray(c) for c in channels]
-        if not channels or sum(c.size for c in channels) == 0:
+        arrays = [np.asarray(c) for c in channels]
+        if not arrays or sum(c.size for c in arrays) == 0:
             raise ValueError("no samples to train on")
         if self.doc_length is not None and self.doc_length < 2:
             raise ValueError(f"doc_length must be at least 2 samples, got {self.doc_length}")
@@ -112,10 +117,10 @@ class SignalModel:
                                     n_candidates=self.n_candidates,
                                     min_frequency=self.min_frequency, progress=self.progress)
         self.channel_names_ = list(names) if names is not None else [
-            f"ch{i}" for i in range(len(channels))]
+            f"ch{i}" for i in range(len(arrays))]
         self.quantizers_ = []
         docs = []
-        for name, c in zip(self.channel_names_, channels):
+        for name, c in zip(self.channel_names_, arrays):
             if c.size == 0:
                 raise ValueError(f"channel {name!r} is empty")
             try:
@@ -129,7 +134,7 @@ class SignalModel:
         self.codec_report_: list[dict] = []
         if self.codec:
             groups: dict[str, list[np.ndarray]] = {}
-            pairs = zip(self.channel_names_, channels) if codec_channels is None else \
+            pairs = zip(self.channel_names_, arrays) if codec_channels is None else \
                 [(str(n), np.asarray(c)) for n, c in codec_channels]
             for name, c in pairs:
                 groups.setdefault(name, []).append(c)
@@ -232,17 +237,17 @@ class SignalModel:
         """The first 16 bytes of the content id, as stored in packets and streams."""
         return bytes.fromhex(self.content_id().split(":")[-1][:32])
 
-    def compress(self, x, **options) -> bytes:
+    def compress(self, x: Any, **options: Any) -> bytes:
         """:func:`signals.compress` with this model (channels matched by name)."""
         from .codec import compress
         return compress(x, model=self, **options)
 
-    def decompress(self, data: bytes):
+    def decompress(self, data: bytes) -> Any:
         """:func:`signals.decompress` with this model."""
         from .codec import decompress
         return decompress(data, model=self)
 
-    def compress_packet(self, x) -> bytes:
+    def compress_packet(self, x: ArrayLike) -> bytes:
         """One packet (``docs/format.md``, section 4), decodable on its own with this model.
 
         Parameters
@@ -276,7 +281,7 @@ class SignalModel:
         out = [self.unmap_channel(n, i) for n, i in zip(names, ints)]
         return out[0] if len(out) == 1 else np.stack(out)
 
-    def compress_packets(self, xs) -> list[bytes]:
+    def compress_packets(self, xs: Iterable[ArrayLike]) -> list[bytes]:
         """:meth:`compress_packet` for many packets: a list of arrays in, a list of bytes out.
 
         Each channel of all the packets is coded in one compiled loop, so the
@@ -293,7 +298,7 @@ class SignalModel:
             batch.append([self.map_channel(n, c)[0] for n, c in zip(names, chans)])
         return _packets.encode_many(batch, models, self.model_id(), level=self.level)
 
-    def decompress_packets(self, packets, *, errors: str = "raise") -> list:
+    def decompress_packets(self, packets: Iterable[bytes], *, errors: str = "raise") -> list:
         """:meth:`decompress_packet` for many packets.
 
         Parameters
@@ -317,12 +322,12 @@ class SignalModel:
             out.append(vals[0] if len(vals) == 1 else np.stack(vals))
         return out
 
-    def write_packet_stream(self, xs, fileobj) -> int:
+    def write_packet_stream(self, xs: Iterable[ArrayLike], fileobj: IO[bytes]) -> int:
         """Compress packets into a packet stream with an end marker; returns the count."""
         return _packets.write_packet_stream((self.compress_packet(x) for x in xs), fileobj,
                                             self.model_id())
 
-    def read_packet_stream(self, fileobj):
+    def read_packet_stream(self, fileobj: IO[bytes]) -> Iterator[np.ndarray]:
         """Yield the decoded packets of a stream written by :meth:`write_packet_stream`.
 
         A corrupted packet raises when it is reached; a stream made with
@@ -331,7 +336,8 @@ class SignalModel:
         for p in _packets.read_packet_stream(fileobj, self.model_id()):
             yield self.decompress_packet(p)
 
-    def encode(self, channels, *, method: str = "merges", beam: int = 8) -> list[np.ndarray]:
+    def encode(self, channels: Sequence[ArrayLike], *, method: str = "merges",
+               beam: int = 8) -> list[np.ndarray]:
         """Quantize and tokenize each channel; one int32 token array per channel.
 
         ``method`` and ``beam`` are passed to :meth:`ubpe.Tokenizer.encode`.
@@ -339,7 +345,7 @@ class SignalModel:
         return [np.concatenate(docs)
                 for docs in self.encode_documents(channels, method=method, beam=beam)]
 
-    def encode_documents(self, channels, *, method: str = "merges", top_n: int = 1,
+    def encode_documents(self, channels: Sequence[ArrayLike], *, method: str = "merges", top_n: int = 1,
                          beam: int = 8) -> list[list]:
         """Per channel, the encoding of each of its documents (``doc_length`` samples).
 
@@ -356,7 +362,7 @@ class SignalModel:
                 out.append(self.tokenizer_.encode_batch(docs, method=method, beam=beam))
         return out
 
-    def decode(self, token_channels) -> list[np.ndarray]:
+    def decode(self, token_channels: Sequence[ArrayLike]) -> list[np.ndarray]:
         """Token arrays back to (quantized) samples, one float64 array per channel."""
         self._check_channels(token_channels)
         return [q.decode(self.tokenizer_.decode(t))
@@ -405,7 +411,7 @@ class SignalModel:
         assert self._id is not None
         return self._id
 
-    def save(self, path) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write the model (quantizers, tokenizer, settings) as one JSON file, atomically.
 
         The file is a ``ubpe.signal-model`` document of version 2, with a
@@ -416,7 +422,7 @@ class SignalModel:
         write_document(path, d.pop("format"), d.pop("version"), d)
 
     @classmethod
-    def load(cls, path) -> SignalModel:
+    def load(cls, path: str | os.PathLike[str]) -> SignalModel:
         """Read a model written by :meth:`save` (format version 1 or 2).
 
         Sizes are checked before allocation: the quantizers' level counts
@@ -433,7 +439,7 @@ class SignalModel:
         return cls.from_dict(read_document(path, FORMAT, VERSION), source=str(path))
 
     @classmethod
-    def from_dict(cls, doc: dict, source="signal model") -> SignalModel:
+    def from_dict(cls, doc: dict, source: str = "signal model") -> SignalModel:
         """Rebuild a fitted model from :meth:`to_dict` output; see :meth:`load`."""
         check_document(doc, FORMAT, VERSION, source)
         try:
@@ -510,7 +516,7 @@ def _check_quantizer(d, n_levels: int, where: str) -> None:
             and isinstance(lossless[0], bool)):
         raise ValueError(f"{where}: 'lossless' must be one boolean")
 
-    def number(v):
+    def number(v: Any) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
     if kind == "uniform":

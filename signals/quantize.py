@@ -18,8 +18,10 @@ Compression" (1992), ch. 5-6.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .stage import register
 
@@ -80,7 +82,7 @@ class Quantizer:
         self.n_levels = n_levels
 
     # -- fitting
-    def fit(self, x, y=None) -> Quantizer:
+    def fit(self, x: ArrayLike, y: Any = None) -> Quantizer:
         """Design one quantizer per channel.
 
         Parameters
@@ -149,7 +151,7 @@ class Quantizer:
         return np.array([len(c) for c in self.codebook_])
 
     # -- coding
-    def encode(self, x) -> np.ndarray:
+    def encode(self, x: ArrayLike) -> np.ndarray:
         """Map samples to integer codes.
 
         Parameters
@@ -180,7 +182,7 @@ class Quantizer:
             codes[c] = np.searchsorted(edges[1:-1], row, side="right")
         return codes[0] if one_d else codes.T
 
-    def decode(self, codes) -> np.ndarray:
+    def decode(self, codes: ArrayLike) -> np.ndarray:
         """Map codes back to codebook values, float64, same shape as ``codes``.
 
         Raises
@@ -200,13 +202,13 @@ class Quantizer:
             out[c] = book[row]
         return out[0] if one_d else out.T
 
-    def error(self, x) -> np.ndarray:
+    def error(self, x: ArrayLike) -> np.ndarray:
         """Measured maximum absolute reconstruction error per channel, shape (n_channels,)."""
         x2, _ = _as_channels(x)
         back = self.decode(self.encode(x2.T)).T
         return np.abs(back - x2).max(axis=1) if x2.shape[1] else np.zeros(x2.shape[0])
 
-    def error_stats(self, x) -> dict:
+    def error_stats(self, x: ArrayLike) -> dict:
         """Max, RMS and mean absolute reconstruction error per channel, and SNR in dB."""
         x2, _ = _as_channels(x)
         d = self.decode(self.encode(x2.T)).T - x2
@@ -218,15 +220,15 @@ class Quantizer:
                 "snr_db": snr}
 
     # -- scikit-learn transformer API
-    def transform(self, x) -> np.ndarray:
+    def transform(self, x: ArrayLike) -> np.ndarray:
         """:meth:`encode` under scikit-learn's name."""
         return self.encode(x)
 
-    def inverse_transform(self, codes) -> np.ndarray:
+    def inverse_transform(self, codes: ArrayLike) -> np.ndarray:
         """:meth:`decode` under scikit-learn's name."""
         return self.decode(codes)
 
-    def fit_transform(self, x, y=None) -> np.ndarray:
+    def fit_transform(self, x: ArrayLike, y: Any = None) -> np.ndarray:
         """``fit(x).transform(x)``."""
         return self.fit(x).encode(x)
 

@@ -127,7 +127,7 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_bytes(path, data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename.
 
     Readers never see a partial file, and an error leaves ``path`` untouched.
@@ -152,7 +152,7 @@ def atomic_write_bytes(path, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def atomic_writer(path) -> Iterator[Any]:
+def atomic_writer(path: str | os.PathLike[str]) -> Iterator[Any]:
     """A binary file object whose content replaces ``path`` when the block ends without error.
 
     The temporary file lies in the folder of ``path`` (so the rename is
@@ -191,7 +191,7 @@ _UNSEALED = ("checksum",)
 _NOT_CONTENT = ("version", "checksum", "content_id")
 
 
-def canonical_json(obj) -> bytes:
+def canonical_json(obj: Any) -> bytes:
     """The canonical JSON text of ``obj``: sorted keys, no spaces, ASCII escapes.
 
     Numbers are written as Python's ``json`` writes them (integers exactly,
@@ -241,7 +241,7 @@ def seal(doc: dict) -> dict:
     return out
 
 
-def verify(doc: dict, source="document") -> None:
+def verify(doc: dict, source: str = "document") -> None:
     """Check a document's ``checksum`` and ``content_id`` where it has them.
 
     Raises
@@ -261,7 +261,7 @@ def verify(doc: dict, source="document") -> None:
                               f"after it was written")
 
 
-def write_document(path, format_name: str, version: int, body: dict) -> None:
+def write_document(path: str | os.PathLike[str], format_name: str, version: int, body: dict) -> None:
     """Save ``body`` as JSON with ``format`` and ``version`` first, and its checksum.
 
     Parameters
@@ -277,7 +277,7 @@ def write_document(path, format_name: str, version: int, body: dict) -> None:
     atomic_write_bytes(path, (json.dumps(doc, indent=1) + "\n").encode())
 
 
-def check_document(doc, format_name: str, version: int, source="document", *,
+def check_document(doc: Any, format_name: str, version: int, source: str = "document", *,
                    checksum_since: int | None = None) -> dict:
     """Check a loaded document's format name, version and (where present) checksum.
 
@@ -320,7 +320,7 @@ def check_document(doc, format_name: str, version: int, source="document", *,
     return doc
 
 
-def read_json(path, source=None) -> Any:
+def read_json(path: str | os.PathLike[str], source: str | None = None) -> Any:
     """Read a JSON file of at most ``get_limits().max_document_bytes`` bytes.
 
     Raises
@@ -364,7 +364,8 @@ def parse_json(data: bytes, source="document") -> Any:
         raise FormatError(f"{source}: not valid JSON ({e})") from None
 
 
-def read_document(path, format_name: str, version: int, *, checksum_since: int = 2) -> dict:
+def read_document(path: str | os.PathLike[str], format_name: str, version: int, *,
+                  checksum_since: int = 2) -> dict:
     """Load a JSON document written by :func:`write_document` and check it.
 
     Parameters

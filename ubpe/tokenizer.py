@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 from numba import njit
+from numpy.typing import ArrayLike
 
 from . import _engine, _segment
 from .serialization import FormatError, check_document, get_limits, read_document, write_document
@@ -124,7 +125,7 @@ class _Progress:
         self.enabled = sys.stderr.isatty() if enabled is None else bool(enabled)
         self.start = time.perf_counter()
 
-    def update(self, done: int):
+    def update(self, done: int) -> None:
         if self.enabled and self.total > 0:
             frac = min(done / self.total, 1.0)
             bar = "#" * int(30 * frac)
@@ -132,7 +133,7 @@ class _Progress:
                              f"{time.perf_counter() - self.start:.1f}s")
             sys.stderr.flush()
 
-    def close(self):
+    def close(self) -> None:
         if self.enabled and self.total > 0:
             sys.stderr.write("\n")
 
@@ -354,7 +355,7 @@ class Tokenizer:
     # ------------------------------------------------------------ encoding
     METHODS = ("merges", "shortest", "weighted")
 
-    def encode(self, doc, *, method: str = "merges", beam: int = 8) -> np.ndarray:
+    def encode(self, doc: ArrayLike, *, method: str = "merges", beam: int = 8) -> np.ndarray:
         """Encode one document.
 
         Parameters
@@ -389,7 +390,7 @@ class Tokenizer:
         """
         return self.encode_batch([doc], method=method, beam=beam)[0]
 
-    def encode_batch(self, docs, *, method: str = "merges", beam: int = 8,
+    def encode_batch(self, docs: Sequence[ArrayLike], *, method: str = "merges", beam: int = 8,
                      num_threads: int | None = None) -> list[np.ndarray]:
         """Encode several documents, in parallel threads; one array per document.
 
@@ -426,7 +427,7 @@ class Tokenizer:
         out, out_off = self.encode_to_numpy(docs, method=method, beam=beam, num_threads=num_threads)
         return [out[out_off[i]: out_off[i + 1]] for i in range(len(out_off) - 1)]
 
-    def encode_to_numpy(self, docs, *, method: str = "merges", beam: int = 8,
+    def encode_to_numpy(self, docs: Sequence[ArrayLike], *, method: str = "merges", beam: int = 8,
                         num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Encode several documents into one flat array of ids and its offsets.
 
@@ -502,7 +503,8 @@ class Tokenizer:
         idx = np.arange(int(new_off[-1])) - np.repeat(new_off[:-1] - starts, lengths)
         return out[idx], new_off
 
-    def encode_padded(self, docs, *, max_length: int | None = None, padding: str = "longest",
+    def encode_padded(self, docs: Sequence[ArrayLike], *, max_length: int | None = None,
+                      padding: str = "longest",
                       truncation: bool = False, pad_id: int | None = None,
                       padding_side: str = "right", truncation_side: str = "right",
                       method: str = "merges", beam: int = 8,
@@ -588,7 +590,7 @@ class Tokenizer:
         mask[real] = 1
         return out, mask
 
-    def encode_top_n(self, doc, top_n: int, *, beam: int = 8) -> list[tuple[np.ndarray, float]]:
+    def encode_top_n(self, doc: ArrayLike, top_n: int, *, beam: int = 8) -> list[tuple[np.ndarray, float]]:
         """The ``top_n`` best encodings of one document under UBPE's tf-idf objective.
 
         Parameters
@@ -612,7 +614,7 @@ class Tokenizer:
         """
         return self.encode_top_n_batch([doc], top_n, beam=beam)[0]
 
-    def encode_top_n_batch(self, docs, top_n: int, *,
+    def encode_top_n_batch(self, docs: Sequence[ArrayLike], top_n: int, *,
                            beam: int = 8) -> list[list[tuple[np.ndarray, float]]]:
         """:meth:`encode_top_n` for several documents."""
         self._check_fitted()
@@ -649,7 +651,7 @@ class Tokenizer:
                                                    self._token_rank)
         return self._trie_cache
 
-    def score(self, ids) -> float:
+    def score(self, ids: ArrayLike) -> float:
         """UBPE's tf-idf score of an encoding: ``sum (1 + ln tf_t) * idf_t``.
 
         The sum runs over the distinct token ids ``t`` of ``ids``; alphabet
@@ -659,7 +661,7 @@ class Tokenizer:
         tokens, tf = np.unique(np.asarray(ids, np.int64), return_counts=True)
         return float(((1.0 + np.log(tf)) * self._token_weight[tokens]).sum())
 
-    def decode(self, ids) -> np.ndarray:
+    def decode(self, ids: ArrayLike) -> np.ndarray:
         """Expand token ids back into alphabet symbols (exact inverse of encode).
 
         Parameters
@@ -693,7 +695,7 @@ class Tokenizer:
         idx = np.arange(lengths.sum()) - np.repeat(out_pos - starts, lengths)
         return self._exp_flat[idx]
 
-    def decode_batch(self, batch) -> list[np.ndarray]:
+    def decode_batch(self, batch: Sequence[ArrayLike]) -> list[np.ndarray]:
         """Decode several token sequences; see :meth:`decode`."""
         return [self.decode(ids) for ids in batch]
 
@@ -715,7 +717,7 @@ class Tokenizer:
                 "counts": self.counts_.tolist()}
 
     @classmethod
-    def from_dict(cls, doc: dict, source="tokenizer") -> Tokenizer:
+    def from_dict(cls, doc: dict, source: str = "tokenizer") -> Tokenizer:
         """Rebuild a fitted tokenizer from :meth:`to_dict` output.
 
         Every declared size is checked against the document itself and
@@ -801,7 +803,7 @@ class Tokenizer:
         return tok
 
     @classmethod
-    def from_merges(cls, alphabet_size: int, pairs, *, token_order: str = "rank") -> Tokenizer:
+    def from_merges(cls, alphabet_size: int, pairs: ArrayLike, *, token_order: str = "rank") -> Tokenizer:
         """A fitted tokenizer from merge pairs alone (no training).
 
         Parameters
@@ -828,7 +830,7 @@ class Tokenizer:
                "weights": [0.0] * m, "counts": [0] * m}
         return cls.from_dict(doc, source="merges")
 
-    def save(self, path) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write the model as one JSON file, atomically.
 
         The file holds ``format`` ("ubpe.tokenizer"), ``version``, the
@@ -840,7 +842,7 @@ class Tokenizer:
         write_document(path, d.pop("format"), d.pop("version"), d)
 
     @classmethod
-    def load(cls, path) -> Tokenizer:
+    def load(cls, path: str | os.PathLike[str]) -> Tokenizer:
         """Read a model written by :meth:`save` (format version 1 or 2).
 
         Raises
