@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 from numba import njit
+from numpy.typing import ArrayLike
 
 from . import entropy as E
 from . import predict as P
@@ -999,7 +1000,7 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
     return out
 
 
-def decode_packets(payloads: list[bytes], ns, model: ChannelModel, *, on_error: str = "raise"
+def decode_packets(payloads: list[bytes], ns: ArrayLike, model: ChannelModel, *, on_error: str = "raise"
                    ) -> list[np.ndarray | None]:
     """:func:`decode_channel` with a model for many packets at once.
 
@@ -1056,7 +1057,7 @@ def decode_packets(payloads: list[bytes], ns, model: ChannelModel, *, on_error: 
 
 
 # ------------------------------------------------------------------ API
-def encode_channel(x, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None = None) -> bytes:
+def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None = None) -> bytes:
     """Code one channel of integers into a self-contained payload.
 
     Parameters

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -229,8 +229,8 @@ def decode_columns(data: bytes, model: Any = None, *,
 
 
 # ---------------------------------------------------------------- arrays
-def compress(x, *, level: int = DEFAULT_LEVEL, max_error: float | None = None,
-             quantizer: Quantizer | None = None, names=None, meta: dict | None = None,
+def compress(x: Any, *, level: int = DEFAULT_LEVEL, max_error: float | None = None,
+             quantizer: Quantizer | None = None, names: Sequence[str] | None = None, meta: dict | None = None,
              model: Any = None, **channel_options) -> bytes:
     """Compress sampled signals into a ``.ubpe`` container, lossless by default.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from typing import Any
 
 import numpy as np
 import zstandard
@@ -66,7 +67,7 @@ def _read_header(data: bytes):
     return data, header, binary, 14 + meta_len
 
 
-def decompress_v1(data: bytes):
+def decompress_v1(data: bytes) -> Any:
     """Decode a ``.ubpe`` container.
 
     Returns

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numpy.typing import ArrayLike
 
 from .stage import Stage, register, stage_from_config
 
@@ -41,7 +42,7 @@ def unzigzag(z: np.ndarray) -> np.ndarray:
     return (z.view(np.uint64) >> np.uint64(1)).view(np.int64) ^ -(z & 1)  # logical shift
 
 
-def differences(x: np.ndarray, order: int) -> np.ndarray:
+def differences(x: ArrayLike, order: int) -> np.ndarray:
     """k-th differences with warm-up: element ``i < order`` holds the order-``i`` one."""
     y = np.array(x, np.int64)
     for j in range(1, order + 1):
@@ -67,11 +68,11 @@ def _predict_inverse(residual, orders, block_size):
 class Predictor(Stage):
     """A reversible integer predictor: samples to residuals plus side information."""
 
-    def encode(self, x) -> tuple[np.ndarray, np.ndarray]:
+    def encode(self, x: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """Residuals (int64, same length as ``x``) and side information (uint8)."""
         raise NotImplementedError
 
-    def decode(self, residual, side) -> np.ndarray:
+    def decode(self, residual: ArrayLike, side: ArrayLike) -> np.ndarray:
         """Exact inverse of :meth:`encode`: the samples, int64."""
         raise NotImplementedError
 
@@ -93,11 +94,11 @@ class Delta(Predictor):
             raise ValueError(f"delta order must be in 0..8, got {order}")
         self.order = order
 
-    def encode(self, x) -> tuple[np.ndarray, np.ndarray]:
+    def encode(self, x: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """Residuals (int64, same length) and side information (empty)."""
         return differences(x, self.order), np.zeros(0, np.uint8)
 
-    def decode(self, residual, side=None) -> np.ndarray:
+    def decode(self, residual: ArrayLike, side: ArrayLike | None = None) -> np.ndarray:
         """Exact inverse of :meth:`encode`, int64."""
         y = np.array(residual, np.int64)
         for j in range(self.order, 0, -1):
@@ -129,7 +130,7 @@ class FixedPredictor(Predictor):
         self.block_size = block_size
         self.max_order = max_order
 
-    def encode(self, x) -> tuple[np.ndarray, np.ndarray]:
+    def encode(self, x: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """Residuals (int64, same length) and the order of each block (uint8)."""
         x = np.asarray(x, np.int64)
         if x.size == 0:
@@ -141,7 +142,7 @@ class FixedPredictor(Predictor):
         block = np.arange(x.size) // self.block_size
         return cands[orders[block], np.arange(x.size)], orders
 
-    def decode(self, residual, orders) -> np.ndarray:
+    def decode(self, residual: ArrayLike, orders: ArrayLike) -> np.ndarray:
         """Exact inverse of :meth:`encode`, int64.
 
         Raises
@@ -256,7 +257,7 @@ class LinearPredictor(Predictor):
         _lpc_residual(x, s, e, coefs, shift, out)
         return coefs, shift, out
 
-    def encode(self, x) -> tuple[np.ndarray, np.ndarray]:
+    def encode(self, x: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """Residuals (int64, same length) and per-block parameters as bytes (uint8)."""
         x = np.asarray(x, np.int64)
         fixed = [differences(x, k) for k in range(MAX_ORDER + 1)]
@@ -281,7 +282,7 @@ class LinearPredictor(Predictor):
                 side += bytes([1, order, shift]) + coefs.astype("<i2").tobytes()
         return residual, np.frombuffer(bytes(side), np.uint8)
 
-    def decode(self, residual, side) -> np.ndarray:
+    def decode(self, residual: ArrayLike, side: ArrayLike) -> np.ndarray:
         """Exact inverse of :meth:`encode`, int64.
 
         Raises
@@ -325,10 +326,10 @@ class Identity(Predictor):
 
     kind = "none"
 
-    def encode(self, x):
+    def encode(self, x: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         return np.asarray(x, np.int64), np.zeros(0, np.uint8)
 
-    def decode(self, residual, side=None):
+    def decode(self, residual: ArrayLike, side: ArrayLike | None = None) -> np.ndarray:
         return np.asarray(residual, np.int64)
 
     def get_params(self) -> dict:
@@ -726,7 +727,8 @@ def parse_block_side(side, n_blocks):
     return kinds, orders, shifts, coefs, pos == m
 
 
-def block_side_bytes(kinds, orders, shifts, coefs) -> bytes:
+def block_side_bytes(kinds: np.ndarray, orders: np.ndarray, shifts: np.ndarray,
+                     coefs: np.ndarray) -> bytes:
     """Inverse of :func:`parse_block_side`."""
     out = bytearray()
     for b in range(len(kinds)):

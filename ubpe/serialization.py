@@ -343,7 +343,7 @@ def read_json(path: str | os.PathLike[str], source: str | None = None) -> Any:
     return parse_json(data, source)
 
 
-def parse_json(data: bytes, source="document") -> Any:
+def parse_json(data: bytes, source: str = "document") -> Any:
     """Parse a JSON document held in memory, within ``get_limits().max_document_bytes``.
 
     Raises
