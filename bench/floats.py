@@ -10,7 +10,7 @@ as a float WAV holds it, the ECG plus noise),
 ``signals.intmap.map_to_int64`` maps it to int64 (lossless), the ints are
 coded by the current pipeline (``signals.compress``), and the size is
 ``len(container) + len(extra)``: "default" with the default options, "best"
-the smaller of ``transform="auto"`` (prediction) and ``transform="none"``;
+the smaller of level 5 (the default) and level 9;
 the ``+cfg`` column adds the mapping's JSON config, which the container
 header will hold. The peer is pcodec
 (https://github.com/pcodec/pcodec, PyPI ``pcodec``) at levels 8 (its
@@ -128,9 +128,9 @@ def main() -> int:
                   f"| | | | |", flush=True)
             continue
         t_ours = time.perf_counter() - t
-        # the pipeline's other transform: raw values, no prediction (cheaper on some signals)
-        alt = signals.compress(m.ints, transform="none")
-        best, best_name = (container, "auto") if len(container) <= len(alt) else (alt, "none")
+        # the strongest level of the pipeline
+        alt = signals.compress(m.ints, level=9)
+        best, best_name = (container, "L5") if len(container) <= len(alt) else (alt, "L9")
         for c in (container, alt):
             back = signals.decompress(c)
             back = np.asarray(back[0] if isinstance(back, list | tuple) else back, np.int64).reshape(-1)
