@@ -366,3 +366,13 @@ def test_a_column_name_with_a_comma_comes_back(tmp_path):
     r = run("decompress", tmp_path / "q.csv.ubpe", "-q")
     assert r.exit_code == 0, r.output
     assert (tmp_path / "q.csv").read_text() == (tmp_path / "orig.csv").read_text()
+
+
+def test_a_ragged_csv_names_its_line_and_leaves_no_output(tmp_path):
+    # issue 12: a row that cannot be read is a clear error naming the line, with no output file
+    src = tmp_path / "rag.csv"
+    src.write_text("a,b\n1,2\n3\n4,5\n")
+    r = run("compress", src)
+    assert r.exit_code == 1 and "line 3: 1 fields, expected 2" in r.stderr
+    assert "Traceback" not in r.output and not (tmp_path / "rag.csv.ubpe").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rag.csv"]  # no temporary file either
