@@ -34,7 +34,10 @@ CHRONOS_N_BINS = 4093
 
 
 def mean_scale(window: np.ndarray) -> float:
-    """Chronos' scale of a context window: the mean absolute value (1.0 when it is 0 or NaN).
+    """Chronos' scale of a context window: the mean absolute value.
+
+    1.0 when that is 0, NaN, or subnormal (below the smallest normal double,
+    where dividing by it and multiplying back loses the precision of a bin).
 
     Parameters
     ----------
@@ -48,7 +51,7 @@ def mean_scale(window: np.ndarray) -> float:
     w = np.asarray(window, np.float64)
     finite = w[np.isfinite(w)]
     s = float(np.abs(finite).mean()) if finite.size else 0.0
-    return s if s > 0 and np.isfinite(s) else 1.0
+    return s if np.isfinite(s) and s >= np.finfo(np.float64).tiny else 1.0
 
 
 class ChronosUBPETokenizer:
