@@ -591,7 +591,7 @@ class ChannelModel:
     def n_buckets(self) -> int:
         return 1 if self.mh == 0 else P.MATCH_BUCKETS
 
-    def tables(self):
+    def tables(self) -> tuple:
         """(context map, freqs, cum, lookup), built once."""
         if self._tables is None:
             f = E.freqs_from_code_rows(self.codes)
@@ -791,7 +791,8 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         if c.size == o:
             preds.append((1, o, c, sh))
 
-    def fitted(kind, order, coefs, shift, mh, t, nctx, train_packets, lms=0):
+    def fitted(kind: int, order: int, coefs: np.ndarray, shift: int, mh: int, t: int, nctx: int,
+               train_packets: list[np.ndarray], lms: int = 0) -> ChannelModel:
         m = ChannelModel(kind, order, coefs, shift, mh, t, k, msb, np.zeros(0, np.int64),
                          np.ones((1, 1), np.int64), lms=lms)
         parts = [_model_tokens(p, m) for p in train_packets]

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 
-def ans_encode(ids: np.ndarray):
+def ans_encode(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """rANS-code token ids with their own frequencies; returns (table ids, counts, words)."""
     if ids.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint32)
@@ -25,7 +25,8 @@ def ans_encode(ids: np.ndarray):
     return table, counts, coder.get_compressed()
 
 
-def ans_decode(table, counts, words, n) -> np.ndarray:
+def ans_decode(table: np.ndarray, counts: np.ndarray, words: np.ndarray, n: int) -> np.ndarray:
+    """Inverse of :func:`ans_encode`: ``n`` token ids, int64."""
     if n == 0:
         return np.zeros(0, np.int64)
     if table.size == 1:
@@ -272,7 +273,7 @@ def freqs_from_codes(q):
     return f
 
 
-def build_tables(freqs: np.ndarray):
+def build_tables(freqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Cumulative starts and slot -> symbol lookup for per-context frequency tables.
 
     Parameters

@@ -364,7 +364,7 @@ def _make_zarr_codec() -> type:
             data = await asyncio.to_thread(self._codec.encode, chunk_array.as_ndarray_like())
             return chunk_spec.prototype.buffer.from_bytes(data)
 
-        def compute_encoded_size(self, input_byte_length: int, chunk_spec) -> int:
+        def compute_encoded_size(self, input_byte_length: int, chunk_spec: Any) -> int:
             raise NotImplementedError("ubpe chunks have a data-dependent size")
 
     UBPEZarrCodec.__module__ = __name__

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from .arraylike import as_channels
 from .codec import compress
 from .model import SignalModel
 from .predict import LinearPredictor, zigzag
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 from .quantize import UniformQuantizer
 
 __all__ = ["tokens_figure", "bits_figure", "vocab_figure", "residual_figure", "save_all",
@@ -58,7 +61,7 @@ def _codes(x: np.ndarray, n_levels: int) -> np.ndarray:
 
 def tokens_figure(x: Any, model: SignalModel | None = None, *, channel: int = 0, start: int = 0,
                   length: int = 400, method: str = "shortest", n_levels: int = 256,
-                  vocab_size: int = 512, rate: float | None = None, title: str | None = None):
+                  vocab_size: int = 512, rate: float | None = None, title: str | None = None) -> Figure:
     """A window of the signal with each UBPE token's span shaded.
 
     The window's quantized samples are encoded as one document; token ``k``
@@ -145,7 +148,7 @@ def tokens_figure(x: Any, model: SignalModel | None = None, *, channel: int = 0,
 
 
 def bits_figure(x: Any, *, block: int = 16384, rate: float | None = None,
-                title: str | None = None, **options: Any):
+                title: str | None = None, **options: Any) -> Figure:
     """Bits per sample along the recording: each block compressed on its own.
 
     Parameters
@@ -198,7 +201,7 @@ def bits_figure(x: Any, *, block: int = 16384, rate: float | None = None,
 
 def vocab_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, max_merges: int = 1024,
                  vocab_sizes: Sequence[int] | None = None, doc_length: int = 4096,
-                 title: str | None = None):
+                 title: str | None = None) -> Figure:
     """Tokens per sample and bits per sample against the vocabulary size.
 
     One tokenizer is trained (classic BPE order) with ``max_merges`` merges
@@ -264,7 +267,7 @@ def vocab_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, max_merges: 
     return fig
 
 
-def residual_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, title: str | None = None):
+def residual_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, title: str | None = None) -> Figure:
     """The histogram of prediction residuals against the entropy coder's table.
 
     Bars: the empirical probability of each residual value (what the

@@ -7,7 +7,8 @@ import numpy as np
 from ubpe import Tokenizer, split_documents
 
 
-def tokenize_channels(tok: Tokenizer, symbols, doc_length):
+def tokenize_channels(tok: Tokenizer, symbols: list[np.ndarray], doc_length: int | None
+                      ) -> tuple[list[np.ndarray], np.ndarray]:
     """Shortest encodings of each channel, in rank-order numbering; and the merge pairs."""
     a, m = tok.alphabet_size, tok.merges_
     to_rank = np.arange(a + len(m))

@@ -27,6 +27,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import regex
@@ -864,7 +865,7 @@ class ByteTokenizer:
                 seen[b] = public[t]
         return ranks
 
-    def to_tiktoken(self, name: str | None = None):
+    def to_tiktoken(self, name: str | None = None) -> Any:
         """A ``tiktoken.Encoding`` with this model's ranks, pattern and special tokens.
 
         Raises

@@ -14,6 +14,7 @@ here, so that the help screen costs no numba, scipy or codec import.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
 
@@ -41,7 +42,7 @@ class BadInput(click.ClickException):
 
     exit_code = 1
 
-    def show(self, file=None) -> None:
+    def show(self, file: Any = None) -> None:
         click.echo(f"ubpe: {self.format_message()}", err=True)
 
 
@@ -69,7 +70,7 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except BAD_INPUT as e:

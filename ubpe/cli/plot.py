@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -80,5 +81,5 @@ class _Table:
         self.column_names = list(columns)
         self.num_columns = len(columns)
 
-    def column(self, i: int):
+    def column(self, i: int) -> Any:
         return self._cols[self.column_names[i]]
