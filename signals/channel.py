@@ -485,16 +485,7 @@ def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
         raise ValueError(f"bad match parameters ({mh}, {t}, {tbits})")
     if lms > len(P.CASCADES) or (lms and mh):
         raise ValueError(f"bad adaptive-filter flag {lms}")
-    hk = rd.byte()
-    k, msb = hk >> 4, hk & 15
-    if k > E.MAX_K or msb > min(k, E.MAX_MSB):
-        raise ValueError(f"bad hybrid parameters k={k}, msb={msb}")
-    nc = rd.byte()
-    if not 1 <= nc <= E.MAX_CONTEXTS:
-        raise ValueError(f"bad context count {nc}")
-    th = np.frombuffer(rd.take(nc - 1), np.uint8).astype(np.int64)
-    if th.size and (np.any(np.diff(th) <= 0) or th[0] < 1):
-        raise ValueError("context thresholds are not increasing")
+    k, msb, nc, th = _read_hybrid_and_contexts(rd)
     n_mb, ctxk = rd.byte(), rd.byte()
     if n_mb != (1 if mh == 0 else P.MATCH_BUCKETS):
         raise ValueError(f"bad match bucket count {n_mb}")
@@ -539,6 +530,21 @@ def _fallback_level(level: int, n: int) -> int:
     return min(level, FALLBACK_LEVEL if n >= OWN_TRY_SIZE else SHORT_FALLBACK_LEVEL)
 OWN_TRY_SIZE = 1024  # packets from this size always also try their own coding
 FALLBACK_QUANTILE = 0.98  # of the validation packets' cost: packets above it try their own coding
+
+
+def _read_hybrid_and_contexts(rd: _Reader) -> tuple[int, int, int, np.ndarray]:
+    """The hybrid-integer byte, the context count and thresholds of a payload, checked."""
+    hk = rd.byte()
+    k, msb = hk >> 4, hk & 15
+    if k > E.MAX_K or msb > min(k, E.MAX_MSB):
+        raise ValueError(f"bad hybrid parameters k={k}, msb={msb}")
+    nc = rd.byte()
+    if not 1 <= nc <= E.MAX_CONTEXTS:
+        raise ValueError(f"bad context count {nc}")
+    th = np.frombuffer(rd.take(nc - 1), np.uint8).astype(np.int64)
+    if th.size and (np.any(np.diff(th) <= 0) or th[0] < 1):
+        raise ValueError("context thresholds are not increasing")
+    return k, msb, nc, th
 
 
 @dataclass
@@ -1224,16 +1230,7 @@ def _decode(payload: bytes, n: int, model: ChannelModel | None, inner: bool = Fa
     if mode != CODED:
         raise ValueError(f"unknown payload mode {mode}")
     pred = rd.take(rd.varint(rd.remaining()))
-    hk = rd.byte()
-    k, msb = hk >> 4, hk & 15
-    if k > E.MAX_K or msb > min(k, E.MAX_MSB):
-        raise ValueError(f"bad hybrid parameters k={k}, msb={msb}")
-    nc = rd.byte()
-    if not 1 <= nc <= E.MAX_CONTEXTS:
-        raise ValueError(f"bad context count {nc}")
-    th = np.frombuffer(rd.take(nc - 1), np.uint8).astype(np.int64)
-    if th.size and (np.any(np.diff(th) <= 0) or th[0] < 1):
-        raise ValueError("context thresholds are not increasing")
+    k, msb, nc, th = _read_hybrid_and_contexts(rd)
     width = rd.varint(E.alphabet_size(k, msb))
     if width < 1:
         raise ValueError("empty token table")
