@@ -47,7 +47,7 @@ def ans_decode(table: np.ndarray, counts: np.ndarray, words: np.ndarray, n: int)
 # token), then its remaining low bits verbatim. The alphabet has at most
 # ``2**k + (64 - k) * 2**msb`` tokens, whatever the value range.
 #
-# Tokens are range coded with a static frequency table per context (rANS,
+# Tokens are rANS-coded with a static frequency table per context (rANS,
 # J. Duda, arXiv:1311.2540; the 32-bit state / 16-bit word layout of
 # F. Giesen's public-domain ``rans_word``). The context of a token is the
 # recent residual magnitude, as in LOCO-I (Weinberger et al., IEEE TIP 2000)

@@ -208,7 +208,7 @@ def vocab_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, max_merges: 
     on the prediction residuals that :func:`signals.compress` codes; every
     smaller vocabulary is a prefix of its merges. For each size the residuals
     are encoded (shortest segmentation), and the bits per sample are the
-    order-0 entropy of the tokens times tokens per sample (the range coder's
+    order-0 entropy of the tokens times tokens per sample (the rANS coder's
     cost without its table).
 
     Parameters
@@ -271,7 +271,7 @@ def residual_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, title: st
     """The histogram of prediction residuals against the entropy coder's table.
 
     Bars: the empirical probability of each residual value (what the
-    per-channel frequency table of the range coder holds when each residual
+    per-channel frequency table of the rANS coder holds when each residual
     is its own token, as with zero merges). Line: the two-sided geometric
     (discrete Laplace) law with the same mean absolute value, which a Rice /
     Golomb coder such as FLAC's assumes (Rice, 1979; Golomb, 1966). The title
