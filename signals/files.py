@@ -163,6 +163,74 @@ def compress_path(path: str | Path, **options: Any) -> bytes:
     return encode_columns(chans, header, level=level, **opts)
 
 
+def compress_packets_file(data: bytes, kind: str, model: Any, packet_size: int, *,
+                          path: str = "<bytes>", csv_options: dict | None = None) -> bytes:
+    """A packet stream (``docs/format.md``, section 4) of the model's channels in a file.
+
+    Parameters
+    ----------
+    data : bytes
+        The file's content (CSV, WAV, ``.npy`` or ``.npz``).
+    kind : {"csv", "wav", "npy", "npz"}
+    model : SignalModel
+        Its codec part names the channels (a CSV's exact integer columns, or
+        arrays and WAV channels by name) and codes them.
+    packet_size : int
+        Samples per packet (the last packet may be shorter); each packet
+        decodes on its own given the model.
+
+    Raises
+    ------
+    ValueError
+        If the file lacks a channel of the model, or the channels differ in length.
+    """
+    if packet_size < 1:
+        raise ValueError(f"packet size must be at least 1, got {packet_size}")
+    if kind == "csv":
+        columns = list(table.encode_csv(data, path=path, **(csv_options or {})).int_columns)
+    elif kind == "wav":
+        columns = _split_wav(data, path)[0]
+    elif kind in ("npy", "npz"):
+        columns = _split_arrays(data, kind, path)[0]
+    else:
+        raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(KINDS)}")
+    by_name = dict(columns)
+    names = list(getattr(model, "codec_", {}))
+    missing = [n for n in names if n not in by_name]
+    if missing or not names:
+        raise ValueError(f"{path}: the model codes channels {', '.join(names) or '(none)'}; the "
+                         f"file lacks {', '.join(missing) or 'them'}")
+    chans = np.stack([np.asarray(by_name[n]) for n in names]) if len({by_name[n].size
+                                                                         for n in names}) == 1 \
+        else None
+    if chans is None:
+        raise ValueError(f"{path}: the model's channels differ in length in this file")
+    n = chans.shape[1]
+    xs = [chans[:, i:i + packet_size] if len(names) > 1 else chans[0, i:i + packet_size]
+          for i in range(0, n, packet_size)]
+    buf = io.BytesIO()
+    model.write_packet_stream(xs, buf)
+    return buf.getvalue()
+
+
+def decompress_packets_file(data: bytes, model: Any) -> Decoded:
+    """The channels of a packet stream, concatenated, as a ``.npy`` file: shape (n,) or
+    (n_channels, n), in the model's dtypes.
+
+    Raises
+    ------
+    SignalFormatError
+        On a stream made with another model (names both ids), a corrupted
+        packet, or a stream cut before its end marker.
+    """
+    parts = list(model.read_packet_stream(io.BytesIO(data)))
+    axis = 0 if not parts or parts[0].ndim == 1 else 1
+    arr = np.concatenate(parts, axis=axis) if parts else np.zeros(0, np.int64)
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=False)
+    return Decoded("npy", buf.getvalue(), ".npy")
+
+
 def decompress_file(data: bytes, *, model: Any = None) -> Decoded:
     """Give back the file that :func:`compress_file` compressed.
 

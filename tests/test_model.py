@@ -103,3 +103,27 @@ def test_decimal_float_channels_use_a_fixed_scale(ecg_csv):
         model.compress_packet(x + 1e-7)
     data = model.compress(x + 1e-7)  # a file falls back to its own coding for that channel
     assert np.array_equal(model.decompress(data), x + 1e-7)
+
+
+@pytest.mark.slow
+def test_cli_packet_stream_with_a_model(tmp_path, ecg_csv):
+    from click.testing import CliRunner
+
+    from signals import table
+    from ubpe.cli import main
+    r = CliRunner()
+    model, packed, back = tmp_path / "m.json", tmp_path / "ecg.pkt", tmp_path / "back.npy"
+    assert r.invoke(main, ["build", str(ecg_csv), "-o", str(model), "-q"]).exit_code == 0
+    res = r.invoke(main, ["compress", str(ecg_csv), "--model", str(model), "--packet-size", "256",
+                          "-o", str(packed)])
+    assert res.exit_code == 0, res.output
+    res = r.invoke(main, ["compress", str(ecg_csv), "--packet-size", "256", "-o",
+                          str(tmp_path / "other.pkt")])
+    assert res.exit_code == 2 and "--packet-size needs --model" in res.output
+    res = r.invoke(main, ["decompress", str(packed), "-o", str(back)])
+    assert res.exit_code == 1 and "pass the model" in res.output
+    res = r.invoke(main, ["decompress", str(packed), "--model", str(model), "-o", str(back)])
+    assert res.exit_code == 0, res.output
+    want = table.encode_csv(ecg_csv.read_bytes()).int_columns[0][1]
+    assert np.array_equal(np.load(back), want)  # the exact integer column, packet by packet
+    assert "packet stream" in r.invoke(main, ["inspect", str(packed)]).output

@@ -150,6 +150,11 @@ def inspect(sources, report: Reporter):
         if data[:len(container.MAGIC)] == container.MAGIC:
             _inspect_container(data)
             return
+        if data[:len(container.PACKET_STREAM_MAGIC)] == container.PACKET_STREAM_MAGIC:
+            head = len(container.PACKET_STREAM_MAGIC) + 2
+            click.echo(f"format       ubpe packet stream, {len(data):,} bytes; made with model "
+                       f"{data[head:head + 16].hex()} (the first 16 bytes of its content id)")
+            return
         _inspect_document(parse_json(data, job.name), job.name)
 
     run_jobs([Job(s, STDIO) for s in sources], report, work)
@@ -186,6 +191,9 @@ def _model_option(f):
 @click.option("--columns", metavar="A,B,...",
               help="CSV: columns to code as numbers (others are kept as text).")
 @click.option("--exclude", metavar="A,B,...", help="CSV: columns never coded as numbers.")
+@click.option("--packet-size", type=click.IntRange(1), default=None, metavar="N",
+              help="With --model: write a packet stream of the model's channels, N samples per "
+                   "packet, each packet decodable on its own given the model.")
 @click.option("--workers", type=click.IntRange(1), default=None,
               help="Compress the files on a local Dask cluster of N worker processes, one task "
                    "per file (needs ubpe[dask]).")
@@ -193,8 +201,8 @@ def _model_option(f):
               help="Compress the files on this Dask scheduler (tcp://host:8786); inputs and "
                    "outputs must be on a file system the workers share.")
 def compress(sources, output, to_stdout, force, report: Reporter, model_path, level, max_error,
-             quantizer, levels, skip_rows, comment, delimiter, columns, exclude, workers,
-             scheduler):
+             quantizer, levels, skip_rows, comment, delimiter, columns, exclude, packet_size,
+             workers, scheduler):
     """Compress files (CSV, .npy/.npz arrays, PCM .wav) into .ubpe files, losslessly.
 
     What comes back from 'ubpe decompress' is the same file: a CSV byte for
@@ -212,6 +220,8 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
     csv_options = {"skip_rows": skip_rows, "comment": comment, "delimiter": delimiter,
                    "columns": split_list(columns), "exclude": split_list(exclude)}
     q = QUANTIZERS[quantizer](levels) if quantizer else None
+    if packet_size is not None and model is None:
+        raise click.UsageError("--packet-size needs --model (packets are coded against a model)")
     if workers or scheduler:
         if model is not None or q is not None or any(STDIO in (j.source, j.output) for j in jobs):
             raise click.UsageError("--workers/--scheduler take files (not '-'), without --model "
@@ -235,6 +245,16 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
         else:
             raw = read_input(job.source)
             kind = signals.files.kind_of(job.source if job.source != STDIO else "", raw)
+            if packet_size is not None:
+                data = signals.files.compress_packets_file(raw, kind, model, packet_size,
+                                                           path=job.name,
+                                                           csv_options=csv_options)
+                write_output(job.output, data)
+                n_ch = len(getattr(model, "codec_", {}))
+                report.info(f"{job.name}: {len(raw):,} -> {len(data):,} bytes, packets of "
+                            f"{packet_size:,} samples of {n_ch} channel(s); wrote "
+                            f"{'standard output' if job.output == STDIO else job.output}")
+                return
             data = signals.compress_file(raw, kind, path=job.name, level=level,
                                          max_error=max_error, quantizer=q,
                                          csv_options=csv_options, model=model)
@@ -274,7 +294,12 @@ def decompress(sources, output, to_stdout, force, report: Reporter, model_path):
 
     def work(job: Job) -> None:
         data = read_input(job.source)
-        if container.container_version(data) == 1:
+        if data[:len(container.PACKET_STREAM_MAGIC)] == container.PACKET_STREAM_MAGIC:
+            if model is None:
+                raise ValueError(f"{job.name}: a packet stream; pass the model it was made with "
+                                 f"(--model)")
+            out = signals.files.decompress_packets_file(data, model).data
+        elif container.container_version(data) == 1:
             values = signals.decompress(data)
             info = signals.inspect(data)
             channels = info["channels"]
