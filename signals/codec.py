@@ -403,6 +403,7 @@ def inspect(data: bytes) -> dict:
         csv_columns = None
     return {"format": "ubpe.signal", "version": container.VERSION, "bytes": len(data),
             "source": header.get("source"), "channels": chans, "model": header.get("model"),
+            "max_error": float(header.get("max_error") or 0.0),
             "csv_columns": csv_columns,
             "bits_per_sample": 8 * len(data) / max(n_values, 1)}
 

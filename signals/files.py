@@ -108,12 +108,14 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
     """
     opts: dict[str, Any] = {"level": level, "channel_options": channel_options, "model": model}
     if kind == "csv":
-        if max_error is not None or quantizer is not None:
-            raise ValueError(f"{path}: --max-error and --quantizer apply to arrays and WAV files; "
-                             f"CSV files are "
-                             f"always kept exactly (every cell comes back as written)")
+        if quantizer is not None:
+            raise ValueError(f"{path}: --quantizer applies to arrays and WAV files; for a CSV "
+                             f"file, --max-error bounds the error of its decimal columns")
         parts = table.encode_csv(data, path=path, **(csv_options or {}))
-        header = {"source": "csv", "csv": parts.layout}
+        header: dict[str, Any] = {"source": "csv", "csv": parts.layout}
+        if max_error is not None:
+            parts = _quantize_csv(parts, max_error)
+            header["max_error"] = float(max_error)
         return encode_columns(list(parts.int_columns), header, blobs=parts.blobs, **opts)
     if kind == "wav":
         columns, head, tail, wav = _split_wav(data, path)
@@ -161,6 +163,38 @@ def compress_path(path: str | Path, **options: Any) -> bytes:
     header = {"source": "arrays", "shape": None, "meta": {"recording": rec.metadata(),
                                                          "format": suffix[1:]}}
     return encode_columns(chans, header, level=level, **opts)
+
+
+def _quantize_csv(parts: table.CsvParts, max_error: float) -> table.CsvParts:
+    """Lossy CSV: each decimal column's values rounded to a multiple of ``q`` units of its
+    last decimal, ``q = floor(2 max_error 10**scale)``, so that every cell is printed as before
+    (same decimals) within ``max_error``; cells kept verbatim (exceptions) and other columns
+    stay exact. The bound is checked on the rebuilt file before it is returned.
+    """
+    ints = [np.array(v, copy=True) for _, v in parts.int_columns]
+    changed = False
+    for col in parts.layout.get("columns", []):
+        if col.get("kind") != "decimal" or col.get("format") != "fixed" or \
+                not isinstance(col.get("values"), int):
+            continue
+        q = int(np.floor(2 * max_error * 10 ** int(col.get("scale", 0)) * (1 - 1e-12)))
+        if q < 2:
+            continue
+        v = ints[col["values"]]
+        ints[col["values"]] = np.floor_divide(v + q // 2, q) * q
+        changed = True
+    if not changed:
+        return parts
+    out = table.CsvParts(parts.layout, [(n, v) for (n, _), v in zip(parts.int_columns, ints)],
+                         parts.blobs)
+    for col in parts.layout.get("columns", []):  # the bound, checked
+        if col.get("kind") == "decimal" and isinstance(col.get("values"), int):
+            a = parts.int_columns[col["values"]][1]
+            b = out.int_columns[col["values"]][1]
+            err = np.abs(a - b).max(initial=0) / 10 ** int(col.get("scale", 0))
+            if err > max_error:
+                raise ValueError(f"column {col['name']!r}: error {err} above {max_error}")
+    return out
 
 
 def compress_packets_file(data: bytes, kind: str, model: Any, packet_size: int, *,

@@ -54,3 +54,18 @@ def test_lossless_is_the_default_and_says_so():
     assert signals.inspect(data)["channels"][0]["mapping"].startswith("lossless")
     with pytest.raises(ValueError, match="max_error"):
         signals.compress(x, max_error=-1.0)
+
+
+def test_csv_max_error_bounds_the_decimal_columns_and_keeps_the_rest(tmp_path):
+    src = ROOT / "tests" / "data" / "pvlib_tmy3_723170_48h.csv"
+    raw = src.read_bytes()
+    data = signals.compress_file(raw, "csv", max_error=2.0)
+    assert signals.inspect(data)["max_error"] == 2.0
+    back = tmp_path / "back.csv"
+    back.write_bytes(signals.decompress_file(data).data)
+    assert back.read_bytes().splitlines()[:2] == raw.splitlines()[:2]  # metadata line, header
+    a, b = read_csv(src), read_csv(back)
+    assert a.names == b.names and a.skipped == b.skipped  # every column, text ones too
+    for x, y in zip(a.channels, b.channels):
+        assert np.nanmax(np.abs(x - y), initial=0.0) <= 2.0
+    assert len(data) < len(signals.compress_file(raw, "csv"))

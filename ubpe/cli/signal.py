@@ -117,7 +117,10 @@ def _inspect_container(data: bytes) -> None:
         echo(f"source       {info['source']}" + (f", model {info['model']}" if info.get("model")
                                                  else ""))
     if info.get("csv_columns"):
-        echo(f"csv columns  {len(info['csv_columns'])}, every cell exact:")
+        bound = info.get("max_error") or 0.0
+        echo(f"csv columns  {len(info['csv_columns'])}, " + (
+            "every cell exact:" if not bound else
+            f"decimal columns within {bound:g} (same decimals), every other cell exact:"))
         for c in info["csv_columns"]:
             what = {"decimal": f"decimal, {c['scale']} digits after the point",
                     "time": f"timestamp, {c['format']}", "category": "category codes",
@@ -175,8 +178,9 @@ def _model_option(f):
 @click.option("--level", default=DEFAULT_LEVEL, show_default=True, type=click.IntRange(0, 9),
               help="0 fastest .. 9 smallest, as xz's and zstd's presets.")
 @click.option("--max-error", type=click.FloatRange(0, min_open=True), default=None,
-              help="Lossy: every value comes back within this absolute error (arrays and WAV; "
-                   "CSV files are always exact). Default: lossless.")
+              help="Lossy: every value comes back within this absolute error (for a CSV: its "
+                   "decimal columns, printed with the same decimals; other cells stay exact). "
+                   "Default: lossless.")
 @click.option("--quantizer", type=click.Choice(sorted(QUANTIZERS)), default=None,
               help="Lossy: quantize every channel of arrays and WAV files with this quantizer "
                    "(--levels levels); the bound is stored and shown by 'ubpe inspect'.")
@@ -261,7 +265,7 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
         write_output(job.output, data)
         info = signals.inspect(data)
         n = sum(c["n_samples"] for c in info["channels"])
-        worst = max((c["max_error"] for c in info["channels"]), default=0.0)
+        worst = max([c["max_error"] for c in info["channels"]] + [info.get("max_error") or 0.0])
         where = "standard output" if job.output == STDIO else job.output
         size = len(raw) or Path(job.source).stat().st_size
         report.info(f"{job.name}: {size:,} -> {len(data):,} bytes "
