@@ -296,30 +296,14 @@ def build_tables(freqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return cum, lookup
 
 
-@njit(cache=True)
-def rans_encode_ctx(tokens, ctx, cmap, freqs, cum):
+def rans_encode_ctx(tokens: np.ndarray, ctx: np.ndarray, cmap: np.ndarray, freqs: np.ndarray,
+                    cum: np.ndarray) -> np.ndarray:
     """rANS-code tokens under per-context static tables; returns uint16 words (decode order).
 
-    ``ctx`` holds the context statistic per token, ``cmap`` maps it to a table row.
+    ``ctx`` holds the context statistic per token, ``cmap`` maps it to a table row:
+    :func:`rans_encode_rows` with ``rows = cmap[ctx]``.
     """
-    n = tokens.shape[0]
-    out = np.empty(n + 2, np.uint16)
-    pos = 0
-    x = np.uint64(RANS_L)
-    for i in range(n - 1, -1, -1):
-        c = cmap[ctx[i]]
-        s = tokens[i]
-        f = np.uint64(freqs[c, s])
-        x_max = np.uint64((RANS_L >> SCALE_BITS) << 16) * f
-        if x >= x_max:
-            out[pos] = np.uint16(x & np.uint64(0xFFFF))
-            pos += 1
-            x >>= np.uint64(16)
-        x = ((x // f) << np.uint64(SCALE_BITS)) + (x % f) + np.uint64(cum[c, s])
-    out[pos] = np.uint16(x & np.uint64(0xFFFF))
-    out[pos + 1] = np.uint16(x >> np.uint64(16))
-    pos += 2
-    return out[:pos][::-1].copy()
+    return rans_encode_rows(tokens, cmap[ctx], freqs, cum)
 
 
 @njit(cache=True)
