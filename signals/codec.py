@@ -14,8 +14,6 @@ Version-1 files are read by ``codec_v1.py``.
 
 from __future__ import annotations
 
-import struct
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -428,15 +426,12 @@ def compress_stream(chunks: Iterable, fileobj: IO[bytes], **options) -> int:
     int
         The number of frames written.
     """
-    fileobj.write(container.STREAM_MAGIC + struct.pack("<H", container.VERSION))
+    container.write_stream_head(fileobj)
     n = 0
     for chunk in chunks:
-        frame = compress(chunk, **options)
-        fileobj.write(struct.pack("<Q", len(frame)))
-        fileobj.write(frame)
+        container.write_stream_frame(fileobj, compress(chunk, **options))
         n += 1
-    count = struct.pack("<Q", n)
-    fileobj.write(struct.pack("<Q", 0) + count + struct.pack("<I", zlib.crc32(count)))
+    container.write_stream_end(fileobj, n)
     return n
 
 
@@ -449,35 +444,5 @@ def decompress_stream(fileobj: IO[bytes], *, model: Any = None) -> Iterator[Any]
         On a foreign or newer stream, a corrupted frame, or a stream that
         ends before its end marker (truncated), when that point is reached.
     """
-    magic = container.STREAM_MAGIC
-    head = fileobj.read(len(magic) + 2)
-    if len(head) < len(magic) + 2 or head[:len(magic)] != magic:
-        raise SignalFormatError("not a ubpe signal stream (bad magic bytes)")
-    (version,) = struct.unpack("<H", head[len(magic):])
-    if not 1 <= version <= container.VERSION:
-        raise SignalFormatError(f"ubpe stream version {version} is newer than this ubpe reads")
-    k = 0
-    while True:
-        size = fileobj.read(8)
-        if not size and version == 1:
-            return  # version 1 had no end marker
-        if len(size) < 8:
-            raise SignalFormatError(f"truncated stream: it ends after {k} frames, before its "
-                                    f"end marker")
-        (n,) = struct.unpack("<Q", size)
-        if n == 0 and version >= 2:
-            tail = fileobj.read(12)
-            if len(tail) < 12 or struct.unpack("<I", tail[8:])[0] != zlib.crc32(tail[:8]):
-                raise SignalFormatError("truncated or corrupted end marker of the stream")
-            (count,) = struct.unpack("<Q", tail[:8])
-            if count != k or fileobj.read(1):
-                raise SignalFormatError(f"the end marker declares {count} frames, {k} were read"
-                                        " (or bytes follow it)")
-            return
-        if n > container.MAX_BLOB_BYTES * 4:
-            raise SignalFormatError(f"frame {k} declares {n:,} bytes, above the limit")
-        frame = fileobj.read(n)
-        if len(frame) < n:
-            raise SignalFormatError(f"truncated stream: frame {k} has {len(frame)} of {n} bytes")
+    for frame in container.iter_stream_frames(fileobj):
         yield decompress(frame, model=model)
-        k += 1

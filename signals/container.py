@@ -17,6 +17,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import IO
 
 import numpy as np
 import zstandard
@@ -318,3 +319,71 @@ def read_container(data: bytes) -> tuple[dict, list[Section], int]:
     if len(header["columns"]) > MAX_COLUMNS:
         raise SignalFormatError(f"header: {len(header['columns'])} columns, above the limit")
     return header, body, n_values
+
+
+# ---------------------------------------------------------------- streams
+def write_stream_head(fileobj: IO[bytes]) -> None:
+    """The magic and version of a stream of containers (docs/format.md, section 3)."""
+    fileobj.write(STREAM_MAGIC + struct.pack("<H", VERSION))
+
+
+def write_stream_frame(fileobj: IO[bytes], frame: bytes) -> None:
+    """One frame of a stream: ``length:u64`` then the container."""
+    if not frame:
+        raise ValueError("a stream frame cannot be empty")
+    fileobj.write(struct.pack("<Q", len(frame)))
+    fileobj.write(frame)
+
+
+def write_stream_end(fileobj: IO[bytes], n_frames: int) -> None:
+    """The end marker of a stream: a zero length, the frame count and its CRC-32."""
+    count = struct.pack("<Q", n_frames)
+    fileobj.write(struct.pack("<Q", 0) + count + struct.pack("<I", zlib.crc32(count)))
+
+
+def iter_stream_frames(fileobj: IO[bytes]) -> Iterator[bytes]:
+    """The frames (containers, unchecked) of a stream, one at a time.
+
+    Raises
+    ------
+    SignalFormatError
+        On a foreign or newer stream, a frame length above the limit, or a
+        stream that ends before its end marker or disagrees with it
+        (truncated), when that point is reached.
+    """
+    head = fileobj.read(len(STREAM_MAGIC) + 2)
+    if len(head) < len(STREAM_MAGIC) + 2 or head[:len(STREAM_MAGIC)] != STREAM_MAGIC:
+        raise SignalFormatError("not a ubpe signal stream (bad magic bytes)")
+    (version,) = struct.unpack("<H", head[len(STREAM_MAGIC):])
+    if not 1 <= version <= VERSION:
+        raise SignalFormatError(f"ubpe stream version {version} is newer than this ubpe reads")
+    k = 0
+    pos = len(head)
+    while True:
+        size = fileobj.read(8)
+        if not size and version == 1:
+            return  # version 1 had no end marker
+        if len(size) < 8:
+            raise SignalFormatError(f"truncated stream: it ends after {k} frames (byte {pos}), "
+                                    f"before its end marker")
+        (n,) = struct.unpack("<Q", size)
+        if n == 0 and version >= 2:
+            tail = fileobj.read(12)
+            if len(tail) < 12 or struct.unpack("<I", tail[8:])[0] != zlib.crc32(tail[:8]):
+                raise SignalFormatError(f"truncated or corrupted end marker of the stream at "
+                                        f"byte {pos}")
+            (count,) = struct.unpack("<Q", tail[:8])
+            if count != k or fileobj.read(1):
+                raise SignalFormatError(f"the end marker at byte {pos} declares {count} frames, "
+                                        f"{k} were read (or bytes follow it)")
+            return
+        if n > MAX_BLOB_BYTES * 4:
+            raise SignalFormatError(f"frame {k} at byte {pos} declares {n:,} bytes, above the "
+                                    f"limit")
+        frame = fileobj.read(n)
+        if len(frame) < n:
+            raise SignalFormatError(f"truncated stream: frame {k} at byte {pos} has "
+                                    f"{len(frame)} of {n} bytes")
+        yield frame
+        k += 1
+        pos += 8 + n

@@ -19,9 +19,10 @@ import io
 import json
 import struct
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -111,12 +112,7 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
         if quantizer is not None:
             raise ValueError(f"{path}: --quantizer applies to arrays and WAV files; for a CSV "
                              f"file, --max-error bounds the error of its decimal columns")
-        parts = table.encode_csv(data, path=path, **(csv_options or {}))
-        header: dict[str, Any] = {"source": "csv", "csv": parts.layout}
-        if max_error is not None:
-            parts = _quantize_csv(parts, max_error)
-            header["max_error"] = float(max_error)
-        return encode_columns(list(parts.int_columns), header, blobs=parts.blobs, **opts)
+        return _compress_csv(data, path, max_error, csv_options, opts)
     if kind == "wav":
         columns, head, tail, wav = _split_wav(data, path)
         header = {"source": "wav", "wav": wav}
@@ -127,6 +123,177 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
         header = {"source": kind, "arrays": arrays}
         return encode_columns(columns, header, max_error=max_error, quantizer=quantizer, **opts)
     raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(KINDS)}")
+
+
+def _compress_csv(data: bytes, path: str, max_error: float | None, csv_options: dict | None,
+                  opts: dict, prefix: int = 0) -> bytes:
+    """One CSV container; its first ``prefix`` bytes (a frame's copy of the header line) are
+    coded but not given back (the header's ``frame_prefix``)."""
+    parts = table.encode_csv(data, path=path, **(csv_options or {}))
+    header: dict[str, Any] = {"source": "csv", "csv": parts.layout}
+    if prefix:
+        header["frame_prefix"] = prefix
+    if max_error is not None:
+        parts = _quantize_csv(parts, max_error)
+        header["max_error"] = float(max_error)
+    return encode_columns(list(parts.int_columns), header, blobs=parts.blobs, **opts)
+
+
+# ---------------------------------------------------------------- CSV larger than a frame
+FRAME_BYTES = 8 << 20  # CSV text per frame of a stream: bounds the memory of both directions
+
+
+def _cut(buf: bytes, start: int) -> int:
+    """The end (after a newline, at or after ``start``) of the longest prefix of ``buf`` made of
+    whole lines and outside quotes; 0 if there is none."""
+    end = buf.rfind(b"\n") + 1
+    if b'"' not in buf:
+        return end if end > start else 0
+    while end > start:
+        if buf.count(b'"', 0, end) % 2 == 0:  # RFC 4180: quotes inside fields are doubled
+            return end
+        end = buf.rfind(b"\n", 0, end - 1) + 1
+    return 0
+
+
+def csv_pieces(src: IO[bytes], first: bytes = b"", frame_bytes: int = FRAME_BYTES
+               ) -> Iterator[bytes]:
+    """Consecutive pieces of a CSV text of about ``frame_bytes`` each, cut after a newline
+    outside quotes (a line longer than a piece stays whole); their concatenation is the input.
+
+    Parameters
+    ----------
+    src : binary file object
+        Read ``frame_bytes`` at a time.
+    first : bytes
+        Bytes already read from ``src`` (they come first).
+    frame_bytes : int
+        Target size of a piece, in bytes.
+    """
+    buf = first
+    eof = False
+    while not eof or buf:
+        while not eof and len(buf) < frame_bytes:
+            more = src.read(frame_bytes)
+            eof = not more
+            buf += more
+        cut = len(buf) if eof else _cut(buf, min(len(buf) - 1, frame_bytes // 2))
+        if not cut:  # no line ends in the second half: read on
+            more = src.read(frame_bytes)
+            eof = not more
+            buf += more
+            continue
+        piece, buf = buf[:cut], buf[cut:]
+        if piece:
+            yield piece
+
+
+def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
+                        path: str = "<stream>", frame_bytes: int = FRAME_BYTES,
+                        level: int = DEFAULT_LEVEL, max_error: float | None = None,
+                        csv_options: dict | None = None, channel_options: dict | None = None,
+                        model: Any = None) -> dict:
+    """Compress a CSV text of any size in bounded memory, as a stream of containers.
+
+    The text is cut into pieces of about ``frame_bytes`` (whole lines); each
+    piece is one container of the stream (``docs/format.md``, section 3), so
+    that memory is bounded by the piece, not the file, in both directions.
+    The first piece holds the lines above the header and the header; every
+    later piece is coded behind a copy of the header line (so that its
+    columns are read as the first piece's are), which the decoder drops
+    (the frame header's ``frame_prefix``). :func:`decompress_csv_stream`
+    gives back the same bytes.
+
+    Parameters
+    ----------
+    src, dst : binary file objects
+        The CSV text is read from ``src``; the stream is written to ``dst``.
+    first : bytes
+        Bytes already read from ``src``.
+    frame_bytes : int
+        Bytes of CSV text per frame (default 8 MiB).
+    level, max_error, csv_options, channel_options, model
+        As for :func:`compress_file`; ``skip_rows`` and ``comment`` apply
+        to the first piece.
+
+    Returns
+    -------
+    dict
+        ``frames``, ``bytes_in``, ``bytes_out`` and ``values`` (coded).
+
+    Raises
+    ------
+    ValueError
+        On input that cannot be read; the message names the file and the
+        byte offset of the piece.
+    """
+    opts: dict[str, Any] = {"level": level, "channel_options": channel_options, "model": model}
+    later = {**(csv_options or {}), "skip_rows": 0, "comment": None}
+    container.write_stream_head(dst)
+    out, n_in, n_frames, values, prefix = 10, 0, 0, 0, b""
+    for piece in csv_pieces(src, first, frame_bytes):
+        where = path if not n_frames else f"{path} (the piece at byte {n_in:,})"
+        if not n_frames:
+            frame = _compress_csv(piece, where, max_error, csv_options, opts)
+            s = table.sniff(piece, path=path, **{k: v for k, v in (csv_options or {}).items()
+                                                  if k in ("skip_rows", "comment", "delimiter")})
+            prefix = s.header or b""
+        else:
+            frame = _compress_csv(prefix + piece, where, max_error, later, opts, len(prefix))
+        container.write_stream_frame(dst, frame)
+        values += container.read_container(frame)[2]
+        n_in += len(piece)
+        out += 8 + len(frame)
+        n_frames += 1
+    container.write_stream_end(dst, n_frames)
+    return {"frames": n_frames, "bytes_in": n_in, "bytes_out": out + 20, "values": values}
+
+
+def decompress_csv_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None) -> dict:
+    """Write back the CSV text of a stream made by :func:`compress_csv_stream`, frame by frame.
+
+    Returns
+    -------
+    dict
+        ``frames`` and ``bytes_out``.
+
+    Raises
+    ------
+    SignalFormatError
+        On a damaged or truncated stream (the frames before the damage have
+        been written by then: write ``dst`` to a temporary file), a frame
+        that is not CSV, or a frame whose header copy differs from the
+        first frame's header line.
+    """
+    n, out, head, copy = 0, 0, b"", None
+    for frame in container.iter_stream_frames(src):
+        header, columns, blobs = decode_columns(frame, model)
+        if header.get("source") != "csv":
+            raise SignalFormatError(f"frame {n} holds {header.get('source')!r} data, not CSV; "
+                                    f"read it with signals.decompress_stream")
+        text = _csv_bytes(header, columns, blobs)
+        p = header.get("frame_prefix", 0)
+        if n == 0:
+            head = text[:1 << 20]
+            if p:
+                raise SignalFormatError("the first frame of a CSV stream has a header copy")
+        elif copy is None:
+            copy = text[:p]
+            if copy not in head:
+                raise SignalFormatError(f"frame {n}: its copy of the header line is not in the "
+                                        f"first frame")
+        elif text[:p] != copy:
+            raise SignalFormatError(f"frame {n}: its copy of the header line differs from the "
+                                    f"previous frames'")
+        dst.write(text[p:])
+        out += len(text) - p
+        n += 1
+    return {"frames": n, "bytes_out": out}
+
+
+def is_stream(data: bytes) -> bool:
+    """Whether ``data`` starts like a stream of containers (``docs/format.md``, section 3)."""
+    return data[:len(container.STREAM_MAGIC)] == container.STREAM_MAGIC
 
 
 def compress_path(path: str | Path, **options: Any) -> bytes:
@@ -278,8 +445,8 @@ def decompress_file(data: bytes, *, model: Any = None) -> Decoded:
     source = header.get("source")
     try:
         if source == "csv":
-            parts = table.CsvParts(header["csv"], [(c.name, c.values) for c in columns], blobs)
-            return Decoded("csv", table.decode_csv(parts), ".csv")
+            return Decoded("csv", _csv_bytes(header, columns, blobs)[header.get("frame_prefix", 0):],
+                           ".csv")
         if source == "wav":
             head, tail = blobs
             samples = np.stack([c.values for c in columns], axis=1) if columns else np.zeros(0)
@@ -306,6 +473,17 @@ def decompress_file(data: bytes, *, model: Any = None) -> Decoded:
             raise
         raise SignalFormatError(f"header: inconsistent {source} layout ({e})") from None
     raise SignalFormatError(f"header: unknown source {source!r}")
+
+
+def _csv_bytes(header: dict, columns: list, blobs: list[bytes]) -> bytes:
+    """The CSV text of a container, its frame prefix included (checked)."""
+    p = header.get("frame_prefix", 0)
+    text = table.decode_csv(table.CsvParts(header["csv"], [(c.name, c.values) for c in columns],
+                                           blobs))
+    if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p <= len(text):
+        raise SignalFormatError(f"header: frame_prefix {p!r} does not fit the "
+                                f"{len(text):,} bytes decoded")
+    return text
 
 
 # ---------------------------------------------------------------- WAV

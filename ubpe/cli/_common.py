@@ -40,6 +40,7 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -346,14 +347,26 @@ def sniff_suffix(data: bytes) -> str:
     return ".csv"
 
 
-def write_output(output: str, data: bytes) -> None:
-    """Write ``data`` to a file (atomically, with the umask) or to standard output (``"-"``)."""
+def open_input(source: str):
+    """A binary file object reading a file, or standard input for ``"-"`` (not closed)."""
+    return sys.stdin.buffer if source == STDIO else open(source, "rb")  # noqa: SIM115
+
+
+@contextlib.contextmanager
+def open_output(output: str) -> Iterator[Any]:
+    """A binary file object for an output: a temporary file renamed to ``output`` when the
+    block ends without error (with the umask), or standard output for ``"-"``."""
     if output == STDIO:
-        stream = sys.stdout.buffer
-        stream.write(data)
-        stream.flush()
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
         return
     with atomic_writer(output) as f:
+        yield f
+
+
+def write_output(output: str, data: bytes) -> None:
+    """Write ``data`` to a file (atomically, with the umask) or to standard output (``"-"``)."""
+    with open_output(output) as f:
         f.write(data)
 
 

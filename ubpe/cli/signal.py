@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +22,8 @@ from ._common import (
     Job,
     Reporter,
     csv_text,
+    open_input,
+    open_output,
     output_options,
     plan,
     read_input,
@@ -138,6 +142,25 @@ def _inspect_container(data: bytes) -> None:
                  f"max error {ch['max_error']:.6g}")
 
 
+def _inspect_stream(data: bytes) -> None:
+    """A stream of containers: its frames, values and bits per value (every frame checked)."""
+    frames = list(container.iter_stream_frames(io.BytesIO(data)))
+    infos = [signals.inspect(f) for f in frames]
+    n = sum(ch["n_samples"] for i in infos for ch in i["channels"])
+    sources = sorted({str(i.get("source")) for i in infos})
+    click.echo(f"format       ubpe.signal stream, version {container.VERSION}, {len(data):,} bytes, "
+               f"{len(frames)} frames of {', '.join(sources) or 'nothing'}")
+    click.echo(f"values       {n:,}")
+    click.echo(f"bits/value   {8 * len(data) / max(n, 1):.3f}")
+    for k, (f, i) in enumerate(zip(frames, infos)):
+        click.echo(f"  frame {k:<6} {len(f):,} bytes, {len(i['channels'])} streams, "
+                   f"{i['bits_per_sample']:.3f} bits/value")
+
+
+def _where(output: str) -> str:
+    return "standard output" if output == STDIO else output
+
+
 @click.command()
 @click.argument("sources", metavar="FILE...", nargs=-1, required=True)
 @verbosity_options
@@ -152,6 +175,9 @@ def inspect(sources, report: Reporter):
             click.echo(f"{job.name}:")
         if data[:len(container.MAGIC)] == container.MAGIC:
             _inspect_container(data)
+            return
+        if signals.files.is_stream(data):
+            _inspect_stream(data)
             return
         if data[:len(container.PACKET_STREAM_MAGIC)] == container.PACKET_STREAM_MAGIC:
             head = len(container.PACKET_STREAM_MAGIC) + 2
@@ -247,8 +273,28 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
             data = signals.files.compress_path(job.source, level=level, max_error=max_error,
                                                quantizer=q, model=model)
         else:
-            raw = read_input(job.source)
-            kind = signals.files.kind_of(job.source if job.source != STDIO else "", raw)
+            src = open_input(job.source)
+            try:
+                raw = src.read(signals.files.FRAME_BYTES + 1)
+                kind = signals.files.kind_of(job.source if job.source != STDIO else "", raw)
+                if kind == "csv" and len(raw) > signals.files.FRAME_BYTES and packet_size is None:
+                    with open_output(job.output) as dst:  # a stream of frames: bounded memory
+                        s = signals.files.compress_csv_stream(
+                            src, dst, first=raw, path=job.name, level=level, max_error=max_error,
+                            frame_bytes=signals.files.FRAME_BYTES,
+                            csv_options=csv_options, model=model)
+                    report.info(f"{job.name}: {s['bytes_in']:,} -> {s['bytes_out']:,} bytes "
+                                f"({s['bytes_in'] / s['bytes_out']:.2f}x, csv, {s['frames']} "
+                                f"frames, {s['values']:,} values) "
+                                + ("lossless" if max_error is None else
+                                   f"max error {max_error:.6g}")
+                                + f"; wrote {_where(job.output)}")
+                    report.detail(f"  wall time    {time.perf_counter() - t0:.2f} s")
+                    return
+                raw += src.read()
+            finally:
+                if src is not sys.stdin.buffer:
+                    src.close()
             if packet_size is not None:
                 data = signals.files.compress_packets_file(raw, kind, model, packet_size,
                                                            path=job.name,
@@ -298,6 +344,12 @@ def decompress(sources, output, to_stdout, force, report: Reporter, model_path):
 
     def work(job: Job) -> None:
         data = read_input(job.source)
+        if signals.files.is_stream(data):
+            with open_output(job.output) as dst:
+                s = signals.files.decompress_csv_stream(io.BytesIO(data), dst, model=model)
+            report.info(f"{job.name}: {len(data):,} -> {s['bytes_out']:,} bytes "
+                        f"({s['frames']} frames); wrote {_where(job.output)}")
+            return
         if data[:len(container.PACKET_STREAM_MAGIC)] == container.PACKET_STREAM_MAGIC:
             if model is None:
                 raise ValueError(f"{job.name}: a packet stream; pass the model it was made with "
@@ -313,8 +365,7 @@ def decompress(sources, output, to_stdout, force, report: Reporter, model_path):
         else:
             out = signals.decompress_file(data, model=model).data
         write_output(job.output, out)
-        where = "standard output" if job.output == STDIO else job.output
-        report.info(f"{job.name}: {len(data):,} -> {len(out):,} bytes; wrote {where}")
+        report.info(f"{job.name}: {len(data):,} -> {len(out):,} bytes; wrote {_where(job.output)}")
 
     run_jobs(jobs, report, work)
 

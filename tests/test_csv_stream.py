@@ -1,0 +1,154 @@
+"""CSV files larger than a frame: a stream of containers, bounded memory, the same bytes back."""
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import signals.files as F
+from signals import SignalFormatError, compress_stream
+from signals.container import iter_stream_frames
+from ubpe.cli import main
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def stream_round_trip(data: bytes, frame_bytes: int, **kw) -> tuple[bytes, dict]:
+    out = io.BytesIO()
+    kw.setdefault("level", 1)  # the level does not matter to the framing; level 1 is quick
+    info = F.compress_csv_stream(io.BytesIO(data), out, frame_bytes=frame_bytes, **kw)
+    assert info["bytes_in"] == len(data) and info["bytes_out"] == len(out.getvalue())
+    back = io.BytesIO()
+    got = F.decompress_csv_stream(io.BytesIO(out.getvalue()), back)
+    assert back.getvalue() == data
+    assert got == {"frames": info["frames"], "bytes_out": len(data)}
+    return out.getvalue(), info
+
+
+# ---------------------------------------------------------------- cutting, checked by hand
+@pytest.mark.parametrize("buf, start, cut", [
+    (b"a,b\n1,2\n3,", 0, 8),        # after the last whole line
+    (b"a,b\n1,2\n3,4\n", 0, 12),
+    (b'a\n"x\ny"\n1\n', 0, 10),     # a newline inside quotes is not a line end
+    (b'a\n"x\ny', 0, 2),
+    (b'a\n"x""\ny"\n', 0, 10),      # doubled quotes inside a quoted field
+    (b"abc", 0, 0),                 # no line ends
+    (b"a\nbcdef", 3, 0),            # none after start
+])
+def test_cut_is_after_a_line_outside_quotes(buf, start, cut):
+    assert F._cut(buf, start) == cut
+
+
+def test_pieces_are_whole_lines_and_concatenate_to_the_input():
+    text = b"".join(b"%d,%d\n" % (i, i * i) for i in range(1000))
+    pieces = list(F.csv_pieces(io.BytesIO(text), frame_bytes=500))
+    assert b"".join(pieces) == text
+    assert len(pieces) > 10 and all(p.endswith(b"\n") for p in pieces)
+    # a line longer than a piece stays whole; bytes already read come first
+    long = b"x" * 3000 + b"\n" + b"1\n" * 10
+    pieces = list(F.csv_pieces(io.BytesIO(long[100:]), first=long[:100], frame_bytes=500))
+    assert b"".join(pieces) == long and pieces[0].startswith(b"x" * 3000 + b"\n")
+
+
+# ---------------------------------------------------------------- round trips on real files
+@pytest.mark.parametrize("name", ["daphnet_accel_150.csv", "pvlib_tmy3_723170_48h.csv",
+                                  "seattle_weather_150.csv"])
+def test_real_csv_in_frames_comes_back_byte_for_byte(name):
+    data = (DATA / name).read_bytes()
+    packed, info = stream_round_trip(data, frame_bytes=len(data) // 5)
+    assert info["frames"] >= 4
+    # every later frame codes a copy of the header line, and gives it back only once
+    frames = list(iter_stream_frames(io.BytesIO(packed)))
+    assert len(frames) == info["frames"]
+    header_line = data.splitlines(keepends=True)[1 if name.startswith("pvlib") else 0]
+    for k, frame in enumerate(frames):
+        piece = F.decompress_file(frame).data
+        assert k == 0 or not piece.startswith(header_line)
+
+
+def test_preamble_bom_crlf_quotes_and_skip_rows():
+    rows = "".join(f'{i},"a\r\nb{i}",{i / 10:.1f}\r\n' for i in range(300))
+    data = b"\xef\xbb\xbf" + ("# station 7\r\nid,note,value\r\n" + rows).encode()
+    stream_round_trip(data, frame_bytes=1000)
+    stream_round_trip(data, frame_bytes=1000, csv_options={"skip_rows": 1})
+
+
+def test_headerless_and_lossy_frames():
+    data = "".join(f"{i},{i % 7 / 100:.2f}\n" for i in range(2000)).encode()
+    stream_round_trip(data, frame_bytes=3000)
+    out = io.BytesIO()
+    F.compress_csv_stream(io.BytesIO(data), out, frame_bytes=3000, max_error=0.02, level=1)
+    back = io.BytesIO()
+    F.decompress_csv_stream(io.BytesIO(out.getvalue()), back)
+    got = [line.split(",") for line in back.getvalue().decode().splitlines()]
+    assert [r[0] for r in got] == [str(i) for i in range(2000)]
+    assert max(abs(float(r[1]) - i % 7 / 100) for i, r in enumerate(got)) <= 0.02
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(-10**6, 10**6), st.sampled_from(["", "x", '"q,"', '"a\nb"'])),
+                min_size=1, max_size=60),
+       st.integers(8, 200), st.booleans())
+def test_any_cut_of_a_csv_comes_back(rows, frame_bytes, header):
+    text = ("t,v\n" if header else "") + "".join(f"{a},{b}\n" for a, b in rows)
+    stream_round_trip(text.encode(), frame_bytes)
+
+
+# ---------------------------------------------------------------- damaged streams
+def test_damaged_streams_raise_format_errors():
+    data = (DATA / "daphnet_accel_150.csv").read_bytes()
+    packed, _ = stream_round_trip(data, frame_bytes=len(data) // 3)
+    for bad, msg in [(packed[:-5], "end marker"), (packed[:-30], "truncated"),
+                     (packed[:40], "truncated"), (b"UBPE-STR\x09\x00", "newer")]:
+        with pytest.raises(SignalFormatError, match=msg):
+            F.decompress_csv_stream(io.BytesIO(bad), io.BytesIO())
+    # a stream of arrays is not a CSV stream
+    arrays = io.BytesIO()
+    compress_stream([np.arange(3), np.arange(5)], arrays)
+    with pytest.raises(SignalFormatError, match="not CSV"):
+        F.decompress_csv_stream(io.BytesIO(arrays.getvalue()), io.BytesIO())
+    # frames of another file, spliced in: the header copy gives it away
+    other = (DATA / "seattle_weather_150.csv").read_bytes()
+    packed2, _ = stream_round_trip(other, frame_bytes=len(other) // 3)
+    f1 = list(iter_stream_frames(io.BytesIO(packed)))
+    f2 = list(iter_stream_frames(io.BytesIO(packed2)))
+    spliced = io.BytesIO()
+    F.container.write_stream_head(spliced)
+    for f in [f1[0], f2[1]]:
+        F.container.write_stream_frame(spliced, f)
+    F.container.write_stream_end(spliced, 2)
+    with pytest.raises(SignalFormatError, match="header line"):
+        F.decompress_csv_stream(io.BytesIO(spliced.getvalue()), io.BytesIO())
+
+
+# ---------------------------------------------------------------- the command line
+def test_cli_writes_a_stream_above_the_frame_size(tmp_path, monkeypatch):
+    data = (DATA / "pvlib_tmy3_723170_48h.csv").read_bytes()
+    monkeypatch.setattr(F, "FRAME_BYTES", len(data) // 4)
+    src = tmp_path / "big.csv"
+    src.write_bytes(data)
+    r = CliRunner().invoke(main, ["compress", str(src), "--level", "1"])
+    assert r.exit_code == 0, r.output
+    assert "frames" in r.stderr and "lossless" in r.stderr
+    packed = (tmp_path / "big.csv.ubpe").read_bytes()
+    assert F.is_stream(packed)
+    r = CliRunner().invoke(main, ["inspect", str(tmp_path / "big.csv.ubpe")])
+    assert r.exit_code == 0 and "stream" in r.stdout and "frames of csv" in r.stdout
+    r = CliRunner().invoke(main, ["decompress", str(tmp_path / "big.csv.ubpe"), "-o",
+                                  str(tmp_path / "back.csv")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "back.csv").read_bytes() == data
+    # through pipes too
+    r = CliRunner().invoke(main, ["compress", "-", "-q", "--level", "1"], input=data)
+    assert r.exit_code == 0 and F.is_stream(r.stdout_bytes)
+    r = CliRunner().invoke(main, ["decompress", "-", "-q"], input=r.stdout_bytes)
+    assert r.exit_code == 0 and r.stdout_bytes == data
+    # a truncated stream: exit 1, one line, no output file
+    (tmp_path / "cut.csv.ubpe").write_bytes(packed[:-7])
+    r = CliRunner().invoke(main, ["decompress", str(tmp_path / "cut.csv.ubpe")])
+    assert r.exit_code == 1 and "Traceback" not in r.output and "end marker" in r.stderr
+    assert not (tmp_path / "cut.csv").exists()
