@@ -205,6 +205,13 @@ def _load_stream(data):
     return [_arrays(c) for c in decompress_stream(io.BytesIO(data))]
 
 
+def _load_csv_stream(data):
+    from signals.files import decompress_csv_stream
+    out = io.BytesIO()
+    decompress_csv_stream(io.BytesIO(data), out)
+    return out.getvalue()
+
+
 KNOWN = {
     "byte_tokenizer": ((r"(IndexError|AttributeError|OverflowError): ",
                         "ByteTokenizer.load lets IndexError (a byte id beyond the vocabulary), "
@@ -215,6 +222,16 @@ KNOWN = {
                 "decompress_stream: a frame length near 2**64 raises OverflowError or "
                 "allocates it (signals/codec.py; crafted/stream_v1_frame_length_2e63.ubps)"),),
 }
+
+
+def _csv_stream() -> bytes:
+    """A CSV (a line above the header, quotes, CRLF) in four frames."""
+    from signals.files import compress_csv_stream
+    text = "# site 1\r\nt,v,note\r\n" + "".join(f'{i},{i % 9 / 10:.1f},"a,{i % 3}"\r\n'
+                                                  for i in range(120))
+    out = io.BytesIO()
+    compress_csv_stream(io.BytesIO(text.encode()), out, frame_bytes=len(text) // 4, level=1)
+    return out.getvalue()
 
 
 def make_targets() -> list[Target]:
@@ -243,7 +260,8 @@ def make_targets() -> list[Target]:
                 Target("golden_v1", (DATA / "golden_v1.ubpe").read_bytes(), _load_container,
                        _always),
                 Target("stream_v1", (FROZEN / "stream_v1.ubps").read_bytes(), _load_stream,
-                       _never, known=KNOWN["stream"])]
+                       _never, known=KNOWN["stream"]),
+                Target("csv_stream", _csv_stream(), _load_csv_stream, _always)]
     return targets
 
 
