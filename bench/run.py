@@ -614,6 +614,10 @@ SCRIPTS = {
                 "dictionary (issue 15)"),
     "csv_files": ("csv_files.py", "Whole CSV files, lossless, against xz -9e, zpaq -m5, pcodec "
                   "(issue 12)"),
+    "interchannel": ("interchannel.py", "Inter-channel prediction on the multi-channel "
+                     "recordings (issue 14)"),
+    "csv_stream": ("csv_stream.py", "Whole 50 MB CSV files through the CLI: speed and peak "
+                   "memory against xz and zstd (issue 13)"),
     "floats": ("floats.py", "Float arrays, lossless, against pcodec (issue 12)"),
     "csv_speed": ("csv_speed.py", "CSV parsing speed against pandas (issue 12)"),
     "text_speed": ("text_speed.py", "Text encoding against tiktoken (issue 17)"),
