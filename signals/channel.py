@@ -44,6 +44,9 @@ Payload layout (byte 0 is the mode; LEB128 varints)::
                count, u16 each), raw bits (the rest: exactly the bytes the tokens need)
     5 RANKED   distinct values (varint count m, varint length, a payload of their
                differences with m samples), then a payload of the ranks (n samples)
+    6 CM       distinct values as in mode 5, then the extrapolation order (1 byte,
+               0..2), then the ranks coded by context mixing (:mod:`signals.cm`; the
+               rest of the payload is the arithmetic code); levels from CM_LEVEL
 """
 
 from __future__ import annotations
@@ -59,18 +62,20 @@ import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike
 
+from . import cm as CM
 from . import entropy as E
 from . import predict as P
 
 MATCH_ROWS = 4
 
-RAW, CONST, CODED, MODEL, CODED2, RANKED = 0, 1, 2, 3, 4, 5
+RAW, CONST, CODED, MODEL, CODED2, RANKED, CM_MODE = 0, 1, 2, 3, 4, 5, 6
 DEFAULT_LEVEL = 5
 MAX_EMA_SHIFT = 8
 MATCH_PROBE = 1 << 16  # samples on which the default levels compare match-model candidates
 MAX_TBITS = 16  # match-model hash table: at most 2**16 entries (512 KiB, cache-friendly)
 SMALL_INPUT, SMALL_LEVEL_FROM, SMALL_LEVEL = 32768, 4, 7
 RANK_LEVEL = 3  # levels from here try the distinct-value dictionary (mode 5)
+CM_LEVEL = 9  # levels from here try context mixing over the ranks (mode 6)
 MAX_LEVEL = 9
 
 
@@ -1133,6 +1138,10 @@ def _encode_plain(x: np.ndarray, level: int, inner: bool = False) -> bytes:
         ranked = _encode_ranked(x, level)
         if ranked is not None and len(ranked) < len(out):
             out = ranked
+    if level >= CM_LEVEL and not inner:
+        mixed = _encode_cm(x, level, len(out))
+        if mixed is not None:
+            out = mixed
     return out if len(out) < len(raw) else raw
 
 
@@ -1156,14 +1165,48 @@ def _encode_ranked(x: np.ndarray, level: int) -> bytes | None:
     return b"".join([bytes([RANKED]), _varint(m), _varint(len(head)), head, body])
 
 
-def _decode_ranked(rd: _Reader, n: int) -> np.ndarray:
+def _encode_cm(x: np.ndarray, level: int, limit: int) -> bytes | None:
+    """Mode 6: the distinct values (as mode 5 keeps them) and the ranks coded by context
+    mixing, at the extrapolation order that codes smallest; None where nothing beats
+    ``limit`` bytes or the alphabet is too large."""
+    u, ranks = np.unique(x, return_inverse=True)
+    m = u.size
+    if m < 2 or m > 1 << CM.MAX_NB:
+        return None
+    head = _encode_plain(P.differences(u, 1), min(level, RANK_LEVEL), inner=True)
+    front = b"".join([bytes([CM_MODE]), _varint(m), _varint(len(head)), head])
+    best = None
+    for order in (0, 1, 2):
+        code = CM.cm_encode(ranks.astype(np.int64), m, order, limit - len(front) - 1)
+        if code is not None:
+            best = front + bytes([order]) + code
+            limit = len(best) - 1
+    return best
+
+
+def _read_dictionary(rd: _Reader, n: int) -> np.ndarray:
+    """The distinct values of a mode-5 or mode-6 payload (increasing int64)."""
     m = rd.varint(n)
     if m < 2:
-        raise ValueError(f"ranked payload with {m} distinct values")
+        raise ValueError(f"a dictionary of {m} distinct values")
     head = rd.take(rd.varint(rd.remaining()))
     u = np.cumsum(_decode(head, m, None, inner=True))
     if np.any(u[1:] <= u[:-1]):
-        raise ValueError("ranked payload: distinct values are not increasing")
+        raise ValueError("dictionary: distinct values are not increasing")
+    return u
+
+
+def _decode_cm(rd: _Reader, n: int) -> np.ndarray:
+    u = _read_dictionary(rd, n)
+    if u.size > 1 << CM.MAX_NB:
+        raise ValueError(f"context mixing over {u.size} distinct values")
+    order = rd.byte()
+    return u[CM.cm_decode(rd.take(rd.remaining()), n, u.size, order)]
+
+
+def _decode_ranked(rd: _Reader, n: int) -> np.ndarray:
+    u = _read_dictionary(rd, n)
+    m = u.size
     idx = _decode(rd.take(rd.remaining()), n, None, inner=True)
     if idx.size and (idx.min() < 0 or idx.max() >= m):
         raise ValueError("ranked payload: an index is out of range")
@@ -1227,6 +1270,10 @@ def _decode(payload: bytes, n: int, model: ChannelModel | None, inner: bool = Fa
         if inner:
             raise ValueError("a ranked payload cannot nest another")
         return _decode_ranked(rd, n)
+    if mode == CM_MODE:
+        if inner:
+            raise ValueError("a context-mixing payload cannot nest another")
+        return _decode_cm(rd, n)
     if mode != CODED:
         raise ValueError(f"unknown payload mode {mode}")
     pred = rd.take(rd.varint(rd.remaining()))

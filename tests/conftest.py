@@ -27,6 +27,7 @@ def ecg_codes(ecg_csv):
 # Long tests (real-data round trips, high compression levels, fuzzing, CLI builds, worker
 # processes), by module and test name prefix: the quick tier is `pytest -m "not slow"`.
 SLOW = {
+    "test_cm.py": ("test_mode_6_round_trips_extreme_values",),
     "test_channel.py": ("test_round_trip_any_values", "test_extremes_round_trip",
                         "test_model_round_trip", "test_match_and_ranked_modes_round_trip"),
     "test_cli.py": ("test_build_quiet_verbose_and_stdout", "test_build_on_real_daphnet",

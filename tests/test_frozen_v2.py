@@ -48,3 +48,19 @@ def test_model_v3_and_its_packet():
     buf = io.BytesIO()
     model.write_packet_stream([x], buf)  # and what it writes now reads back
     assert next(model.read_packet_stream(io.BytesIO(buf.getvalue()))).tolist() == x.tolist()
+
+
+def test_context_mixing_container():
+    data = (FROZEN / "container_v2_cm.ubpe").read_bytes()
+    header, sections, _ = signals.container.read_container(data)
+    assert [s.body[0] for s in sections if s.kind == b"C"] == [6]  # payload mode 6 (CM)
+    x = signals.decompress(data)
+    assert x.dtype == np.int16 and x.tolist() == [t * t % 13 * 100 for t in range(600)]
+
+
+def test_csv_stream_with_header_copies():
+    data = (FROZEN / "csv_stream_v2.ubps").read_bytes()
+    out = io.BytesIO()
+    info = signals.files.decompress_csv_stream(io.BytesIO(data), out)
+    rows = b"".join(b"%d,%d.%d\n" % (t, t % 7, t % 10) for t in range(60))
+    assert out.getvalue() == b"# note\nt,v\n" + rows and info["frames"] >= 3

@@ -19,6 +19,17 @@ SAW = np.array([5, -5] * 150, np.int16)
 CSV = (b"# station 7\r\ndate,temp,flag\r\n2024-01-01,1.50,ok\r\n2024-01-02,-0.25,\"a,b\"\r\n"
        b"2024-01-03,NaN,ok\r\n")
 FLOATS = np.array([0.1, 0.25, -1.5, 2.0, np.nan, -0.0, 1e300], np.float64)
+# added with payload mode 6 (context mixing) and CSV streams (frame_prefix), same format v2
+RESIDUES = np.array([t * t % 13 * 100 for t in range(600)], np.int16)
+CSV_ROWS = b"".join(b"%d,%d.%d\n" % (t, t % 7, t % 10) for t in range(60))
+
+
+def write_additions() -> None:
+    (HERE / "container_v2_cm.ubpe").write_bytes(signals.compress(RESIDUES, level=9))
+    buf = io.BytesIO()
+    signals.files.compress_csv_stream(io.BytesIO(b"# note\nt,v\n" + CSV_ROWS), buf,
+                                      frame_bytes=200, level=1)
+    (HERE / "csv_stream_v2.ubps").write_bytes(buf.getvalue())
 
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
@@ -32,3 +43,4 @@ if __name__ == "__main__":
     model = signals.SignalModel(64, 80, progress=False).fit([ramp], names=["ramp"])
     model.save(HERE / "signal_model_v3.json")
     (HERE / "packet_v2.bin").write_bytes(model.compress_packet(ramp[:256]))
+    write_additions()

@@ -1,0 +1,104 @@
+"""signals.cm: context mixing over symbols, exact in both directions; payload mode 6."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from signals import cm
+from signals.channel import CM_MODE, decode_channel, encode_channel
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def round_trip(sym, m, order):
+    code = cm.cm_encode(np.asarray(sym, np.int64), m, order, 10**7)
+    assert code is not None
+    back = cm.cm_decode(code, len(sym), m, order)
+    assert back.tolist() == list(sym)
+    return code
+
+
+# ---------------------------------------------------------------- small cases, by hand
+def test_squash_and_stretch_are_inverse_and_monotone():
+    t = cm._SQUASH_POINTS
+    sq = [cm._squash(d, t) for d in range(-2047, 2048)]
+    assert sq[0] == 1 and sq[-1] == 4095 and cm._squash(0, t) == 2048
+    assert all(a <= b for a, b in zip(sq, sq[1:]))
+    st_ = cm._stretch_table(t)
+    assert all(cm._squash(int(st_[p]), t) >= p for p in range(1, 4095))
+
+
+def test_binarisation_helpers():
+    assert [cm._bitlen(z) for z in (0, 1, 2, 3, 4, 255, 256)] == [0, 1, 2, 2, 3, 8, 9]
+    assert [cm._zz(r) for r in (0, -1, 1, -2, 2)] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("order", [0, 1, 2])
+def test_tiny_sequences(order):
+    for sym, m in [([], 1), ([0], 1), ([0, 0, 0], 1), ([1, 0, 1, 1], 2), ([5, 5, 0, 7], 8)]:
+        code = round_trip(sym, m, order)
+        assert len(code) >= 4  # the flushed low end of the interval
+
+
+def test_a_repeated_pattern_costs_little():
+    sym = [3, 1, 4, 1, 5, 9, 2, 6] * 500
+    code = round_trip(sym, 10, 0)
+    assert 8 * len(code) / len(sym) < 0.2  # learned: far below log2(10) bits per symbol
+
+
+def test_the_limit_gives_up_and_the_decoder_checks_lengths():
+    sym = np.arange(1000) % 7
+    assert cm.cm_encode(sym, 7, 0, 3) is None
+    code = cm.cm_encode(sym, 7, 0, 10**6)
+    with pytest.raises(ValueError, match="inconsistent"):
+        cm.cm_decode(code[:-2], 1000, 7, 0)
+    with pytest.raises(ValueError, match="inconsistent"):
+        cm.cm_decode(code + b"\x00", 1000, 7, 0)
+    with pytest.raises(ValueError, match="cannot fit"):
+        cm.cm_decode(code[:8], 10**9, 7, 0)  # checked before anything is allocated
+    with pytest.raises(ValueError):
+        cm.cm_decode(code, 1000, 7, 3)
+    with pytest.raises(ValueError):
+        cm.cm_decode(code, 1000, (1 << cm.MAX_NB) + 1, 0)
+
+
+def test_a_symbol_outside_the_alphabet_is_an_error():
+    # the same code read with a smaller alphabet decodes some rank >= m, or fails otherwise
+    code = cm.cm_encode(np.array([0, 9, 9, 3] * 50), 10, 1, 10**6)
+    with pytest.raises(ValueError):
+        cm.cm_decode(code, 200, 4, 1)
+
+
+# ---------------------------------------------------------------- hypothesis
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 300), st.lists(st.integers(0, 10**6), max_size=300), st.sampled_from([0, 1, 2]))
+def test_any_sequence_round_trips(m, raw, order):
+    round_trip([v % m for v in raw], m, order)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.integers(0, (1 << 16) - 1), min_size=1, max_size=200), st.sampled_from([0, 1, 2]))
+def test_the_largest_alphabet_round_trips(raw, order):
+    round_trip(raw, 1 << 16, order)
+
+
+# ---------------------------------------------------------------- payload mode 6
+def test_level_9_uses_context_mixing_where_it_codes_smaller():
+    x = np.array([t * t % 13 * 100 for t in range(600)], np.int64)
+    p = encode_channel(x, level=9)
+    assert p[0] == CM_MODE and len(p) < len(encode_channel(x, level=8)) + 8
+    assert decode_channel(p, x.size).tolist() == x.tolist()
+    for bad in (p[:-1], p[:3], p[:1] + b"\x01" + p[2:], p + b"\x00"):
+        with pytest.raises(ValueError):
+            decode_channel(bad, x.size)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.sampled_from([-(1 << 63), -7, 0, 5, 1 << 40, (1 << 63) - 1]), min_size=2,
+                max_size=400))
+def test_mode_6_round_trips_extreme_values(values):
+    x = np.array(values, np.int64)
+    assert decode_channel(encode_channel(x, level=9), x.size).tolist() == values
