@@ -1177,7 +1177,7 @@ def _encode_cm(x: np.ndarray, level: int, limit: int) -> bytes | None:
     front = b"".join([bytes([CM_MODE]), _varint(m), _varint(len(head)), head])
     best = None
     for order in (0, 1, 2):
-        code = CM.cm_encode(ranks.astype(np.int64), m, order, limit - len(front) - 1)
+        code = CM.cm_encode(ranks.astype(np.int64), u, order, limit - len(front) - 1)
         if code is not None:
             best = front + bytes([order]) + code
             limit = len(best) - 1
@@ -1201,7 +1201,7 @@ def _decode_cm(rd: _Reader, n: int) -> np.ndarray:
     if u.size > 1 << CM.MAX_NB:
         raise ValueError(f"context mixing over {u.size} distinct values")
     order = rd.byte()
-    return u[CM.cm_decode(rd.take(rd.remaining()), n, u.size, order)]
+    return u[CM.cm_decode(rd.take(rd.remaining()), n, u, order)]
 
 
 def _decode_ranked(rd: _Reader, n: int) -> np.ndarray:

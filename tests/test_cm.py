@@ -13,10 +13,11 @@ from signals.channel import CM_MODE, decode_channel, encode_channel
 DATA = Path(__file__).resolve().parent / "data"
 
 
-def round_trip(sym, m, order):
-    code = cm.cm_encode(np.asarray(sym, np.int64), m, order, 10**7)
+def round_trip(sym, m, order, values=None):
+    u = np.arange(m) * 3 - 5 if values is None else values
+    code = cm.cm_encode(np.asarray(sym, np.int64), u, order, 10**7)
     assert code is not None
-    back = cm.cm_decode(code, len(sym), m, order)
+    back = cm.cm_decode(code, len(sym), u, order)
     assert back.tolist() == list(sym)
     return code
 
@@ -50,26 +51,26 @@ def test_a_repeated_pattern_costs_little():
 
 
 def test_the_limit_gives_up_and_the_decoder_checks_lengths():
-    sym = np.arange(1000) % 7
-    assert cm.cm_encode(sym, 7, 0, 3) is None
-    code = cm.cm_encode(sym, 7, 0, 10**6)
+    sym, u = np.arange(1000) % 7, np.arange(7)
+    assert cm.cm_encode(sym, u, 0, 3) is None
+    code = cm.cm_encode(sym, u, 0, 10**6)
     with pytest.raises(ValueError, match="inconsistent"):
-        cm.cm_decode(code[:-2], 1000, 7, 0)
+        cm.cm_decode(code[:-2], 1000, u, 0)
     with pytest.raises(ValueError, match="inconsistent"):
-        cm.cm_decode(code + b"\x00", 1000, 7, 0)
+        cm.cm_decode(code + b"\x00", 1000, u, 0)
     with pytest.raises(ValueError, match="cannot fit"):
-        cm.cm_decode(code[:8], 10**9, 7, 0)  # checked before anything is allocated
+        cm.cm_decode(code[:8], 10**9, u, 0)  # checked before anything is allocated
     with pytest.raises(ValueError):
-        cm.cm_decode(code, 1000, 7, 3)
+        cm.cm_decode(code, 1000, u, 3)
     with pytest.raises(ValueError):
-        cm.cm_decode(code, 1000, (1 << cm.MAX_NB) + 1, 0)
+        cm.cm_decode(code, 1000, np.arange((1 << cm.MAX_NB) + 1), 0)
 
 
 def test_a_symbol_outside_the_alphabet_is_an_error():
     # the same code read with a smaller alphabet decodes some rank >= m, or fails otherwise
-    code = cm.cm_encode(np.array([0, 9, 9, 3] * 50), 10, 1, 10**6)
+    code = cm.cm_encode(np.array([0, 9, 9, 3] * 50), np.arange(10), 1, 10**6)
     with pytest.raises(ValueError):
-        cm.cm_decode(code, 200, 4, 1)
+        cm.cm_decode(code, 200, np.arange(4), 1)
 
 
 # ---------------------------------------------------------------- hypothesis
@@ -77,6 +78,10 @@ def test_a_symbol_outside_the_alphabet_is_an_error():
 @given(st.integers(1, 300), st.lists(st.integers(0, 10**6), max_size=300), st.sampled_from([0, 1, 2]))
 def test_any_sequence_round_trips(m, raw, order):
     round_trip([v % m for v in raw], m, order)
+    # extrapolations over values that are far apart, uneven, or at the ends of int64
+    u = np.unique(np.array([(v * 7919) % (1 << 62) - (1 << 61) for v in range(m)], np.int64))
+    if u.size == m:
+        round_trip([v % m for v in raw], m, order, values=np.concatenate([[-(1 << 63)], u[1:]]))
 
 
 @settings(max_examples=10, deadline=None)
