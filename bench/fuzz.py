@@ -14,8 +14,13 @@ the project's error or the original data, an allocation below the cap
 (``tracemalloc``; and the process's RSS limited with ``RLIMIT_AS``), and no
 other data without an error where a checksum covers the bytes.
 
-Beyond the test targets, ``container_forged`` edits a ``.ubpe`` file and
-recomputes its CRC-32 (what a forger can do, issue 13 item 12).
+Beyond the test targets, ``container_forged`` (a default-level container)
+and ``cm_forged`` (the frozen context-mixing container, payload mode 6) edit
+the body of one section of a ``.ubpe`` file and rewrite the section with
+its new length and a valid CRC-32 (what a forger can do, issue 13 item
+12): no crash and no allocation above the cap is allowed; wrong data is
+(no checksum can stop a forger), and is counted as ``ok``. ``cm`` mutates
+the same context-mixing container without forging.
 
 Prints one line per target: mutations, outcomes, findings (new ones are
 written to ``--out``), and mutations per second.
@@ -51,15 +56,30 @@ def _targets():
     base = targets["container"]
 
     def forge_container(data: bytes, ops) -> bytes:
-        body = F.mutate(data[:-4], ops)
-        return body + struct.pack("<I", zlib.crc32(body))
+        """Mutate the body of one section (chosen by the first op) and rewrite that section
+        with its new length and a valid CRC-32: only the decoder's own checks can refuse it."""
+        from signals.container import MAGIC, write_section
+        pos, spans = len(MAGIC) + 4, []
+        while pos + 9 <= len(data):
+            (length,) = struct.unpack_from("<I", data, pos + 1)
+            spans.append((pos, pos + 5 + length + 4))
+            pos += 9 + length
+        if not spans:
+            body = F.mutate(data[:-4], ops)
+            return body + struct.pack("<I", zlib.crc32(body))
+        a, b = spans[ops[0][1] % len(spans)]
+        kind, body = data[a:a + 1], data[a + 5:b - 4]
+        return data[:a] + write_section(kind, F.mutate(body, ops)) + data[b:]
 
-    targets["container_forged"] = F.Target(
-        "container_forged", base.data, base.load, F._never,
-        known=((r"allocated \d+ MiB|MemoryError",
-                "the header's zstd frame is inflated to its declared size (signals/codec.py; "
-                "crafted/container_zstd_header_*.ubpe)"),))
-    targets["container_forged"].forge_bytes = forge_container  # type: ignore[attr-defined]
+    known = ((r"allocated \d+ MiB|MemoryError",
+              "the header's zstd frame is inflated to its declared size (signals/codec.py; "
+              "crafted/container_zstd_header_*.ubpe)"),)
+    cm = F.Target("cm", (ROOT / "tests" / "data" / "frozen" / "container_v2_cm.ubpe").read_bytes(),
+                  base.load, F._always)
+    targets["cm"] = cm
+    for name, t in (("container_forged", base), ("cm_forged", cm)):
+        targets[name] = F.Target(name, t.data, t.load, F._never, known=known)
+        targets[name].forge_bytes = forge_container  # type: ignore[attr-defined]
     return F, targets
 
 
