@@ -616,6 +616,8 @@ SCRIPTS = {
                   "(issue 12)"),
     "interchannel": ("interchannel.py", "Inter-channel prediction on the multi-channel "
                      "recordings (issue 14)"),
+    "vocab_stage": ("vocab_stage.py", "A UBPE vocabulary over the residual tokens of a trained "
+                    "model (issue 15)"),
     "csv_stream": ("csv_stream.py", "Whole 50 MB CSV files through the CLI: speed and peak "
                    "memory against xz and zstd (issue 13)"),
     "floats": ("floats.py", "Float arrays, lossless, against pcodec (issue 12)"),
