@@ -47,6 +47,10 @@ Payload layout (byte 0 is the mode; LEB128 varints)::
     6 CM       distinct values as in mode 5, then the extrapolation order (1 byte,
                0..2), then the ranks coded by context mixing (:mod:`signals.cm`; the
                rest of the payload is the arithmetic code); levels from CM_LEVEL
+    7 CM_LPC   block size (varint), predictor side (varint length; as mode 4), then the
+               samples coded by context mixing over the block predictor's residuals
+               (:func:`signals.cm.cm_encode_lpc`; the rest of the payload); levels
+               from CM_LEVEL
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ from . import predict as P
 
 MATCH_ROWS = 4
 
-RAW, CONST, CODED, MODEL, CODED2, RANKED, CM_MODE = 0, 1, 2, 3, 4, 5, 6
+RAW, CONST, CODED, MODEL, CODED2, RANKED, CM_MODE, CM_LPC = 0, 1, 2, 3, 4, 5, 6, 7
 DEFAULT_LEVEL = 5
 MAX_EMA_SHIFT = 8
 MATCH_PROBE = 1 << 16  # samples on which the default levels compare match-model candidates
@@ -1139,9 +1143,9 @@ def _encode_plain(x: np.ndarray, level: int, inner: bool = False) -> bytes:
         if ranked is not None and len(ranked) < len(out):
             out = ranked
     if level >= CM_LEVEL and not inner:
-        mixed = _encode_cm(x, level, len(out))
-        if mixed is not None:
-            out = mixed
+        for mixed in (_encode_cm(x, level, len(out)), _encode_cm_lpc(x, level, len(out))):
+            if mixed is not None and len(mixed) < len(out):
+                out = mixed
     return out if len(out) < len(raw) else raw
 
 
@@ -1182,6 +1186,37 @@ def _encode_cm(x: np.ndarray, level: int, limit: int) -> bytes | None:
             best = front + bytes([order]) + code
             limit = len(best) - 1
     return best
+
+
+def _encode_cm_lpc(x: np.ndarray, level: int, limit: int) -> bytes | None:
+    """Mode 7: the level's block predictor (LPC or fixed, whichever codes smaller), its
+    residuals coded by context mixing; None where nothing beats ``limit`` bytes."""
+    preset = PRESETS[level]
+    block = preset.block_size
+    best = None
+    for orders in (np.array(preset.lpc_orders, np.int64), np.zeros(0, np.int64)):
+        params = P.block_lpc_analyze(x, block, orders, 14, True, preset.max_lag)
+        side = P.block_side_bytes(*params)
+        front = b"".join([bytes([CM_LPC]), _varint(block), _varint(len(side)), side])
+        code = CM.cm_encode_lpc(x, block, params, limit - len(front))
+        if code is not None:
+            best = front + code
+            limit = len(best) - 1
+    return best
+
+
+def _decode_cm_lpc(rd: _Reader, n: int) -> np.ndarray:
+    block = rd.varint(1 << 30)
+    if block < 1:
+        raise ValueError("predictor block size 0")
+    n_blocks = -(-n // block)
+    side = np.frombuffer(rd.take(rd.varint(rd.remaining())), np.uint8)
+    if n_blocks > side.size // 2 + 1:
+        raise ValueError(f"{n_blocks} predictor blocks cannot fit in {side.size} bytes")
+    kinds, orders, shifts, coefs, ok = P.parse_block_side(side, n_blocks)
+    if not ok:
+        raise ValueError(f"predictor parameters do not describe {n_blocks} blocks")
+    return CM.cm_decode_lpc(rd.take(rd.remaining()), n, block, (kinds, orders, shifts, coefs))
 
 
 def _read_dictionary(rd: _Reader, n: int) -> np.ndarray:
@@ -1274,6 +1309,8 @@ def _decode(payload: bytes, n: int, model: ChannelModel | None, inner: bool = Fa
         if inner:
             raise ValueError("a context-mixing payload cannot nest another")
         return _decode_cm(rd, n)
+    if mode == CM_LPC:
+        return _decode_cm_lpc(rd, n)
     if mode != CODED:
         raise ValueError(f"unknown payload mode {mode}")
     pred = rd.take(rd.varint(rd.remaining()))

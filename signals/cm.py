@@ -32,6 +32,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import predict as P
+
 MAX_TBITS = 22
 MAX_NB = 16  # at most 2**16 distinct symbols
 MIN_DECISION_BITS = 0.99 * -np.log2(4095 / 4096)  # a symbol is at least one decision
@@ -41,6 +43,9 @@ MATCH_INPUT = N_INPUTS - 1
 MATCH_STATES = 32
 WEIGHT_SHIFT = 13
 FAST_RATE = 32768  # the fast probabilities move half way to each bit
+LPC_LIMIT = 1 << 62  # zigzagged residuals of the block predictor stay below this
+NO_BLOCKS = np.zeros(1, np.int64)
+NO_COEFS = np.zeros((1, 1), np.int64)
 APM_CONTEXTS = 1 << 12
 APM_RATE = 1 << 11
 MATCH_MIN = 4  # the value context of the longest order; the match model hashes it and one more
@@ -131,7 +136,8 @@ def _zz(r):
 
 
 @njit(cache=True)
-def cm_code(sym, n, m, order, u, tbits, buf, decode, limit):
+def cm_code(sym, n, m, order, u, tbits, buf, decode, limit, lpc, block, kinds, orders, shifts,
+            coefs):
     """Code (``decode=False``) or decode ``n`` symbols in ``0..m-1``.
 
     Each symbol's residual ``z`` (the symbol itself for ``order`` 0, else the
@@ -144,11 +150,16 @@ def cm_code(sym, n, m, order, u, tbits, buf, decode, limit):
     ``sym``. Returns ``(bytes used, ok)``; decoding is not ok when it would
     read past ``buf``, leaves bytes unread, or decodes a symbol outside
     ``0..m-1``.
+
+    With ``lpc``, ``sym`` holds the samples themselves (any int64 whose
+    residuals stay below 2**62 in magnitude) and the prediction is the block
+    predictor of :mod:`signals.predict` (``block``, ``kinds``, ``orders``,
+    ``shifts``, ``coefs`` as mode 4 stores them); ``m`` and ``u`` are unused.
     """
     t = _SQUASH_POINTS
     st = _stretch_table(t)
     rate = _rates()
-    emax = _bitlen(2 * m)
+    emax = 63 if lpc else _bitlen(2 * m)
     size = 1 << tbits
     mask = size - 1
     slow = np.full(size, 32768, np.uint16)
@@ -198,17 +209,25 @@ def cm_code(sym, n, m, order, u, tbits, buf, decode, limit):
             h6 = _hash(h6, sym[i - j] if i >= j else -1)
         hs[7] = h6
         hs[8] = _hash(6, (_bitlen(z1) * 32 + _bitlen(z2)) * 32 + _bitlen(z3))
-        pred = _predict(sym, i, order, m, u)
+        if lpc:
+            blk = i // block
+            pred = P._lpc_predict(sym, i, kinds[blk], orders[blk], shifts[blk], coefs, blk)
+        else:
+            pred = _predict(sym, i, order, m, u)
         ez = -1  # the residual the match model expects
         if ptr >= 0 and mlen > 0:
             ez = sym[ptr] - pred
-            ez = ez if order == 0 else _zz(ez)
+            ez = ez if order == 0 and not lpc else _zz(ez)
+            if ez >= LPC_LIMIT or ez < 0:
+                ez = -1
         ee = _bitlen(ez) if ez >= 0 else -1
         z = 0
         e = 0
         if not decode:
             z = sym[i] - pred
-            z = z if order == 0 else _zz(z)
+            z = z if order == 0 and not lpc else _zz(z)
+            if z < 0 or z >= LPC_LIMIT:
+                return -1, False  # the caller checked the residuals: not reached
             e = _bitlen(z)
         # decisions: unary bit length (node 1 + j), then mantissa (node 64 + partial bits)
         j = 0
@@ -318,11 +337,11 @@ def cm_code(sym, n, m, order, u, tbits, buf, decode, limit):
         else:
             zz = part
         if decode:
-            if order == 0:
+            if order == 0 and not lpc:
                 v = zz
             else:
                 v = pred + ((zz >> 1) ^ -(zz & 1))
-            if v < 0 or v >= m:
+            if not lpc and (v < 0 or v >= m):
                 return pos, False
             sym[i] = v
         v = sym[i]
@@ -387,7 +406,7 @@ def cm_encode(sym: np.ndarray, values: np.ndarray, order: int, limit: int) -> by
     u = np.ascontiguousarray(values, np.int64)
     buf = np.zeros(max(limit, 0) + 8, np.uint8)
     used, _ = cm_code(sym, sym.size, u.size, order, u, table_bits(sym.size, u.size), buf, False,
-                      max(limit, 0))
+                      max(limit, 0), False, 1, NO_BLOCKS, NO_BLOCKS, NO_BLOCKS, NO_COEFS)
     return None if used < 0 else buf[:used].tobytes()
 
 
@@ -410,7 +429,56 @@ def cm_decode(code: bytes, n: int, values: np.ndarray, order: int) -> np.ndarray
         raise ValueError(f"{n} symbols cannot fit in {len(code)} bytes of context-mixing code")
     sym = np.zeros(n, np.int64)
     buf = np.frombuffer(code, np.uint8).copy()
-    _, ok = cm_code(sym, n, m, order, u, table_bits(n, m), buf, True, 0)
+    _, ok = cm_code(sym, n, m, order, u, table_bits(n, m), buf, True, 0, False, 1, NO_BLOCKS,
+                    NO_BLOCKS, NO_BLOCKS, NO_COEFS)
     if not ok:
         raise ValueError("inconsistent context-mixing code")
     return sym
+
+
+def cm_encode_lpc(x: np.ndarray, block: int, params: tuple, limit: int) -> bytes | None:
+    """Code samples with context mixing over the residuals of a block predictor.
+
+    Parameters
+    ----------
+    x : ndarray of int64, shape (n,)
+    block : int
+        Samples per predictor block.
+    params : tuple of ndarray
+        ``(kinds, orders, shifts, coefs)`` per block, as
+        :func:`signals.predict.block_lpc_analyze` returns them.
+    limit : int
+        Give up (return None) past this many bytes.
+
+    Returns
+    -------
+    bytes or None
+        The arithmetic code; None also where a residual reaches 2**61 in
+        magnitude (the binarisation's bound).
+    """
+    x = np.ascontiguousarray(x, np.int64)
+    kinds, orders, shifts, coefs = params
+    buf = np.zeros(max(limit, 0) + 8, np.uint8)
+    used, ok = cm_code(x, x.size, 1, 0, NO_BLOCKS, table_bits(x.size, 1 << MAX_NB), buf, False,
+                       max(limit, 0), True, block, kinds, orders, shifts, coefs)
+    return None if used < 0 or not ok else buf[:used].tobytes()
+
+
+def cm_decode_lpc(code: bytes, n: int, block: int, params: tuple) -> np.ndarray:
+    """Inverse of :func:`cm_encode_lpc`: ``n`` samples (int64).
+
+    Raises
+    ------
+    ValueError
+        If the code cannot hold ``n`` samples, or is inconsistent.
+    """
+    if n * MIN_DECISION_BITS > 8 * len(code) + 64:
+        raise ValueError(f"{n} samples cannot fit in {len(code)} bytes of context-mixing code")
+    kinds, orders, shifts, coefs = params
+    x = np.zeros(n, np.int64)
+    buf = np.frombuffer(code, np.uint8).copy()
+    _, ok = cm_code(x, n, 1, 0, NO_BLOCKS, table_bits(n, 1 << MAX_NB), buf, True, 0, True, block,
+                    kinds, orders, shifts, coefs)
+    if not ok:
+        raise ValueError("inconsistent context-mixing code")
+    return x

@@ -92,8 +92,10 @@ def test_the_largest_alphabet_round_trips(raw, order):
 
 # ---------------------------------------------------------------- payload mode 6
 def test_level_9_uses_context_mixing_where_it_codes_smaller():
+    from signals.channel import _encode_cm
     x = np.array([t * t % 13 * 100 for t in range(600)], np.int64)
-    p = encode_channel(x, level=9)
+    assert encode_channel(x, level=9)[0] in (CM_MODE, CM_MODE + 1)  # mode 6 or 7
+    p = _encode_cm(x, 9, 10**7)
     assert p[0] == CM_MODE and len(p) < len(encode_channel(x, level=8)) + 8
     assert decode_channel(p, x.size).tolist() == x.tolist()
     for bad in (p[:-1], p[:3], p[:1] + b"\x01" + p[2:], p + b"\x00"):
@@ -107,3 +109,46 @@ def test_level_9_uses_context_mixing_where_it_codes_smaller():
 def test_mode_6_round_trips_extreme_values(values):
     x = np.array(values, np.int64)
     assert decode_channel(encode_channel(x, level=9), x.size).tolist() == values
+
+
+# ---------------------------------------------------------------- mode 7: over predictor residuals
+def _params(x, orders=(8,)):
+    from signals import predict as P
+    return P.block_lpc_analyze(np.asarray(x, np.int64), 64, np.array(orders, np.int64), 14, True, 8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(-(1 << 31), (1 << 31) - 1), max_size=300), st.booleans())
+def test_block_predictor_residuals_round_trip(values, lpc):
+    x = np.array(values, np.int64)
+    params = _params(x, (8,) if lpc else ())
+    code = cm.cm_encode_lpc(x, 64, params, 10**7)
+    assert code is not None
+    assert cm.cm_decode_lpc(code, x.size, 64, params).tolist() == values
+
+
+def test_block_predictor_extremes():
+    for x in (np.zeros(1, np.int64), np.full(500, -7, np.int64),
+              np.array([-(1 << 31), (1 << 31) - 1] * 100, np.int64)):
+        params = _params(x)
+        code = cm.cm_encode_lpc(x, 64, params, 10**7)
+        assert cm.cm_decode_lpc(code, x.size, 64, params).tolist() == x.tolist()
+    # residuals beyond the binarisation's bound: no code, the caller keeps another mode
+    x = np.array([0, 1 << 62, -(1 << 62), 5] * 10, np.int64)
+    assert cm.cm_encode_lpc(x, 64, _params(x, ()), 10**7) is None
+
+
+def test_level_9_codes_a_sawtooth_over_predictor_residuals():
+    from signals.channel import CM_LPC, _encode_cm_lpc
+    x = np.array([t % 50 * 7 + t * 13 % 3 for t in range(800)], np.int64)
+    p = encode_channel(x, level=9)
+    assert p[0] == CM_LPC and decode_channel(p, x.size).tolist() == x.tolist()
+    # mode 7 on any signal, chosen or not, decodes exactly
+    y = np.cumsum(np.arange(3000) % 17 - 8) * 3
+    q = _encode_cm_lpc(y, 9, 10**7)
+    assert q[0] == CM_LPC and decode_channel(q, y.size).tolist() == y.tolist()
+    for bad in (p[:-1], p[:4], p + b"\x00", p[:1] + b"\x00" + p[2:]):
+        with pytest.raises(ValueError):
+            decode_channel(bad, x.size)
+    with pytest.raises(ValueError, match="cannot fit"):
+        decode_channel(p, 10**9)

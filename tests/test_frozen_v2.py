@@ -64,3 +64,11 @@ def test_csv_stream_with_header_copies():
     info = signals.files.decompress_csv_stream(io.BytesIO(data), out)
     rows = b"".join(b"%d,%d.%d\n" % (t, t % 7, t % 10) for t in range(60))
     assert out.getvalue() == b"# note\nt,v\n" + rows and info["frames"] >= 3
+
+
+def test_context_mixing_over_predictor_residuals_container():
+    data = (FROZEN / "container_v2_cm_lpc.ubpe").read_bytes()
+    header, sections, _ = signals.container.read_container(data)
+    assert [s.body[0] for s in sections if s.kind == b"C"] == [7]  # payload mode 7 (CM_LPC)
+    x = signals.decompress(data)
+    assert x.dtype == np.int16 and x.tolist() == [t % 50 * 7 + t * 13 % 3 for t in range(800)]

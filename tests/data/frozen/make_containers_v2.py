@@ -21,11 +21,14 @@ CSV = (b"# station 7\r\ndate,temp,flag\r\n2024-01-01,1.50,ok\r\n2024-01-02,-0.25
 FLOATS = np.array([0.1, 0.25, -1.5, 2.0, np.nan, -0.0, 1e300], np.float64)
 # added with payload mode 6 (context mixing) and CSV streams (frame_prefix), same format v2
 RESIDUES = np.array([t * t % 13 * 100 for t in range(600)], np.int16)
+TEETH = np.array([t % 50 * 7 + t * 13 % 3 for t in range(800)], np.int16)  # mode 7 at level 9
 CSV_ROWS = b"".join(b"%d,%d.%d\n" % (t, t % 7, t % 10) for t in range(60))
 
 
 def write_additions() -> None:
-    (HERE / "container_v2_cm.ubpe").write_bytes(signals.compress(RESIDUES, level=9))
+    if not (HERE / "container_v2_cm.ubpe").exists():  # written before mode 7 existed: level 9
+        (HERE / "container_v2_cm.ubpe").write_bytes(signals.compress(RESIDUES, level=9))  # chose 6
+    (HERE / "container_v2_cm_lpc.ubpe").write_bytes(signals.compress(TEETH, level=9))
     buf = io.BytesIO()
     signals.files.compress_csv_stream(io.BytesIO(b"# note\nt,v\n" + CSV_ROWS), buf,
                                       frame_bytes=200, level=1)
