@@ -15,12 +15,13 @@ the project's error or the original data, an allocation below the cap
 other data without an error where a checksum covers the bytes.
 
 Beyond the test targets, ``container_forged`` (a default-level container)
-and ``cm_forged`` (the frozen context-mixing container, payload mode 6) edit
+``cm_forged`` and ``cm_lpc_forged`` (the frozen context-mixing containers,
+payload modes 6 and 7) edit
 the body of one section of a ``.ubpe`` file and rewrite the section with
 its new length and a valid CRC-32 (what a forger can do, issue 13 item
 12): no crash and no allocation above the cap is allowed; wrong data is
-(no checksum can stop a forger), and is counted as ``ok``. ``cm`` mutates
-the same context-mixing container without forging.
+(no checksum can stop a forger), and is counted as ``ok``. ``cm`` and
+``cm_lpc`` mutate the same containers without forging.
 
 Prints one line per target: mutations, outcomes, findings (new ones are
 written to ``--out``), and mutations per second.
@@ -74,10 +75,12 @@ def _targets():
     known = ((r"allocated \d+ MiB|MemoryError",
               "the header's zstd frame is inflated to its declared size (signals/codec.py; "
               "crafted/container_zstd_header_*.ubpe)"),)
-    cm = F.Target("cm", (ROOT / "tests" / "data" / "frozen" / "container_v2_cm.ubpe").read_bytes(),
-                  base.load, F._always)
-    targets["cm"] = cm
-    for name, t in (("container_forged", base), ("cm_forged", cm)):
+    frozen = ROOT / "tests" / "data" / "frozen"
+    cm = F.Target("cm", (frozen / "container_v2_cm.ubpe").read_bytes(), base.load, F._always)
+    cm_lpc = F.Target("cm_lpc", (frozen / "container_v2_cm_lpc.ubpe").read_bytes(), base.load,
+                      F._always)
+    targets["cm"], targets["cm_lpc"] = cm, cm_lpc
+    for name, t in (("container_forged", base), ("cm_forged", cm), ("cm_lpc_forged", cm_lpc)):
         targets[name] = F.Target(name, t.data, t.load, F._never, known=known)
         targets[name].forge_bytes = forge_container  # type: ignore[attr-defined]
     return F, targets
