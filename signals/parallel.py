@@ -78,24 +78,33 @@ def _compress_one(source: str, output: str, columns: list | None, exclude: list 
                   options: dict[str, Any]) -> dict[str, Any]:
     """Task: read one file, compress it, write it atomically; a summary dict."""
     import signals
-    from signals.files import compress_path
-    from ubpe.serialization import atomic_write_bytes
+    from signals import files
+    from signals.files import CSV_SUFFIXES, compress_path
+    from ubpe.serialization import atomic_write_bytes, atomic_writer
 
     t0 = time.perf_counter()
     csv_options = dict(options.pop("csv_options", None) or {})
     if columns is not None or exclude is not None:
         csv_options.update(columns=columns, exclude=exclude)
-    data = compress_path(source, csv_options=csv_options, **options)
-    atomic_write_bytes(output, data)
-    info = signals.inspect(data)
-    n = sum(c["n_samples"] for c in info["channels"])
+    path = Path(source)
+    if path.suffix.lower() in CSV_SUFFIXES and path.stat().st_size > files.FRAME_BYTES:
+        with open(path, "rb") as src, atomic_writer(output) as dst:  # bounded memory
+            s = files.compress_csv_stream(src, dst, path=source, csv_options=csv_options,
+                                          **options)
+        n, size, n_ch = s["values"], s["bytes_out"], None
+    else:
+        data = compress_path(source, csv_options=csv_options, **options)
+        atomic_write_bytes(output, data)
+        info = signals.inspect(data)
+        n = sum(c["n_samples"] for c in info["channels"])
+        size, n_ch = len(data), len(info["channels"])
     try:
         from distributed import get_worker
         worker = get_worker().address
     except (ImportError, ValueError):
         worker = None
-    return {"source": source, "output": output, "channels": len(info["channels"]), "samples": n,
-            "bytes": len(data), "bits_per_sample": 8 * len(data) / max(n, 1),
+    return {"source": source, "output": output, "channels": n_ch, "samples": n,
+            "bytes": size, "bits_per_sample": 8 * size / max(n, 1),
             "seconds": time.perf_counter() - t0, "worker": worker}
 
 

@@ -111,3 +111,19 @@ def test_cli_compress_with_workers_gives_back_the_files(tmp_path):
     for f in files:
         r = CliRunner().invoke(main, ["decompress", f"{f}.ubpe", "-o", str(f) + ".back"])
         assert r.exit_code == 0 and Path(str(f) + ".back").read_bytes() == f.read_bytes()
+
+
+def test_a_csv_above_the_frame_size_is_a_stream_in_bounded_memory(client, tmp_path, monkeypatch):
+    import io
+
+    import signals.files as F
+    data = (Path(__file__).parent / "data" / "daphnet_accel_150.csv").read_bytes()
+    monkeypatch.setattr(F, "FRAME_BYTES", len(data) // 3)  # threads in this process see it
+    src = tmp_path / "big.csv"
+    src.write_bytes(data)
+    [r] = compress_files([src], out_dir=tmp_path / "out", scheduler=client, level=1)
+    packed = (tmp_path / "out" / "big.csv.ubpe").read_bytes()
+    assert F.is_stream(packed) and r["bytes"] == len(packed) and r["samples"] > 0
+    back = io.BytesIO()
+    F.decompress_csv_stream(io.BytesIO(packed), back)
+    assert back.getvalue() == data
