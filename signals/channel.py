@@ -286,9 +286,9 @@ def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk):
     bmask = np.uint64(E.SCALE - 1)
     tb = np.uint64(total_bits)
     bpos = np.uint64(0)
-    b1 = 0
-    b2 = 0
-    b3 = 0
+    b1 = np.int64(0)
+    b2 = np.int64(0)
+    b3 = np.int64(0)
     acc = 0
     for i in range(n):
         ctx = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat_fast(acc, ctxk)
@@ -363,9 +363,9 @@ def _decode_fused(words, raw, total_bits, n, cmap, nc, dtab, block, kinds, order
     fmask = np.uint64(E.DT_FREQ_MASK)
     tb = np.uint64(total_bits)
     bpos = np.uint64(0)
-    b1 = 0
-    b2 = 0
-    b3 = 0
+    b1 = np.int64(0)
+    b2 = np.int64(0)
+    b3 = np.int64(0)
     size = 1 << tbits
     table = np.full(size, -1, np.int64)
     hmask = size - 1

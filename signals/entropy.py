@@ -552,7 +552,7 @@ def ema_stat_fast(acc, sh):
     a = np.uint64(acc >> sh)
     if a == np.uint64(0):
         return 0
-    b = 64 - np.int64(_clz64(a))
+    b = 64 - np.int64(_clz64(a))  # type: ignore[call-arg]
     frac = np.int64(((a << np.uint64(2)) >> np.uint64(b - 1)) & np.uint64(3))
     return b * 4 + frac
 
