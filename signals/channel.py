@@ -573,8 +573,7 @@ def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
     if not ok or used != table.size:
         raise ValueError("inconsistent token tables")
     f = E.freqs_from_code_rows(q)
-    cum, lookup = E.build_tables(f)
-    return _decode_words(rd, n, k, msb, E.context_map(th), nc, f, cum, lookup,
+    return _decode_words(rd, n, k, msb, E.context_map(th), nc, f, None, None,
                          block, kinds, orders, shifts, coefs, mh, t, tbits, lms, ctxk)
 
 
@@ -596,6 +595,11 @@ def _decode_table(f: np.ndarray, k: int, msb: int) -> np.ndarray:
 
 def _decode_words(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders, shifts, coefs,
                   mh, t, tbits, lms=0, ctxk=0) -> np.ndarray:
+    """Samples from the rANS words and raw bits left in ``rd`` (modes 3 and 4).
+
+    ``cum`` and ``lookup`` are not used (the decoder builds its packed table
+    from ``f``); they stay in the signature for the callers.
+    """
     n_words = rd.varint(rd.remaining() // 2)
     words = np.frombuffer(rd.take(2 * n_words), "<u2").astype(np.uint16)
     if n * E.MIN_TOKEN_BITS > 16 * n_words + 64:

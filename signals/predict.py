@@ -892,18 +892,25 @@ def _step_update(w, sg, lo, m, step):
 
 
 @njit(cache=True)
+def _histories(m):
+    """Four zeroed int64 arrays of length ``m``, cut from one allocation at staggered
+    offsets: arrays that start at the same address modulo 4 KiB make the loads of
+    one alias the stores of another in the CPU (a stall per sample)."""
+    gap = m + 72
+    buf = np.zeros(4 * gap, np.int64)
+    return buf[0:m], buf[gap:gap + m], buf[2 * gap:2 * gap + m], buf[3 * gap:3 * gap + m]
+
+
+@njit(cache=True)
 def cascade_forward(e1, variant=1):
     """LPC residual -> cascade residual (an NLMS, then a sign-sign LMS; see ``CASCADES``)."""
     m1, d1, m2, mu = _CASCADE_TABLE[variant]
     n = e1.shape[0]
     pad = LMS_MAX_ORDER
-    h1 = np.zeros(n + pad, np.int64)
-    s1 = np.zeros(n + pad, np.int64)
+    h1, s1, h2, s2 = _histories(n + pad)
     for i in range(n):
         h1[pad + i] = e1[i]
         s1[pad + i] = _sign(e1[i])
-    h2 = np.zeros(n + pad, np.int64)
-    s2 = np.zeros(n + pad, np.int64)
     e3 = np.empty(n, np.int64)
     w1 = np.zeros(LMS_MAX_ORDER, np.int64)
     w2 = np.zeros(LMS_MAX_ORDER, np.int64)
@@ -927,10 +934,7 @@ def cascade_inverse(e3, variant=1):
     m1, d1, m2, mu = _CASCADE_TABLE[variant]
     n = e3.shape[0]
     pad = LMS_MAX_ORDER
-    h1 = np.zeros(n + pad, np.int64)
-    s1 = np.zeros(n + pad, np.int64)
-    h2 = np.zeros(n + pad, np.int64)
-    s2 = np.zeros(n + pad, np.int64)
+    h1, s1, h2, s2 = _histories(n + pad)
     w1 = np.zeros(LMS_MAX_ORDER, np.int64)
     w2 = np.zeros(LMS_MAX_ORDER, np.int64)
     en = 1
