@@ -52,6 +52,7 @@ import base64
 import binascii
 import hashlib
 import json
+import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -578,18 +579,23 @@ def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
 
 
 _DTAB_CACHE: dict[int, tuple[Any, int, int, np.ndarray]] = {}
+_DTAB_LOCK = threading.Lock()
 
 
 def _decode_table(f: np.ndarray, k: int, msb: int) -> np.ndarray:
     """:func:`signals.entropy.decode_table`, kept for the last few frequency arrays
     (a model's tables decode many packets)."""
-    hit = _DTAB_CACHE.get(id(f))
-    if hit is not None and hit[0]() is f and hit[1:3] == (k, msb):
-        return hit[3]
+    with _DTAB_LOCK:
+        hit = _DTAB_CACHE.get(id(f))
+        if hit is not None and hit[0]() is f and hit[1:3] == (k, msb):
+            return hit[3]
     dtab = E.decode_table(f, k, msb)
-    if len(_DTAB_CACHE) >= 8:
-        _DTAB_CACHE.pop(next(iter(_DTAB_CACHE)))
-    _DTAB_CACHE[id(f)] = (weakref.ref(f), k, msb, dtab)
+    with _DTAB_LOCK:
+        for key in [key for key, v in _DTAB_CACHE.items() if v[0]() is None]:
+            del _DTAB_CACHE[key]  # tables of arrays gone (a mode-4 payload's own)
+        if len(_DTAB_CACHE) >= 8:
+            _DTAB_CACHE.pop(next(iter(_DTAB_CACHE)))
+        _DTAB_CACHE[id(f)] = (weakref.ref(f), k, msb, dtab)
     return dtab
 
 
