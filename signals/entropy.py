@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import constriction
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core.extending import intrinsic
+from numba import njit
+
+from ._intrinsics import clz64
 
 
 def ans_encode(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -391,6 +391,17 @@ def decode_table(freqs, k, msb):
     return out
 
 
+@njit(cache=True, inline="always")
+def ema_stat_fast(acc, sh):
+    """:func:`ema_stat` with the bit length from one ``ctlz`` (the decoders' hot loop)."""
+    a = np.uint64(acc >> sh)
+    if a == np.uint64(0):
+        return 0
+    b = 64 - np.int64(clz64(a))  # type: ignore[call-arg]
+    frac = np.int64(((a << np.uint64(2)) >> np.uint64(b - 1)) & np.uint64(3))
+    return b * 4 + frac
+
+
 @njit(cache=True)
 def _put_bits(buf, pos, v, nb):
     for j in range(nb):
@@ -533,28 +544,6 @@ def ema_stat(acc, sh):
 def ema_update(acc, z, sh):
     zz = np.int64(z) if z < np.uint64(EMA_CLAMP) else EMA_CLAMP
     return acc + zz - (acc >> sh)
-
-
-@intrinsic
-def _clz64(typingctx, v):
-    """Leading zero bits of a uint64 (64 for 0): LLVM's ``ctlz``, one instruction."""
-    if v != types.uint64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
-    return types.uint64(types.uint64), codegen
-
-
-@njit(cache=True, inline="always")
-def ema_stat_fast(acc, sh):
-    """:func:`ema_stat` with the bit length from one ``ctlz`` (the decoders' hot loop)."""
-    a = np.uint64(acc >> sh)
-    if a == np.uint64(0):
-        return 0
-    b = 64 - np.int64(_clz64(a))  # type: ignore[call-arg]
-    frac = np.int64(((a << np.uint64(2)) >> np.uint64(b - 1)) & np.uint64(3))
-    return b * 4 + frac
 
 
 @njit(cache=True)
