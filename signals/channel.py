@@ -59,6 +59,8 @@ import base64
 import binascii
 import hashlib
 import json
+import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -273,9 +275,85 @@ def _decode_tokens(rd: _Reader, n: int, k: int, msb: int, cmap, freqs, cum, look
 
 # ------------------------------------------------------ fused mode-4 coding
 @njit(cache=True)
-def _decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs, cum, lookup,
-                  block, kinds, orders, shifts, coefs, mh, t, tbits, lms=0, ctxk=0):
-    """rANS tokens -> raw bits -> residuals -> samples, one pass; returns (x, ok)."""
+def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk):
+    """rANS tokens and raw bits -> residuals (int64), match model off; returns (r, ok).
+
+    ``dtab`` is :func:`signals.entropy.decode_table` of the rows; ``raw`` holds
+    at least one word past ``total_bits``. Fails exactly where
+    :func:`_decode_fused` fails.
+    """
+    r = np.empty(n, np.int64)
+    nw = words.shape[0]
+    if nw < 2:
+        return r, False
+    st = (np.uint64(words[0]) << np.uint64(16)) | np.uint64(words[1])
+    wpos = 2
+    mask = np.uint64(E.SCALE - 1)
+    sb = np.uint64(E.SCALE_BITS)
+    low = np.uint64(E.RANS_L)
+    one = np.uint64(1)
+    fmask = np.uint64(E.DT_FREQ_MASK)
+    bmask = np.uint64(E.SCALE - 1)
+    tb = np.uint64(total_bits)
+    bpos = np.uint64(0)
+    b1 = np.int64(0)
+    b2 = np.int64(0)
+    b3 = np.int64(0)
+    acc = 0
+    for i in range(n):
+        ctx = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat_fast(acc, ctxk)
+        ent = dtab[(np.uint64(cmap[ctx]) << sb) | (st & mask)]
+        f = ent & fmask
+        if f == 0:
+            return r, False
+        st = f * (st >> sb) + ((ent >> np.uint64(13)) & bmask)
+        if st < low:
+            if wpos >= nw:
+                return r, False
+            st = (st << np.uint64(16)) | np.uint64(words[wpos])
+            wpos += 1
+        nb = (ent >> np.uint64(32)) & np.uint64(63)
+        if bpos + nb > tb:
+            return r, False
+        w = bpos >> np.uint64(6)
+        o = bpos & np.uint64(63)
+        v = (raw[w] >> o) | ((raw[w + one] << one) << (np.uint64(63) - o))
+        z = ((ent >> np.uint64(48)) << nb) | (v & ((one << nb) - one))
+        bpos += nb
+        b3 = b2
+        b2 = b1
+        b1 = np.int64((ent >> np.uint64(40)) & np.uint64(127))
+        if ctxk:
+            acc = E.ema_update(acc, z, ctxk)
+        r[i] = np.int64(z >> one) ^ -np.int64(z & one)
+    return r, wpos == nw and st == low and total_bits - np.int64(bpos) < 8
+
+
+@njit(cache=True)
+def _decode_unfused(words, raw, total_bits, n, cmap, dtab, block, kinds, orders, shifts, coefs,
+                    lms, ctxk):
+    """:func:`_decode_fused` with the match model off, in passes: entropy, cascade, LPC."""
+    r, ok = _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk)
+    if not ok:
+        return r, False
+    if lms:
+        r = P.cascade_inverse(r, lms)
+    return P.lpc_inverse_blocks(r, block, kinds, orders, shifts, coefs), True
+
+
+@njit(cache=True)
+def _decode_fused(words, raw, total_bits, n, cmap, nc, dtab, block, kinds, orders, shifts, coefs,
+                  mh, t, tbits, lms=0, ctxk=0):
+    """rANS tokens -> raw bits -> residuals -> samples; returns (x, ok).
+
+    ``dtab``: :func:`signals.entropy.decode_table` of the rows; ``raw`` holds
+    at least one word past ``total_bits``. With the match model off, the
+    passes of :func:`_decode_unfused`; with it on, one pass (the table row
+    of a sample depends on the samples before it).
+    """
+    if mh == 0:
+        return _decode_unfused(words, raw, total_bits, n, cmap, dtab, block, kinds, orders, shifts,
+                               coefs, lms, ctxk)
     acc = 0
     x = np.empty(n, np.int64)
     e1 = np.empty(n if lms else 0, np.int64)
@@ -289,82 +367,79 @@ def _decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs, cu
     st = (np.uint64(words[0]) << np.uint64(16)) | np.uint64(words[1])
     wpos = 2
     mask = np.uint64(E.SCALE - 1)
-    direct = 1 << k
-    bpos = 0
-    b1 = 0
-    b2 = 0
-    b3 = 0
-    size = 1 << tbits if mh > 0 else 1
+    sb = np.uint64(E.SCALE_BITS)
+    low = np.uint64(E.RANS_L)
+    one = np.uint64(1)
+    fmask = np.uint64(E.DT_FREQ_MASK)
+    tb = np.uint64(total_bits)
+    bpos = np.uint64(0)
+    b1 = np.int64(0)
+    b2 = np.int64(0)
+    b3 = np.int64(0)
+    size = 1 << tbits
     table = np.full(size, -1, np.int64)
     hmask = size - 1
     ptr = -1
     mlen = 0
-    for i in range(n):
-        blk = i // block
-        h = -1
-        if mh > 0 and i >= mh:
-            h = P._hash(x, i, mh, hmask)
-            if ptr < 0:
-                ptr = table[h]
-                mlen = 0
-        use = ptr >= 0 and mlen >= t
-        row = cmap[2 * b1 + b2 + b3] if ctxk == 0 else cmap[E.ema_stat(acc, ctxk)]
-        if use:
-            row += nc * P._bucket(mlen, t)
-        slot = st & mask
-        s = lookup[row, slot]
-        if s < 0:
-            return x, False
-        st = np.uint64(freqs[row, s]) * (st >> np.uint64(E.SCALE_BITS)) + slot - np.uint64(cum[row, s])
-        if st < np.uint64(E.RANS_L):
-            if wpos >= nw:
+    n_blocks = (n + block - 1) // block
+    for blk in range(n_blocks):
+        kind, order, shift = kinds[blk], orders[blk], shifts[blk]
+        for i in range(blk * block, min(n, (blk + 1) * block)):
+            h = -1
+            if i >= mh:
+                h = P._hash(x, i, mh, hmask)
+                if ptr < 0:
+                    ptr = table[h]
+                    mlen = 0
+            use = ptr >= 0 and mlen >= t
+            row = cmap[2 * b1 + b2 + b3] if ctxk == 0 else cmap[E.ema_stat_fast(acc, ctxk)]
+            if use:
+                row += nc * P._bucket(mlen, t)
+            ent = dtab[(np.uint64(row) << sb) | (st & mask)]
+            f = ent & fmask
+            if f == 0:
                 return x, False
-            st = (st << np.uint64(16)) | np.uint64(words[wpos])
-            wpos += 1
-        b3 = b2
-        b2 = b1
-        b1 = bitlen[s]
-        if s < direct:
-            z = np.uint64(s)
-        else:
-            e = k + ((s - direct) >> msb)
-            nb = e - msb
-            if e > 63 or bpos + nb > total_bits:
+            st = f * (st >> sb) + ((ent >> np.uint64(13)) & mask)
+            if st < low:
+                if wpos >= nw:
+                    return x, False
+                st = (st << np.uint64(16)) | np.uint64(words[wpos])
+                wpos += 1
+            nb = (ent >> np.uint64(32)) & np.uint64(63)
+            if bpos + nb > tb:
                 return x, False
-            m = np.uint64((s - direct) & ((1 << msb) - 1))
-            w = bpos >> 6
-            o = bpos & 63
-            v = raw[w] >> np.uint64(o)
-            if o + nb > 64:
-                v |= raw[w + 1] << np.uint64(64 - o)
-            if nb < 64:
-                v &= (np.uint64(1) << np.uint64(nb)) - np.uint64(1)
-            z = (((np.uint64(1) << np.uint64(msb)) | m) << np.uint64(nb)) | v
+            w = bpos >> np.uint64(6)
+            o = bpos & np.uint64(63)
+            v = (raw[w] >> o) | ((raw[w + one] << one) << (np.uint64(63) - o))
+            z = ((ent >> np.uint64(48)) << nb) | (v & ((one << nb) - one))
             bpos += nb
-        if ctxk:
-            acc = E.ema_update(acc, z, ctxk)
-        r = np.int64(z >> np.uint64(1)) ^ -np.int64(z & np.uint64(1))
-        if lms:
-            e2[i] = r + P._lms_predict(e2, i, w2, m2)
-            P._sign_update(e2, i, w2, r, m2, mu)
-            e1[i] = e2[i] + P._lms_predict(e1, i, w1, m1)
-            P._nlms_update(e1, i, w1, e2[i], m1, d1)
-            r = e1[i]
-        if use:
-            pred = x[ptr]
-        else:
-            pred = P._lpc_predict(x, i, kinds[blk], orders[blk], shifts[blk], coefs, blk)
-        x[i] = r + pred
-        if ptr >= 0:
-            if x[ptr] == x[i]:
-                mlen += 1
-                ptr += 1
+            b3 = b2
+            b2 = b1
+            b1 = np.int64((ent >> np.uint64(40)) & np.uint64(127))
+            if ctxk:
+                acc = E.ema_update(acc, z, ctxk)
+            r = np.int64(z >> one) ^ -np.int64(z & one)
+            if lms:  # not made by the encoders (the cascade runs with the match model off)
+                e2[i] = r + P._lms_predict(e2, i, w2, m2)
+                P._sign_update(e2, i, w2, r, m2, mu)
+                e1[i] = e2[i] + P._lms_predict(e1, i, w1, m1)
+                P._nlms_update(e1, i, w1, e2[i], m1, d1)
+                r = e1[i]
+            if use:
+                pred = x[ptr]
             else:
-                ptr = -1
-                mlen = 0
-        if h >= 0:
-            table[h] = i
-    return x, wpos == nw and st == np.uint64(E.RANS_L) and total_bits - bpos < 8
+                pred = P._lpc_predict(x, i, kind, order, shift, coefs, blk)
+            x[i] = r + pred
+            if ptr >= 0:
+                if x[ptr] == x[i]:
+                    mlen += 1
+                    ptr += 1
+                else:
+                    ptr = -1
+                    mlen = 0
+            if h >= 0:
+                table[h] = i
+    return x, wpos == nw and st == low and total_bits - np.int64(bpos) < 8
 
 
 def _rows_tables(tokens, stat, mb, width, n_mb, contexts):
@@ -508,22 +583,47 @@ def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
     if not ok or used != table.size:
         raise ValueError("inconsistent token tables")
     f = E.freqs_from_code_rows(q)
-    cum, lookup = E.build_tables(f)
-    return _decode_words(rd, n, k, msb, E.context_map(th), nc, f, cum, lookup,
+    return _decode_words(rd, n, k, msb, E.context_map(th), nc, f, None, None,
                          block, kinds, orders, shifts, coefs, mh, t, tbits, lms, ctxk)
+
+
+_DTAB_CACHE: dict[int, tuple[Any, int, int, np.ndarray]] = {}
+_DTAB_LOCK = threading.Lock()
+
+
+def _decode_table(f: np.ndarray, k: int, msb: int) -> np.ndarray:
+    """:func:`signals.entropy.decode_table`, kept for the last few frequency arrays
+    (a model's tables decode many packets)."""
+    with _DTAB_LOCK:
+        hit = _DTAB_CACHE.get(id(f))
+        if hit is not None and hit[0]() is f and hit[1:3] == (k, msb):
+            return hit[3]
+    dtab = E.decode_table(f, k, msb)
+    with _DTAB_LOCK:
+        for key in [key for key, v in _DTAB_CACHE.items() if v[0]() is None]:
+            del _DTAB_CACHE[key]  # tables of arrays gone (a mode-4 payload's own)
+        if len(_DTAB_CACHE) >= 8:
+            _DTAB_CACHE.pop(next(iter(_DTAB_CACHE)))
+        _DTAB_CACHE[id(f)] = (weakref.ref(f), k, msb, dtab)
+    return dtab
 
 
 def _decode_words(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders, shifts, coefs,
                   mh, t, tbits, lms=0, ctxk=0) -> np.ndarray:
+    """Samples from the rANS words and raw bits left in ``rd`` (modes 3 and 4).
+
+    ``cum`` and ``lookup`` are not used (the decoder builds its packed table
+    from ``f``); they stay in the signature for the callers.
+    """
     n_words = rd.varint(rd.remaining() // 2)
     words = np.frombuffer(rd.take(2 * n_words), "<u2").astype(np.uint16)
     if n * E.MIN_TOKEN_BITS > 16 * n_words + 64:
         raise ValueError(f"{n} samples cannot fit in {n_words} rANS words")
     rest = rd.take(rd.remaining())
     raw = np.frombuffer(rest + bytes(-len(rest) % 8 + 8), "<u8").astype(np.uint64)
-    x, ok = _decode_fused(words, raw, 8 * len(rest), n, k, msb,
-                          E.token_bitlen(k, msb, f.shape[1]), cmap, nc, f, cum, lookup,
-                          block, kinds, orders, shifts, coefs, mh, t, tbits, lms, ctxk)
+    dtab = _decode_table(f, k, msb)
+    x, ok = _decode_fused(words, raw, 8 * len(rest), n, cmap, nc, dtab, block, kinds, orders,
+                          shifts, coefs, mh, t, tbits, lms, ctxk)
     if not ok:
         raise ValueError("inconsistent rANS words or raw bits")
     return x
@@ -906,8 +1006,8 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
 
 
 @njit(cache=True)
-def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, tbits, k, msb, bl,
-                        cmap, nc, freqs, cum, lookup, lms):
+def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, tbits, cmap, nc,
+                        dtab, lms):
     """Inverse of :func:`_encode_model_batch`; status per packet: 0 ok, 1 other mode, 2 damaged."""
     n_p = ns.shape[0]
     out_off = np.zeros(n_p + 1, np.int64)
@@ -961,8 +1061,8 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
         raw = np.zeros((nraw + 7) // 8 + 1, np.uint64)
         for i in range(nraw):
             raw[i >> 3] |= np.uint64(buf[pos + i]) << np.uint64(8 * (i & 7))
-        seg, ok = _decode_fused(words, raw, 8 * nraw, n, k, msb, bl, cmap, nc, freqs, cum, lookup,
-                                max(n, 1), kinds, orders, shifts, coefs, mh, t, tbits, lms)
+        seg, ok = _decode_fused(words, raw, 8 * nraw, n, cmap, nc, dtab, max(n, 1), kinds, orders,
+                                shifts, coefs, mh, t, tbits, lms)
         if not ok:
             status[j] = 2
             continue
@@ -1046,14 +1146,13 @@ def decode_packets(payloads: list[bytes], ns: ArrayLike, model: ChannelModel, *,
     offsets = np.zeros(len(payloads) + 1, np.int64)
     offsets[1:] = np.cumsum(lens)
     buf = np.frombuffer(b"".join(bytes(p) for p in payloads), np.uint8)
-    cmap, f, cum, lookup = model.tables()
+    cmap, f, _, _ = model.tables()
     kinds, orders, shifts, coefs = model.block_params()
-    bl = E.token_bitlen(model.k, model.msb, f.shape[1])
     ns_safe = np.where(too_many, 0, ns_a)
     x, off, status = _decode_model_batch(buf, offsets, ns_safe, kinds, orders, shifts, coefs,
-                                         model.mh, model.t, MODEL_TBITS, model.k, model.msb, bl,
-                                         cmap, model.thresholds.size + 1, f, cum, lookup,
-                                         model.lms)
+                                         model.mh, model.t, MODEL_TBITS, cmap,
+                                         model.thresholds.size + 1,
+                                         _decode_table(f, model.k, model.msb), model.lms)
     out: list[np.ndarray | None] = []
     for j in range(len(payloads)):
         try:

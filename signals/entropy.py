@@ -12,6 +12,8 @@ import constriction
 import numpy as np
 from numba import njit
 
+from ._intrinsics import clz64
+
 
 def ans_encode(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """rANS-code token ids with their own frequencies; returns (table ids, counts, words)."""
@@ -339,6 +341,65 @@ def rans_decode_ctx(words, n, bitlen, cmap, freqs, cum, lookup):
         b2 = b1
         b1 = bitlen[s]
     return tokens, pos == nw and x == np.uint64(RANS_L)
+
+
+# One 64-bit entry per (row, slot) for the decoders: everything a decoded slot
+# needs in one load. Bits 0-12: frequency (0 marks an unused slot), 13-24:
+# slot - cumulative start, 32-37: raw bits that follow the token, 40-46: bit
+# length of its values (the context statistic), 48-63: the value's top bits
+# (the token itself below 2**k, else ``2**msb | mantissa``), which the raw
+# bits extend: ``z = top << nb | raw``.
+DT_FREQ_MASK = (1 << 13) - 1
+
+
+@njit(cache=True)
+def decode_table(freqs, k, msb):
+    """Packed decode entries (uint64, ``n_rows * SCALE``, row-major) of frequency rows.
+
+    The slots of a row are those of :func:`build_tables` (symbols in order,
+    ``freqs[row, s]`` slots each); slots past a row's total stay 0.
+    """
+    n_rows, width = freqs.shape
+    out = np.zeros(n_rows * SCALE, np.uint64)
+    direct = 1 << k
+    for c in range(n_rows):
+        pos = 0
+        for s in range(width):
+            f = freqs[c, s]
+            if f <= 0:
+                continue
+            if s < direct:
+                nb = 0
+                top = s
+                bl = _bitlen(np.uint64(s))
+            else:
+                e = k + ((s - direct) >> msb)
+                if e > 63:
+                    pos += f  # never decodable: the slots stay 0 (an error when met)
+                    continue
+                nb = e - msb
+                top = (1 << msb) | ((s - direct) & ((1 << msb) - 1))
+                bl = e + 1
+            for j in range(f):
+                if pos + j >= SCALE:
+                    break
+                out[c * SCALE + pos + j] = (np.uint64(f) | (np.uint64(j) << np.uint64(13))
+                                            | (np.uint64(nb) << np.uint64(32))
+                                            | (np.uint64(bl) << np.uint64(40))
+                                            | (np.uint64(top) << np.uint64(48)))
+            pos += f
+    return out
+
+
+@njit(cache=True, inline="always")
+def ema_stat_fast(acc, sh):
+    """:func:`ema_stat` with the bit length from one ``ctlz`` (the decoders' hot loop)."""
+    a = np.uint64(acc >> sh)
+    if a == np.uint64(0):
+        return 0
+    b = 64 - np.int64(clz64(a))  # type: ignore[call-arg]
+    frac = np.int64(((a << np.uint64(2)) >> np.uint64(b - 1)) & np.uint64(3))
+    return b * 4 + frac
 
 
 @njit(cache=True)

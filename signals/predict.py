@@ -800,20 +800,131 @@ def _sign_update(h, i, w, r, m, mu):
         w[j] = _clamp(w[j] + s * ((v > 0) - (v < 0)), _WCLAMP)
 
 
+# The cascade kernels below keep the filter histories with LMS_MAX_ORDER zeros
+# in front: a zero past sample adds nothing to a prediction, moves no weight
+# (its sign is 0) and adds 0 to the NLMS energy, so every sample runs the
+# full-length loops (no ``min(m, i)``) with the same integers as
+# ``_lms_predict`` / ``_nlms_update`` / ``_sign_update`` over the unpadded
+# history. Weights are kept reversed (``wr[q]`` is ``w[m - 1 - q]``) so that
+# the dot products and updates walk both arrays forwards; the signs of the
+# history are kept beside it, and the NLMS energy is a running sum. Integer
+# sums wrap modulo 2**64, so their order does not change them.
+@njit(cache=True, inline="always")
+def _sign(v):
+    return (v > 0) - (v < 0)
+
+
+@njit(cache=True, inline="always")
+def _dot(w, h, lo, m):
+    hv = h[lo:lo + m]  # a view: its indices below are known >= 0 (no wrap-around test)
+    acc = 0
+    for q in range(m):
+        acc += w[q] * hv[q]
+    return acc >> LMS_SHIFT
+
+
+@njit(cache=True, inline="always")
+def _step_update(w, sg, lo, m, step):
+    sv = sg[lo:lo + m]
+    for q in range(m):
+        w[q] = min(max(w[q] + sv[q] * step, -_WCLAMP), _WCLAMP)
+
+
+@njit(cache=True)
+def lpc_inverse_blocks(r, block, kinds, orders, shifts, coefs):
+    """Samples from the residuals of the block predictor (match model off).
+
+    The same integers as ``x[i] = r[i] + _lpc_predict(x, i, ...)`` sample by
+    sample; each block runs one loop for its kind and order (the warm-up
+    samples ``i < order`` through :func:`_lpc_predict`).
+    """
+    n = r.shape[0]
+    x = np.empty(n, np.int64)
+    cr = np.zeros(32, np.int64)
+    for b in range((n + block - 1) // block):
+        s = b * block
+        e = min(n, s + block)
+        kind, order, shift = kinds[b], orders[b], shifts[b]
+        head = min(e, max(s, order))
+        for i in range(s, head):
+            x[i] = r[i] + _lpc_predict(x, i, kind, order, shift, coefs, b)
+        if kind == 2:
+            for i in range(head, e):
+                x[i] = r[i] + x[i - order]
+        elif kind == 0:
+            if order == 0:
+                for i in range(head, e):
+                    x[i] = r[i]
+            elif order == 1:
+                for i in range(head, e):
+                    x[i] = r[i] + x[i - 1]
+            elif order == 2:
+                for i in range(head, e):
+                    x[i] = r[i] + 2 * x[i - 1] - x[i - 2]
+            elif order == 3:
+                for i in range(head, e):
+                    x[i] = r[i] + 3 * x[i - 1] - 3 * x[i - 2] + x[i - 3]
+            else:
+                for i in range(head, e):
+                    x[i] = r[i] + 4 * x[i - 1] - 6 * x[i - 2] + 4 * x[i - 3] - x[i - 4]
+        elif order <= 4 or head + 4 > e:
+            for i in range(head, e):
+                x[i] = r[i] + _lpc_predict(x, i, kind, order, shift, coefs, b)
+        else:
+            # the four newest samples are kept in registers: the vector part of the
+            # dot product reads samples stored four iterations ago at the latest
+            for q in range(order):  # reversed: cr[q] multiplies x[i - order + q]
+                cr[q] = coefs[b, order - 1 - q]
+            c = cr[:order - 4]
+            c4, c3, c2, c1 = cr[order - 4], cr[order - 3], cr[order - 2], cr[order - 1]
+            for i in range(head, head + 4):
+                x[i] = r[i] + _lpc_predict(x, i, kind, order, shift, coefs, b)
+            x4, x3, x2, x1 = x[head], x[head + 1], x[head + 2], x[head + 3]
+            for i in range(head + 4, e):
+                past = x[i - order:i - 4]
+                acc = 0
+                for q in range(order - 4):
+                    acc += c[q] * past[q]
+                v = r[i] + ((acc + c4 * x4 + c3 * x3 + c2 * x2 + c1 * x1) >> shift)
+                x[i] = v
+                x4, x3, x2, x1 = x3, x2, x1, v
+    return x
+
+
+@njit(cache=True)
+def _histories(m):
+    """Four zeroed int64 arrays of length ``m``, cut from one allocation at staggered
+    offsets: arrays that start at the same address modulo 4 KiB make the loads of
+    one alias the stores of another in the CPU (a stall per sample)."""
+    gap = m + 72
+    buf = np.zeros(4 * gap, np.int64)
+    return buf[0:m], buf[gap:gap + m], buf[2 * gap:2 * gap + m], buf[3 * gap:3 * gap + m]
+
+
 @njit(cache=True)
 def cascade_forward(e1, variant=1):
     """LPC residual -> cascade residual (an NLMS, then a sign-sign LMS; see ``CASCADES``)."""
     m1, d1, m2, mu = _CASCADE_TABLE[variant]
     n = e1.shape[0]
-    e2 = np.empty(n, np.int64)
+    pad = LMS_MAX_ORDER
+    h1, s1, h2, s2 = _histories(n + pad)
+    for i in range(n):
+        h1[pad + i] = e1[i]
+        s1[pad + i] = _sign(e1[i])
     e3 = np.empty(n, np.int64)
     w1 = np.zeros(LMS_MAX_ORDER, np.int64)
     w2 = np.zeros(LMS_MAX_ORDER, np.int64)
+    en = 1
     for i in range(n):
-        e2[i] = e1[i] - _lms_predict(e1, i, w1, m1)
-        _nlms_update(e1, i, w1, e2[i], m1, d1)
-        e3[i] = e2[i] - _lms_predict(e2, i, w2, m2)
-        _sign_update(e2, i, w2, e3[i], m2, mu)
+        b = pad + i
+        v2 = e1[i] - _dot(w1, h1, b - m1, m1)
+        _step_update(w1, s1, b - m1, m1, (_clamp(v2, _CLAMP) << LMS_SHIFT) // (en * d1))
+        en += _sat_abs(h1[b]) - _sat_abs(h1[b - m1])
+        v3 = v2 - _dot(w2, h2, b - m2, m2)
+        _step_update(w2, s2, b - m2, m2, mu * _sign(v3))
+        h2[b] = v2
+        s2[b] = _sign(v2)
+        e3[i] = v3
     return e3
 
 
@@ -822,16 +933,24 @@ def cascade_inverse(e3, variant=1):
     """Exact inverse of :func:`cascade_forward`."""
     m1, d1, m2, mu = _CASCADE_TABLE[variant]
     n = e3.shape[0]
-    e1 = np.empty(n, np.int64)
-    e2 = np.empty(n, np.int64)
+    pad = LMS_MAX_ORDER
+    h1, s1, h2, s2 = _histories(n + pad)
     w1 = np.zeros(LMS_MAX_ORDER, np.int64)
     w2 = np.zeros(LMS_MAX_ORDER, np.int64)
+    en = 1
     for i in range(n):
-        e2[i] = e3[i] + _lms_predict(e2, i, w2, m2)
-        _sign_update(e2, i, w2, e3[i], m2, mu)
-        e1[i] = e2[i] + _lms_predict(e1, i, w1, m1)
-        _nlms_update(e1, i, w1, e2[i], m1, d1)
-    return e1
+        b = pad + i
+        r = e3[i]
+        v2 = r + _dot(w2, h2, b - m2, m2)
+        _step_update(w2, s2, b - m2, m2, mu * _sign(r))
+        h2[b] = v2
+        s2[b] = _sign(v2)
+        v1 = v2 + _dot(w1, h1, b - m1, m1)
+        _step_update(w1, s1, b - m1, m1, (_clamp(v2, _CLAMP) << LMS_SHIFT) // (en * d1))
+        h1[b] = v1
+        s1[b] = _sign(v1)
+        en += _sat_abs(v1) - _sat_abs(h1[b - m1])
+    return h1[pad:]
 
 
 @njit(cache=True)

@@ -1,0 +1,349 @@
+"""The fast decode kernels against the kernels they replaced (kept here as references).
+
+The payload bytes are a released format: every payload, well-formed or
+damaged, must decode to the same integers (or fail) as before.
+"""
+
+import copy
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from numba import njit
+
+from signals import channel as C
+from signals import entropy as E
+from signals import predict as P
+
+
+# ------------------------------------------------ the replaced kernels, verbatim
+@njit(cache=True)
+def ref_cascade_forward(e1, variant):
+    m1, d1, m2, mu = P._CASCADE_TABLE[variant]
+    n = e1.shape[0]
+    e2 = np.empty(n, np.int64)
+    e3 = np.empty(n, np.int64)
+    w1 = np.zeros(P.LMS_MAX_ORDER, np.int64)
+    w2 = np.zeros(P.LMS_MAX_ORDER, np.int64)
+    for i in range(n):
+        e2[i] = e1[i] - P._lms_predict(e1, i, w1, m1)
+        P._nlms_update(e1, i, w1, e2[i], m1, d1)
+        e3[i] = e2[i] - P._lms_predict(e2, i, w2, m2)
+        P._sign_update(e2, i, w2, e3[i], m2, mu)
+    return e3
+
+
+@njit(cache=True)
+def ref_cascade_inverse(e3, variant):
+    m1, d1, m2, mu = P._CASCADE_TABLE[variant]
+    n = e3.shape[0]
+    e1 = np.empty(n, np.int64)
+    e2 = np.empty(n, np.int64)
+    w1 = np.zeros(P.LMS_MAX_ORDER, np.int64)
+    w2 = np.zeros(P.LMS_MAX_ORDER, np.int64)
+    for i in range(n):
+        e2[i] = e3[i] + P._lms_predict(e2, i, w2, m2)
+        P._sign_update(e2, i, w2, e3[i], m2, mu)
+        e1[i] = e2[i] + P._lms_predict(e1, i, w1, m1)
+        P._nlms_update(e1, i, w1, e2[i], m1, d1)
+    return e1
+
+
+@njit(cache=True)
+def ref_lpc_inverse(r, block, kinds, orders, shifts, coefs):
+    n = r.shape[0]
+    x = np.empty(n, np.int64)
+    for i in range(n):
+        b = i // block
+        x[i] = r[i] + P._lpc_predict(x, i, kinds[b], orders[b], shifts[b], coefs, b)
+    return x
+
+
+@njit(cache=True)
+def ref_decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs, cum, lookup,
+                     block, kinds, orders, shifts, coefs, mh, t, tbits, lms=0, ctxk=0):
+    acc = 0
+    x = np.empty(n, np.int64)
+    e1 = np.empty(n if lms else 0, np.int64)
+    e2 = np.empty(n if lms else 0, np.int64)
+    w1 = np.zeros(P.LMS_MAX_ORDER, np.int64)
+    w2 = np.zeros(P.LMS_MAX_ORDER, np.int64)
+    m1, d1, m2, mu = P._CASCADE_TABLE[lms]
+    nw = words.shape[0]
+    if nw < 2:
+        return x, False
+    st = (np.uint64(words[0]) << np.uint64(16)) | np.uint64(words[1])
+    wpos = 2
+    mask = np.uint64(E.SCALE - 1)
+    direct = 1 << k
+    bpos = 0
+    b1 = 0
+    b2 = 0
+    b3 = 0
+    size = 1 << tbits if mh > 0 else 1
+    table = np.full(size, -1, np.int64)
+    hmask = size - 1
+    ptr = -1
+    mlen = 0
+    for i in range(n):
+        blk = i // block
+        h = -1
+        if mh > 0 and i >= mh:
+            h = P._hash(x, i, mh, hmask)
+            if ptr < 0:
+                ptr = table[h]
+                mlen = 0
+        use = ptr >= 0 and mlen >= t
+        row = cmap[2 * b1 + b2 + b3] if ctxk == 0 else cmap[E.ema_stat(acc, ctxk)]
+        if use:
+            row += nc * P._bucket(mlen, t)
+        slot = st & mask
+        s = lookup[row, slot]
+        if s < 0:
+            return x, False
+        st = np.uint64(freqs[row, s]) * (st >> np.uint64(E.SCALE_BITS)) + slot - np.uint64(cum[row, s])
+        if st < np.uint64(E.RANS_L):
+            if wpos >= nw:
+                return x, False
+            st = (st << np.uint64(16)) | np.uint64(words[wpos])
+            wpos += 1
+        b3 = b2
+        b2 = b1
+        b1 = bitlen[s]
+        if s < direct:
+            z = np.uint64(s)
+        else:
+            e = k + ((s - direct) >> msb)
+            nb = e - msb
+            if e > 63 or bpos + nb > total_bits:
+                return x, False
+            m = np.uint64((s - direct) & ((1 << msb) - 1))
+            w = bpos >> 6
+            o = bpos & 63
+            v = raw[w] >> np.uint64(o)
+            if o + nb > 64:
+                v |= raw[w + 1] << np.uint64(64 - o)
+            if nb < 64:
+                v &= (np.uint64(1) << np.uint64(nb)) - np.uint64(1)
+            z = (((np.uint64(1) << np.uint64(msb)) | m) << np.uint64(nb)) | v
+            bpos += nb
+        if ctxk:
+            acc = E.ema_update(acc, z, ctxk)
+        r = np.int64(z >> np.uint64(1)) ^ -np.int64(z & np.uint64(1))
+        if lms:
+            e2[i] = r + P._lms_predict(e2, i, w2, m2)
+            P._sign_update(e2, i, w2, r, m2, mu)
+            e1[i] = e2[i] + P._lms_predict(e1, i, w1, m1)
+            P._nlms_update(e1, i, w1, e2[i], m1, d1)
+            r = e1[i]
+        if use:
+            pred = x[ptr]
+        else:
+            pred = P._lpc_predict(x, i, kinds[blk], orders[blk], shifts[blk], coefs, blk)
+        x[i] = r + pred
+        if ptr >= 0:
+            if x[ptr] == x[i]:
+                mlen += 1
+                ptr += 1
+            else:
+                ptr = -1
+                mlen = 0
+        if h >= 0:
+            table[h] = i
+    return x, wpos == nw and st == np.uint64(E.RANS_L) and total_bits - bpos < 8
+
+
+def ref_decode_words(rd, n, k, msb, cmap, nc, f, block, kinds, orders, shifts, coefs, mh, t, tbits,
+                     lms=0, ctxk=0):
+    """The replaced ``_decode_words``: x, or None where it raised."""
+    try:
+        n_words = rd.varint(rd.remaining() // 2)
+        words = np.frombuffer(rd.take(2 * n_words), "<u2").astype(np.uint16)
+        if n * E.MIN_TOKEN_BITS > 16 * n_words + 64:
+            return None
+        rest = rd.take(rd.remaining())
+    except ValueError:
+        return None
+    raw = np.frombuffer(rest + bytes(-len(rest) % 8 + 8), "<u8").astype(np.uint64)
+    cum, lookup = E.build_tables(f)
+    x, ok = ref_decode_fused(words, raw, 8 * len(rest), n, k, msb, E.token_bitlen(k, msb, f.shape[1]),
+                             cmap, nc, f, cum, lookup, block, kinds, orders, shifts, coefs, mh, t,
+                             tbits, lms, ctxk)
+    return x if ok else None
+
+
+class _Compare:
+    """Wraps ``channel._decode_words``: every call also runs the reference and compares."""
+
+    def __init__(self):
+        self.calls = 0
+        self.inner = C._decode_words
+
+    def __call__(self, rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders, shifts, coefs,
+                 mh, t, tbits, lms=0, ctxk=0):
+        self.calls += 1
+        want = ref_decode_words(copy.copy(rd), n, k, msb, cmap, nc, f, block, kinds, orders, shifts,
+                                coefs, mh, t, tbits, lms, ctxk)
+        try:
+            got = self.inner(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders, shifts,
+                             coefs, mh, t, tbits, lms, ctxk)
+        except ValueError:
+            got = None
+        assert (got is None) == (want is None)
+        if got is None:
+            raise ValueError("inconsistent rANS words or raw bits")
+        assert np.array_equal(got, want)
+        return got
+
+
+# ------------------------------------------------------------------ strategies
+wide = arrays(np.int64, st.integers(0, 300), elements=st.integers(-2**63, 2**63 - 1))
+wide32 = arrays(np.int64, st.integers(0, 300), elements=st.integers(-2**31, 2**31 - 1))
+walk = arrays(np.int64, st.integers(0, 600), elements=st.integers(-60, 60)).map(np.cumsum)
+const = st.tuples(st.integers(0, 300), st.integers(-2**63, 2**63 - 1)).map(
+    lambda a: np.full(a[0], a[1], np.int64))
+signals = st.one_of(wide, wide32, walk, const, st.just(np.zeros(0, np.int64)),
+                    st.integers(-2**63, 2**63 - 1).map(lambda v: np.array([v], np.int64)))
+
+
+# ------------------------------------------------------------------ kernels
+@settings(max_examples=150, deadline=None)
+@given(x=signals, variant=st.sampled_from(sorted(P.CASCADES)))
+def test_cascade_matches_the_replaced_kernels(x, variant):
+    e3 = P.cascade_forward(x, variant)
+    assert np.array_equal(e3, ref_cascade_forward(x, variant))
+    assert np.array_equal(P.cascade_inverse(e3, variant), ref_cascade_inverse(e3, variant))
+    assert np.array_equal(P.cascade_inverse(e3, variant), x)
+    # any input to the inverse (a damaged payload's residuals), not only forward outputs
+    assert np.array_equal(P.cascade_inverse(x, variant), ref_cascade_inverse(x, variant))
+
+
+@st.composite
+def block_params(draw):
+    n = draw(st.integers(0, 400))
+    block = draw(st.integers(1, 130))
+    nb = max(1, -(-n // block))
+    kinds = np.array(draw(st.lists(st.integers(0, 2), min_size=nb, max_size=nb)), np.int64)
+    orders = np.zeros(nb, np.int64)
+    shifts = np.zeros(nb, np.int64)
+    coefs = np.zeros((nb, 32), np.int64)
+    for b in range(nb):
+        if kinds[b] == 0:
+            orders[b] = draw(st.integers(0, P.MAX_ORDER))
+        elif kinds[b] == 1:
+            orders[b] = draw(st.integers(1, 32))
+            shifts[b] = draw(st.integers(0, 30))
+            coefs[b, :orders[b]] = draw(arrays(np.int64, int(orders[b]),
+                                               elements=st.integers(-32768, 32767)))
+        else:
+            orders[b] = draw(st.integers(2, 300))
+    r = draw(st.one_of(arrays(np.int64, n, elements=st.integers(-2**63, 2**63 - 1)),
+                       arrays(np.int64, n, elements=st.integers(-3, 3))))
+    return r, block, kinds, orders, shifts, coefs
+
+
+@settings(max_examples=200, deadline=None)
+@given(p=block_params())
+def test_block_lpc_inverse_matches_per_sample_prediction(p):
+    assert np.array_equal(P.lpc_inverse_blocks(*p), ref_lpc_inverse(*p))
+
+
+@settings(max_examples=100, deadline=None)
+@given(acc=st.one_of(st.integers(0, 2**63 - 1), st.integers(0, 5000)), sh=st.integers(0, 8))
+def test_ema_stat_fast_matches(acc, sh):
+    assert E.ema_stat_fast(acc, sh) == E.ema_stat(acc, sh)
+
+
+@settings(max_examples=100, deadline=None)
+@given(k=st.integers(0, 6), msb=st.integers(0, 4), rows=st.integers(1, 3), data=st.data())
+def test_decode_table_fields(k, msb, rows, data):
+    msb = min(msb, k)
+    width = E.alphabet_size(k, msb)
+    q = np.array(data.draw(st.lists(st.lists(st.integers(0, E.MAX_QCODE), min_size=width,
+                                             max_size=width), min_size=rows, max_size=rows)))
+    f = E.freqs_from_code_rows(q)
+    cum, lookup = E.build_tables(f)
+    dt = E.decode_table(f, k, msb).reshape(rows, E.SCALE)
+    bl = E.token_bitlen(k, msb, width)
+    nbits = E.token_raw_bits(k, msb, width)
+    s = lookup.astype(np.int64)
+    used = s >= 0
+    freq = (dt & np.uint64(E.DT_FREQ_MASK)).astype(np.int64)
+    assert np.array_equal(freq == 0, ~used)
+    sv = np.where(used, s, 0)
+    rr = np.arange(rows)[:, None]
+    slot = np.arange(E.SCALE)[None, :]
+    assert np.array_equal(freq[used], f[rr, sv][used])
+    assert np.array_equal(((dt >> np.uint64(13)) & np.uint64(4095)).astype(np.int64)[used],
+                          (slot - cum[rr, sv])[used])
+    assert np.array_equal(((dt >> np.uint64(32)) & np.uint64(63)).astype(np.int64)[used], nbits[sv][used])
+    assert np.array_equal(((dt >> np.uint64(40)) & np.uint64(127)).astype(np.int64)[used], bl[sv][used])
+    top = (dt >> np.uint64(48)).astype(np.int64)[used]
+    z_top = np.where(sv < (1 << k), sv, (1 << msb) | ((sv - (1 << k)) & ((1 << msb) - 1)))
+    assert np.array_equal(top, z_top[used])
+
+
+# ------------------------------------------------------------------ payloads
+def _damaged(p: bytes, data) -> bytes:
+    how = data.draw(st.sampled_from(["flip", "cut", "byte"]))
+    if not p:
+        return p
+    i = data.draw(st.integers(0, len(p) - 1))
+    if how == "cut":
+        return p[:i]
+    b = bytearray(p)
+    if how == "flip":
+        b[i] ^= 1 << data.draw(st.integers(0, 7))
+    else:
+        b[i] = data.draw(st.integers(0, 255))
+    return bytes(b)
+
+
+@settings(max_examples=80, deadline=None)
+@given(x=signals, level=st.integers(0, 6), data=st.data())
+def test_payloads_decode_as_with_the_replaced_kernels(x, level, data):
+    p = C.encode_channel(x, level=level)
+    cmp = _Compare()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(C, "_decode_words", cmp)
+        assert np.array_equal(C.decode_channel(p, x.size), x)
+        assert cmp.calls > 0 or p[0] != C.CODED2
+        for _ in range(3):  # damaged copies: the same integers or the same failure
+            try:
+                C.decode_channel(_damaged(p, data), x.size)
+            except ValueError:
+                pass
+
+
+@pytest.fixture(scope="module")
+def models():
+    rng = np.random.default_rng(7)
+    t = np.arange(20000)
+    smooth = (1000 * np.sin(t / 9.0) + rng.normal(0, 3, t.size)).astype(np.int64)
+    steps = np.repeat(rng.integers(0, 50, 400), 50).astype(np.int64)
+    return [C.fit_channel_model([smooth], packet_size=256),
+            C.fit_channel_model([steps], packet_size=256)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(which=st.integers(0, 1), xs=st.lists(signals, min_size=0, max_size=6), data=st.data())
+def test_model_packets_decode_as_with_the_replaced_kernels(models, which, xs, data):
+    m = models[which]
+    ps = C.encode_packets(xs, m, level=0)
+    assert all(np.array_equal(a, b) for a, b in zip(C.decode_packets(ps, [x.size for x in xs], m), xs))
+    bad = [_damaged(p, data) for p in ps]
+    cmp = _Compare()
+    got = C.decode_packets(bad, [x.size for x in xs], m, on_error="none")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(C, "_decode_words", cmp)
+        for b, x, g in zip(bad, xs, got):
+            try:
+                one = C.decode_channel(b, x.size, model=m)
+            except ValueError:
+                one = None
+            assert (g is None) == (one is None)
+            if g is not None:
+                assert np.array_equal(g, one)
+        assert cmp.calls >= sum(b[:1] == bytes([C.MODEL]) for b in bad)
