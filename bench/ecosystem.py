@@ -277,7 +277,8 @@ def main() -> None:
         return
     suites = {"codec": lambda: bench_codec(args.data, args.repeat),
               "dask": lambda: bench_dask(args.data), "threads": lambda: bench_threads(args.data),
-              "chronos": lambda: bench_chronos(args.data), "plot": lambda: bench_plot(args.data, max(5, args.repeat))}
+              "chronos": lambda: bench_chronos(args.data),
+              "plot": lambda: bench_plot(args.data, max(5, args.repeat))}
     for name in args.only:
         try:
             suites[name]()
