@@ -11,7 +11,8 @@ process right beside it:
   numcodecs ``Zstd(level=19)``, ``Blosc(zstd, level 9, bitshuffle)`` and
   ``PCodec`` (pcodec); bytes, and encode/decode speed in MB/s of raw
   samples. The ubpe chunks are also written to a zarr v3 array (its
-  serializer) and compared with ``signals.compress`` on the whole signal.
+  serializer) and compared with ``signals.compress`` on the whole signal,
+  without and with a model trained on the first 70% of the signal.
 - dask: ``signals.parallel.compress_files`` over copies of the dev
   signals, on a LocalCluster of 2 worker processes against 1.
 - threads: ``Tokenizer.encode_to_numpy(num_threads=2)`` against 1 thread.
@@ -85,10 +86,8 @@ def timed(fn, repeat: int = 3):
 
 def bench_codec(data: Path, repeat: int) -> None:
     import numcodecs
-    import zarr
 
-    from signals import compress
-    from signals.numcodecs_codec import UBPECodec, UBPEZarrCodec
+    from signals.numcodecs_codec import UBPECodec
     peers = {"Zstd(19)": numcodecs.Zstd(level=19),
              "Blosc(zstd,9,bitshuffle)": numcodecs.Blosc("zstd", 9, numcodecs.Blosc.BITSHUFFLE)}
     try:
@@ -121,20 +120,78 @@ def bench_codec(data: Path, repeat: int) -> None:
         ratio = " | ".join(f"{sizes[p]:,} ({sizes[p] / sizes['ubpe']:.2f}x)" for p in peers)
         print(f"| {name} | {raw:,} | {sizes['ubpe']:,} | {ratio} | {speeds['ubpe']} | "
               + " | ".join(speeds[p] for p in peers) + " |")
+        if x.dtype.kind in "iu":
+            zarr_rows.append(zarr_with_model(name, x))
+    print("\n## zarr array (ubpe serializer, 4096-sample chunks) against signals.compress on the "
+          "whole signal, without and with a trained model\n")
+    print("Model: `SignalModel(n_levels=1024, vocab_size=1024).fit(...)` on the first 70% of the "
+          "signal (what `ubpe build --vocab-size 1024` fits; no merges, since the codec uses only "
+          "the model's codec part), passed inline in the codec config (`model_config(path, "
+          "inline=True)`: zstd then base64, stored once in the array's zarr.json). The array "
+          "holds the whole signal, training part included. Ratios are to `signals.compress` of "
+          "the whole signal without a model; the target is <= 1.05.\n")
+    print("| signal | compress bytes | zarr chunks | ratio | zarr chunks, model | model inline "
+          "bytes (file) | ratio, model not counted | ratio, model counted | chunk payloads only: "
+          "ratio without / with model |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in zarr_rows:
+        w = r["whole"]
+        print(f"| {r['name']} | {w:,} | {r['plain']:,} | {r['plain'] / w:.3f} | "
+              f"{r['model']:,} | {r['inline']:,} ({r['file']:,}) | {r['model'] / w:.3f} | "
+              f"{(r['model'] + r['inline']) / w:.3f} | {r['pay_plain'] / w:.3f} / "
+              f"{r['pay_model'] / w:.3f} |")
+    print("\nChunk payloads only: the channels' coded bytes in the chunks' containers, without "
+          "each chunk's container header (magic, JSON header, checksums) and framing, which "
+          "every 4096-sample chunk repeats (the whole signal's compress bytes keep their one "
+          "header).")
+    n = len(zarr_rows)
+
+    def meets(key, extra=None) -> int:
+        return sum((r[key] + (r[extra] if extra else 0)) / r["whole"] <= 1.05 for r in zarr_rows)
+    head = statistics.mean((r["plain"] - r["pay_plain"]) / r["n_chunks"] for r in zarr_rows)
+    head_model = statistics.mean((r["model"] - r["pay_model"]) / r["n_chunks"] for r in zarr_rows)
+    print(f"\nWhich count meets the target (<= 1.05), signals out of {n}: zarr chunks without a "
+          f"model {meets('plain')}; with the model, its bytes not counted {meets('model')}, "
+          f"counted {meets('model', 'inline')}; chunk payloads only, without a model "
+          f"{meets('pay_plain')}, with it {meets('pay_model')}. Chunks larger with the model "
+          f"than without: {sum(r['model'] > r['plain'] for r in zarr_rows)} of {n}. Container "
+          f"header and framing per chunk, on average: {head:.0f} bytes without a model, "
+          f"{head_model:.0f} with it (its id).")
+
+
+def zarr_with_model(name: str, x: np.ndarray) -> dict:
+    """Bytes of ``x`` in a zarr array with the ubpe serializer, without and with a model."""
+    import zarr
+
+    import signals
+    from signals import SignalModel, compress
+    from signals.numcodecs_codec import UBPEZarrCodec, model_config
+
+    def stored(serializer) -> int:
         store = zarr.storage.MemoryStore()
         z = zarr.create_array(store, shape=x.shape, chunks=(CHUNK, x.shape[1]), dtype=x.dtype,
-                              serializer=UBPEZarrCodec(), compressors=None)
+                              serializer=serializer, compressors=None)
         z[:] = x
-        stored = sum(len(v.to_bytes()) for k, v in store._store_dict.items() if "zarr.json" not in k)
-        if x.dtype.kind in "iu":
-            whole = len(compress(x.T.astype(np.int64)))
-            zarr_rows.append((name, stored, whole))
-    print("\n## zarr array (ubpe serializer, 4096-sample chunks) against signals.compress on the "
-          "whole signal\n")
-    print("| signal | zarr chunks bytes | signals.compress bytes | zarr / compress |")
-    print("|---|---|---|---|")
-    for name, stored, whole in zarr_rows:
-        print(f"| {name} | {stored:,} | {whole:,} | {stored / whole:.3f} |")
+        back = zarr.open_array(store, mode="r")[:]
+        assert np.array_equal(back, x), name
+        return sum(len(v.to_bytes()) for k, v in store._store_dict.items()
+                   if "zarr.json" not in k)
+
+    def payloads(model) -> int:
+        return sum(ch["bytes"] for c in chunks(x)
+                   for ch in signals.inspect(compress(c.T, model=model))["channels"])
+
+    n70 = int(0.7 * x.shape[0])
+    model = SignalModel(1024, 1024, progress=False).fit([x[:n70, c] for c in range(x.shape[1])])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.json"
+        model.save(path)
+        cfg = model_config(path, inline=True)
+        file_bytes = path.stat().st_size
+    return {"name": name, "whole": len(compress(x.T)), "plain": stored(UBPEZarrCodec()),
+            "model": stored(UBPEZarrCodec(model=cfg)), "inline": len(cfg["inline"]),
+            "file": file_bytes, "pay_plain": payloads(None), "pay_model": payloads(model),
+            "n_chunks": len(chunks(x))}
 
 
 def bench_dask(data: Path) -> None:
