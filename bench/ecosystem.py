@@ -158,24 +158,34 @@ def bench_codec(data: Path, repeat: int) -> None:
           f"header and framing per chunk, on average: {head:.0f} bytes without a model, "
           f"{head_model:.0f} with it (its id).")
 
+    print("\n## zarr array (ubpe serializer, no model) against signals.compress on the whole "
+          "signal, by chunk size (bytes of all chunks / compress bytes; zarr pads the last "
+          "chunk to the full size)\n")
+    sizes = (4096, 16384, 65536)
+    print("| signal | " + " | ".join(f"{c:,}-sample chunks" for c in sizes) + " |")
+    print("|---" * (1 + len(sizes)) + "|")
+    from signals.numcodecs_codec import UBPEZarrCodec
+    for r in zarr_rows:
+        cells = [zarr_bytes(r["x"], UBPEZarrCodec(), c) / r["whole"] for c in sizes]
+        print(f"| {r['name']} | " + " | ".join(f"{v:.3f}" for v in cells) + " |")
+
+
+def zarr_bytes(x: np.ndarray, serializer, chunk: int = CHUNK) -> int:
+    """Bytes of the chunks of a zarr v3 array of ``x`` (read back and checked)."""
+    import zarr
+    store = zarr.storage.MemoryStore()
+    z = zarr.create_array(store, shape=x.shape, chunks=(chunk, x.shape[1]), dtype=x.dtype,
+                          serializer=serializer, compressors=None)
+    z[:] = x
+    assert np.array_equal(zarr.open_array(store, mode="r")[:], x)
+    return sum(len(v.to_bytes()) for k, v in store._store_dict.items() if "zarr.json" not in k)
+
 
 def zarr_with_model(name: str, x: np.ndarray) -> dict:
     """Bytes of ``x`` in a zarr array with the ubpe serializer, without and with a model."""
-    import zarr
-
     import signals
     from signals import SignalModel, compress
     from signals.numcodecs_codec import UBPEZarrCodec, model_config
-
-    def stored(serializer) -> int:
-        store = zarr.storage.MemoryStore()
-        z = zarr.create_array(store, shape=x.shape, chunks=(CHUNK, x.shape[1]), dtype=x.dtype,
-                              serializer=serializer, compressors=None)
-        z[:] = x
-        back = zarr.open_array(store, mode="r")[:]
-        assert np.array_equal(back, x), name
-        return sum(len(v.to_bytes()) for k, v in store._store_dict.items()
-                   if "zarr.json" not in k)
 
     def payloads(model) -> int:
         return sum(ch["bytes"] for c in chunks(x)
@@ -188,10 +198,10 @@ def zarr_with_model(name: str, x: np.ndarray) -> dict:
         model.save(path)
         cfg = model_config(path, inline=True)
         file_bytes = path.stat().st_size
-    return {"name": name, "whole": len(compress(x.T)), "plain": stored(UBPEZarrCodec()),
-            "model": stored(UBPEZarrCodec(model=cfg)), "inline": len(cfg["inline"]),
+    return {"name": name, "whole": len(compress(x.T)), "plain": zarr_bytes(x, UBPEZarrCodec()),
+            "model": zarr_bytes(x, UBPEZarrCodec(model=cfg)), "inline": len(cfg["inline"]),
             "file": file_bytes, "pay_plain": payloads(None), "pay_model": payloads(model),
-            "n_chunks": len(chunks(x))}
+            "n_chunks": len(chunks(x)), "x": x}
 
 
 def bench_dask(data: Path) -> None:
