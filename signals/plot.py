@@ -223,9 +223,11 @@ def _draw_bits(chans: Sequence[np.ndarray], names: Sequence[str] | None,
 class _Forked:
     """``fn(*args)`` computed in a forked child process while this one goes on.
 
-    Only where forking is safe and can help: Linux, more than one CPU, and no
-    other thread in this process (a lock held by another thread at the fork
-    would stay held in the child). Elsewhere, or when the child fails,
+    Only where forking is safe and can help: Linux, no other thread in this
+    process (a lock held by another thread at the fork would stay held in the
+    child), and more than one CPU with the last minute's load average below
+    the CPU count less one half (on a saturated machine the child would only
+    take CPU time from this process). Elsewhere, or when the child fails,
     :meth:`result` runs ``fn`` here, so the value is the same either way.
     """
 
@@ -276,14 +278,21 @@ class _Forked:
 
 
 def _fork_helps() -> bool:
+    """Linux, one thread, and a CPU beside this process's idle (the last minute's load)."""
     if not (sys.platform.startswith("linux") and hasattr(os, "fork")):
         return False
     if threading.active_count() > 1:
         return False
     try:
-        return len(os.sched_getaffinity(0)) > 1
+        n_cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return (os.cpu_count() or 1) > 1
+        n_cpus = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    # a saturated machine: the child would only compete with this process for a CPU
+    return n_cpus > 1 and load < n_cpus - 0.5
 
 
 def vocab_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, max_merges: int = 1024,
@@ -431,10 +440,11 @@ def save_all(x: Any, outdir: str | Path, *, which: Sequence[str] = tuple(PICTURE
     model, channel, start, length, rate
         As in :func:`tokens_figure` (``channel`` and ``rate`` for the others too).
     parallel : bool, default True
-        On Linux with a second CPU free to this process and no other thread
-        running, compute the bits picture (blocks of ``BITS_BLOCK`` samples,
-        each compressed) in a forked child process while this one draws the
-        others. The pictures are the same either way.
+        On Linux with a second CPU free (load average below the CPU count
+        less one half) and no other thread running, compute the bits
+        picture (blocks of ``BITS_BLOCK`` samples, each compressed) in a
+        forked child process while this one draws the others. The pictures
+        are the same either way.
 
     Returns
     -------

@@ -35,8 +35,8 @@ PICTURES = ("tokens", "bits", "vocab", "residuals")
 @click.option("--exclude", metavar="A,B,...", help="Columns to leave out.")
 @click.option("--dpi", default=120, show_default=True, type=click.IntRange(20, 1200))
 @click.option("--serial", is_flag=True,
-              help="Draw everything in this process (default: on Linux with a second CPU, a "
-                   "forked child codes the bits picture's blocks meanwhile).")
+              help="Draw everything in this process (default: on Linux with a second CPU "
+                   "free, a forked child codes the bits picture's blocks meanwhile).")
 def plot(source, outdir, which, channel, start, length, rate, model_path, columns, exclude, dpi,
          serial):
     """Draw PNG pictures of a signal file (CSV, .npz/.npy, .wav or .ubpe).
