@@ -311,7 +311,7 @@ def bench_plot(data: Path, repeat: int = 5) -> None:
                     "the same, --serial": [*cmd, "--serial"],
                     "floor: python -c 'import signals.plot, ubpe.cli.plot, matplotlib.figure'":
                         ["-c", "import signals.plot, ubpe.cli.plot, matplotlib.figure"]}
-        first = run(cmd)[0]  # the first call: numba compiles and caches the kernels
+        first = run(cmd)[0]  # a first call: numba compiles and caches the kernels where cold
         load = os.getloadavg()[0]  # the default forks only below cpu_count - 0.5
         res: dict[str, list[tuple[float, float, str]]] = {k: [] for k in variants}
         for _ in range(repeat):  # interleaved, so that the machine's load hits all alike
@@ -319,7 +319,7 @@ def bench_plot(data: Path, repeat: int = 5) -> None:
                 res[k].append(run(args))
         n_files = len(list(Path(tmp).glob("*.png")))
     print(f"\n## ubpe plot: {n_files} pictures of the ECG (108,000 samples), a fresh process per "
-          f"call (the first call, {first:.2f} s, compiles the numba cache); "
+          f"call (a first call, {first:.2f} s, fills the numba cache where it is cold); "
           f"os.cpu_count() = {os.cpu_count()}, load average {load:.2f} before the runs "
           f"(the default draws in a forked child only below {(os.cpu_count() or 1) - 0.5}), "
           f"best and median of {repeat}\n")
