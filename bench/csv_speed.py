@@ -1,15 +1,19 @@
 """CSV parsing speed on a >= 50 MB CSV, beside pandas.read_csv in the same run (issue 12).
 
-    .venv/bin/python bench/csv_speed.py [--data ../shared/data] [--mb 50] [--repeat 3] [--only NAME ...]
+    .venv/bin/python bench/csv_speed.py [--data ../shared/data] [--mb 50] [--repeat 5] [--only NAME ...]
 
 Each real CSV named below is tiled (its header and lines above it once, its
 rows repeated) to at least ``--mb`` megabytes in a temporary file. On each,
-in one process, with the file in the page cache, the median of ``--repeat``
+in one process, with the file in the page cache, the best of ``--repeat``
 runs after a warm-up is reported for:
 
 - ``pandas.read_csv`` (the peer; its default C engine, default options: every
   column parsed, numbers as float64/int64, text as objects);
+- ``polars.read_csv`` (a second peer, when polars is installed; multithreaded,
+  every column, types inferred from the first 10,000 rows);
 - ``signals.read_csv``: the numeric channels (what ``ubpe build`` reads);
+- ``signals.read_csv(output=...)``: the same as a NumPy structured array, a
+  pandas DataFrame, a polars DataFrame or a pyarrow Table (issue 16);
 - ``signals.table.encode_csv``: every cell, exactly (layout + int64 columns +
   blobs, verified by decoding before it returns);
 - ``signals.table.decode_csv``: the file back from its parts.
@@ -26,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,14 +55,15 @@ FILES = {
 }
 
 
-def median_time(fn, repeat):
+def best_time(fn, repeat):
+    """Best of ``repeat`` runs after a warm-up (the machine is shared: the least disturbed run)."""
     fn()
     times, result = [], None
     for _ in range(repeat):
         t = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - t)
-    return statistics.median(times), result
+    return min(times), result
 
 
 def tile(src: Path, skip: int, mb: float, dst: Path) -> int:
@@ -104,6 +108,9 @@ print(peak() - base)
 """
 
 
+_MEMORY_READERS = ("pandas.read_csv", "signals.read_csv", "table.encode_csv", "table.decode_csv")
+
+
 def peak_growth(path: Path, what: str, skip: int) -> int | None:
     """Bytes by which the peak RSS grows while ``what`` runs once, in a fresh process (None on failure:
     Linux's /proc is needed).
@@ -125,7 +132,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=find_shared())
     ap.add_argument("--mb", type=float, default=50)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", nargs="*", default=None, choices=list(FILES))
     ap.add_argument("--memory", action="store_true", help="also peak memory, one fresh process each")
     args = ap.parse_args()
@@ -137,8 +144,14 @@ def main() -> int:
     from signals.readers import read_csv
     from signals.table import decode_csv, encode_csv
 
-    print(f"cpus {os.cpu_count()}, pandas {pd.__version__}, repeat {args.repeat} (median after a warm-up)")
-    print(f"{'file':<16} {'MB':>6} {'reader':<22} {'s':>7} {'MB/s':>7} {'vs pandas':>9}"
+    try:
+        import polars as pl
+    except ImportError:
+        pl = None
+    print(f"cpus {os.cpu_count()}, pandas {pd.__version__}, "
+          f"polars {pl.__version__ if pl is not None else 'not installed (skipped)'}, "
+          f"repeat {args.repeat} (best after a warm-up)")
+    print(f"{'file':<16} {'MB':>6} {'reader':<27} {'s':>7} {'MB/s':>7} {'vs pandas':>9}"
           + (f" {'peak growth':>12}" if args.memory else ""))
     ran = False
     for name in args.only or FILES:
@@ -153,17 +166,33 @@ def main() -> int:
             size = tile(src, skip, args.mb, path)
             mb = size / 1e6
             data = path.read_bytes()
-            t_pd, df = median_time(lambda: pd.read_csv(path, skiprows=skip, low_memory=False), args.repeat)
-            t_rd, ch = median_time(lambda: read_csv(path), args.repeat)
-            t_en, parts = median_time(lambda: encode_csv(data), args.repeat)
-            t_de, back = median_time(lambda: decode_csv(parts), args.repeat)
+            t_pd, df = best_time(lambda: pd.read_csv(path, skiprows=skip, low_memory=False), args.repeat)
+            t_rd, ch = best_time(lambda: read_csv(path), args.repeat)
+            outputs = []
+            if pl is not None:
+                try:
+                    t_pl, _ = best_time(lambda: pl.read_csv(path, skip_rows=skip,
+                                                              infer_schema_length=10_000),
+                                          args.repeat)
+                    outputs.append(("polars.read_csv", t_pl))
+                except Exception as e:  # a peer that cannot read the file is reported
+                    print(f"{name:<16} {mb:6.1f} polars.read_csv failed: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:80]}")
+            for out in ("numpy", "pandas", "polars", "arrow"):
+                if out == "polars" and pl is None:
+                    continue
+                t_o, tab = best_time(lambda out=out: read_csv(path, output=out), args.repeat)
+                assert len(tab) == len(df), (out, len(tab), len(df))
+                outputs.append((f"read_csv(output={out!r})", t_o))
+            t_en, parts = best_time(lambda: encode_csv(data), args.repeat)
+            t_de, back = best_time(lambda: decode_csv(parts), args.repeat)
             assert back == data, "decode_csv did not give the file back"
             assert parts.layout["kind"] == "table", parts.layout.get("reason")
             assert len(ch.channels[0]) == len(df), (len(ch.channels[0]), len(df))
-            for label, t in [("pandas.read_csv", t_pd), ("signals.read_csv", t_rd),
+            for label, t in [("pandas.read_csv", t_pd), ("signals.read_csv", t_rd), *outputs,
                              ("table.encode_csv", t_en), ("table.decode_csv", t_de)]:
-                line = f"{name:<16} {mb:6.1f} {label:<22} {t:7.3f} {mb / t:7.1f} {t_pd / t:8.2f}x"
-                if args.memory:
+                line = f"{name:<16} {mb:6.1f} {label:<27} {t:7.3f} {mb / t:7.1f} {t_pd / t:8.2f}x"
+                if args.memory and label in _MEMORY_READERS:
                     g = peak_growth(path, label, skip)
                     line += f" {g / size:11.2f}x" if g is not None else "      (failed)"
                 print(line)

@@ -16,6 +16,13 @@ trained (``zstandard.train_dictionary``) on the same 70%, cut in packets.
 Printed: bits/sample, ratio against the best peer, and speeds in M samples/s
 (ours: ``encode_packets``/``decode_packets``, all packets of a channel in one
 call; pcodec: one call per packet, as its API takes them).
+
+Model load time: the channel models are put, as they are, in the codec part
+of a ``SignalModel`` file (its tokenizer part the least there is: 256 levels,
+no merges), and ``SignalModel.load`` of that file is timed, median of 5
+(after one load that warms the imports), alone and with the coder's tables
+built (``ChannelModel.tables()``, which the first packet would otherwise
+build); its file bytes are printed beside the model's own bytes.
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -70,6 +79,35 @@ def timed(fn):
     return out, time.perf_counter() - t
 
 
+def load_time(parts, models, repeat: int = 5) -> tuple[int, float, float]:
+    """(file bytes, median seconds of ``SignalModel.load``, the same with the coder's tables
+    built, as the first packet builds them) of a model file holding ``models``."""
+    from signals import SignalModel
+    train = [np.concatenate(tr) for tr, _ in parts]
+    sm = SignalModel(256, 256, codec=False, progress=False).fit(train)
+    # the codec part: the channel models fitted above, under the mapping SignalModel.fit
+    # gives integer channels ("int", step 1: the packets are coded as they are)
+    sm.codec_ = {name: {"dtype": t.dtype.str, "map": {"kind": "int", "step": 1}, "model": m}
+                 for name, t, m in zip(sm.channel_names_, train, models)}
+    sm.codec_report_ = [{"name": name, "bits_own": None, "bits_model": None, "kept": True,
+                         "reason": "bench/packets.py"} for name in sm.channel_names_]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.json"
+        sm.save(path)
+        back = SignalModel.load(path)  # warm-up; and the models come back as they were
+        assert all(back.codec_[n]["model"].get_config() == m.get_config()
+                   for n, m in zip(sm.channel_names_, models))
+        times, ready = [], []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            back = SignalModel.load(path)
+            times.append(time.perf_counter() - t)
+            for e in back.codec_.values():
+                e["model"].tables()
+            ready.append(time.perf_counter() - t)
+        return path.stat().st_size, statistics.median(times), statistics.median(ready)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -87,7 +125,7 @@ def main(argv=None):
     sets = load_all(args.data, args.only)
     head = ["file", "packet", "ours (model)", "ours (no model)", "pcodec 8", "pcodec 12", "FLAC",
             "WavPack", "zstd+dict", "best peer", "ratio", "ours MS/s c/d", "pcodec 8 MS/s c/d",
-            "model bytes", "fit s"]
+            "model bytes", "model file bytes", "load / with tables (median of 5)", "fit s"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     ratios = {s: [] for s in args.sizes}
@@ -98,6 +136,7 @@ def main(argv=None):
             models = [fit_channel_model(tr, packet_size=size) for tr, _ in parts]
             fit_s = time.perf_counter() - t0
             model_bytes = sum(len(json.dumps(m.get_config())) for m in models)
+            file_bytes, load_s, ready_s = load_time(parts, models)
             tot = {k: 0 for k in ("model", "plain", "p8", "p12", "flac", "wv", "zd")}
             n = 0
             t_ours = [0.0, 0.0]
@@ -153,6 +192,7 @@ def main(argv=None):
                 f(bits["flac"]), f(bits["wv"]), f(bits["zd"]), f(best), f"{bits['model'] / best:.3f}",
                 f"{n / t_ours[0] / 1e6:.1f} / {n / t_ours[1] / 1e6:.1f}",
                 f"{n / t_pc[0] / 1e6:.1f} / {n / t_pc[1] / 1e6:.1f}", str(model_bytes),
+                str(file_bytes), f"{load_s * 1e3:.1f} / {ready_s * 1e3:.1f} ms",
                 f"{fit_s:.2f}"]) + " |", flush=True)
     for s in args.sizes:
         if ratios[s]:

@@ -17,6 +17,11 @@ notebook by leaving it as a cell's value, or with ``pyplot`` as usual.
 
 from __future__ import annotations
 
+import os
+import pickle
+import signal
+import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,7 +112,7 @@ def tokens_figure(x: Any, model: SignalModel | None = None, *, channel: int = 0,
     if model is None:
         fit_on = sig if sig.size <= 200_000 else sig[:200_000]
         model = SignalModel(n_levels=n_levels, vocab_size=vocab_size, n_candidates=8,
-                            doc_length=length, progress=False).fit([fit_on])
+                            doc_length=length, progress=False, codec=False).fit([fit_on])
         q, tok = model.quantizers_[0], model.tokenizer_
     else:
         q, tok = model.quantizers_[channel], model.tokenizer_
@@ -147,7 +152,10 @@ def tokens_figure(x: Any, model: SignalModel | None = None, *, channel: int = 0,
     return fig
 
 
-def bits_figure(x: Any, *, block: int = 16384, rate: float | None = None,
+BITS_BLOCK = 16384
+
+
+def bits_figure(x: Any, *, block: int = BITS_BLOCK, rate: float | None = None,
                 title: str | None = None, **options: Any) -> Figure:
     """Bits per sample along the recording: each block compressed on its own.
 
@@ -178,25 +186,113 @@ def bits_figure(x: Any, *, block: int = 16384, rate: float | None = None,
     if block < 1:
         raise ValueError(f"block must be >= 1, got {block}")
     chans, names = as_channels(x)
+    return _draw_bits(chans, names, _block_bits(chans, block, options), block, rate, title)
+
+
+def _block_bits(chans: Sequence[np.ndarray], block: int,
+                options: dict) -> list[tuple[np.ndarray, float]]:
+    """Per channel: (bits per sample of each block coded on its own, bits per sample of the whole)."""
+    return [(_blocks_only(c, block, options), 8.0 * len(compress(c, **options)) / c.size)
+            for c in chans]
+
+
+def _blocks_only(c: np.ndarray, block: int, options: dict) -> np.ndarray:
+    return np.array([8.0 * len(compress(c[i:i + block], **options)) / c[i:i + block].size
+                     for i in range(0, c.size, block)])
+
+
+def _draw_bits(chans: Sequence[np.ndarray], names: Sequence[str] | None,
+               computed: list[tuple[np.ndarray, float]], block: int, rate: float | None,
+               title: str | None) -> Figure:
     names = names or [f"ch{i}" for i in range(len(chans))]
     fig = _figure(10, 3.5)
     ax = fig.add_subplot()
     scale = 1.0 / rate if rate else 1.0
-    all_bits = []
-    for c, name in zip(chans, names):
-        bits = np.array([8.0 * len(compress(c[i:i + block], **options)) / c[i:i + block].size
-                         for i in range(0, c.size, block)])
+    for c, name, (bits, whole) in zip(chans, names, computed):
         edges = np.minimum(np.arange(bits.size + 1) * block, c.size) * scale
-        whole = 8.0 * len(compress(c, **options)) / c.size
         ax.stairs(bits, edges, baseline=None, label=f"{name}: {whole:.2f} bits/sample whole")
-        all_bits.append(bits)
     ax.set_xlabel("time (s)" if rate else "sample")
     ax.set_ylabel("bits per sample")
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7, loc="upper right")
     ax.set_title(title or f"bits per sample, blocks of {block:,} samples compressed on their own")
-    fig.ubpe_bits = all_bits
+    fig.ubpe_bits = [bits for bits, _ in computed]
     return fig
+
+
+class _Forked:
+    """``fn(*args)`` computed in a forked child process while this one goes on.
+
+    Only where forking is safe and can help: Linux, no other thread in this
+    process (a lock held by another thread at the fork would stay held in the
+    child), and more than one CPU with the last minute's load average below
+    the CPU count less one half (on a saturated machine the child would only
+    take CPU time from this process). Elsewhere, or when the child fails,
+    :meth:`result` runs ``fn`` here, so the value is the same either way.
+    """
+
+    def __init__(self, fn: Any, *args: Any, enabled: bool = True):
+        self._fn, self._args = fn, args
+        self._pid: int | None = None
+        if not (enabled and _fork_helps()):
+            return
+        r, w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(w)
+            return
+        if pid == 0:  # the child: compute, send the pickled value, leave without cleanup
+            code = 1
+            try:
+                os.close(r)
+                with os.fdopen(w, "wb") as out:
+                    out.write(pickle.dumps(fn(*args), protocol=pickle.HIGHEST_PROTOCOL))
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        self._pid, self._read = pid, r
+
+    def result(self) -> Any:
+        if self._pid is not None:
+            with os.fdopen(self._read, "rb") as f:
+                data = f.read()
+            _, status = os.waitpid(self._pid, 0)
+            self._pid = None
+            if status == 0 and data:
+                return pickle.loads(data)
+        return self._fn(*self._args)
+
+    def close(self) -> None:
+        """Stop and reap the child if its value was not taken."""
+        if self._pid is not None:
+            try:
+                os.kill(self._pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            os.close(self._read)
+            os.waitpid(self._pid, 0)
+            self._pid = None
+
+
+def _fork_helps() -> bool:
+    """Linux, one thread, and a CPU beside this process's idle (the last minute's load)."""
+    if not (sys.platform.startswith("linux") and hasattr(os, "fork")):
+        return False
+    if threading.active_count() > 1:
+        return False
+    try:
+        n_cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n_cpus = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    # a saturated machine: the child would only compete with this process for a CPU
+    return n_cpus > 1 and load < n_cpus - 0.5
 
 
 def vocab_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, max_merges: int = 1024,
@@ -330,7 +426,7 @@ PICTURES: dict[str, Any] = {"tokens": tokens_figure, "bits": bits_figure, "vocab
 def save_all(x: Any, outdir: str | Path, *, which: Sequence[str] = tuple(PICTURES),
              prefix: str = "", dpi: int = 120, model: SignalModel | None = None,
              channel: int = 0, start: int = 0, length: int = 400,
-             rate: float | None = None) -> list[Path]:
+             rate: float | None = None, parallel: bool = True) -> list[Path]:
     """Render pictures to PNG files ``<outdir>/<prefix><name>.png``.
 
     Parameters
@@ -343,6 +439,12 @@ def save_all(x: Any, outdir: str | Path, *, which: Sequence[str] = tuple(PICTURE
     dpi : int, default 120
     model, channel, start, length, rate
         As in :func:`tokens_figure` (``channel`` and ``rate`` for the others too).
+    parallel : bool, default True
+        On Linux with a second CPU free (load average below the CPU count
+        less one half) and no other thread running, compute the bits
+        picture (blocks of ``BITS_BLOCK`` samples, each compressed) in a
+        forked child process while this one draws the others. The pictures
+        are the same either way.
 
     Returns
     -------
@@ -363,16 +465,31 @@ def save_all(x: Any, outdir: str | Path, *, which: Sequence[str] = tuple(PICTURE
     one = chans[channel] if 0 <= channel < len(chans) else None
     if one is None:
         raise ValueError(f"channel {channel} does not exist ({len(chans)} channel(s))")
-    written = []
-    for w in which:
-        if w == "tokens":
-            fig = tokens_figure(x, model, channel=channel, start=start, length=length, rate=rate)
-        elif w == "bits":
-            fig = bits_figure([one], rate=rate, title=f"{names[channel] if names else 'ch0'}: bits "
-                                                      f"per sample, blocks compressed on their own")
-        else:
-            fig = PICTURES[w](x, channel=channel)
-        path = outdir / f"{prefix}{w}.png"
-        fig.savefig(path, dpi=dpi)
-        written.append(path)
-    return written
+    # the bits picture compresses every block: the longest part. The whole channel is coded
+    # here first (which loads the coder's compiled kernels), then, where a second CPU is free,
+    # a forked child codes the blocks while this process draws the other pictures.
+    blocks, whole = None, 0.0
+    if "bits" in which:
+        whole = 8.0 * len(compress(one)) / one.size
+        blocks = _Forked(_blocks_only, one, BITS_BLOCK, {}, enabled=parallel)
+    written: dict[str, Path] = {}
+    try:  # the bits picture last: its child has the most time to finish
+        for w in sorted(dict.fromkeys(which), key=lambda w: w == "bits"):
+            if w == "tokens":
+                fig = tokens_figure(x, model, channel=channel, start=start, length=length,
+                                    rate=rate)
+            elif w == "bits":
+                assert blocks is not None
+                fig = _draw_bits([one], [names[channel] if names else "ch0"],
+                                 [(blocks.result(), whole)],
+                                 BITS_BLOCK, rate, f"{names[channel] if names else 'ch0'}: bits "
+                                                   f"per sample, blocks compressed on their own")
+            else:
+                fig = PICTURES[w](x, channel=channel)
+            path = outdir / f"{prefix}{w}.png"
+            fig.savefig(path, dpi=dpi)
+            written[w] = path
+    finally:
+        if blocks is not None:
+            blocks.close()
+    return [written[w] for w in dict.fromkeys(which)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -122,7 +122,8 @@ def _column(col: pa.Array, name: str, s: Sniffed, path: str,
 def read_csv(path: str | Path, columns: list[str | int] | None = None,
              exclude: list[str | int] | None = None, *, skip_rows: int | None = None,
              comment: str | None = None, delimiter: str | None = None,
-             decimals: Literal["float", "scaled"] = "float") -> CsvChannels:
+             decimals: Literal["float", "scaled"] = "float",
+             output: Literal["channels", "numpy", "pandas", "polars", "arrow"] = "channels") -> Any:
     """Read the numeric columns of a CSV file, one channel per column (pyarrow's CSV reader).
 
     Lines above the header (a station line, ``#`` comments) are detected where
@@ -153,10 +154,26 @@ def read_csv(path: str | Path, columns: list[str | int] | None = None,
         Decimal columns as float64 (the nearest double to each value), or as
         exact int64 counts of ``10**-scale`` (``scales`` gives the scale;
         a column that needs more than 18 digits at one scale stays float64).
+    output : {"channels", "numpy", "pandas", "polars", "arrow"}, default "channels"
+        What to return. The table forms hold the same columns as
+        ``channels``, under their names and with their dtypes (int64 or
+        float64), rows in file order:
+
+        - ``"channels"``: a :class:`CsvChannels`;
+        - ``"numpy"``: a structured array, one field per column;
+        - ``"pandas"``: a ``pandas.DataFrame``; ``df.attrs`` holds
+          ``path``, ``scales``, ``scaled``, ``skipped`` and ``preamble``;
+        - ``"polars"``: a ``polars.DataFrame``;
+        - ``"arrow"``: a ``pyarrow.Table``; the field of a scaled column
+          (``decimals="scaled"``) carries its scale as metadata
+          ``{b"scale": b"<decimals>"}``.
+
+        pandas and polars are imported only when asked for.
 
     Returns
     -------
-    CsvChannels
+    CsvChannels, numpy.ndarray, pandas.DataFrame, polars.DataFrame or pyarrow.Table
+        As ``output`` says.
 
     Raises
     ------
@@ -167,8 +184,67 @@ def read_csv(path: str | Path, columns: list[str | int] | None = None,
         a file with no data rows.
     OSError
         If the file cannot be read.
+    ValueError
+        On an unknown ``output``, or for ``"numpy"`` and ``"polars"``
+        (which need unique names), two columns with one name.
+    ImportError
+        If ``output`` is ``"pandas"`` or ``"polars"`` and that library is
+        not installed.
+
+    Examples
+    --------
+    >>> from signals import read_csv
+    >>> df = read_csv("examples/data/mitbih208_ecg.csv", output="pandas")  # doctest: +SKIP
     """
-    path = str(path)
+    if output not in _OUTPUTS:
+        raise ValueError(f"output must be one of {', '.join(map(repr, _OUTPUTS))}, got {output!r}")
+    table = _read_csv(str(path), columns, exclude, skip_rows, comment, delimiter, decimals)
+    return table if output == "channels" else _as_output(table, output)
+
+
+_OUTPUTS = ("channels", "numpy", "pandas", "polars", "arrow")
+
+
+def _as_output(t: CsvChannels, output: str) -> Any:
+    """The channels of ``t`` as a table of kind ``output`` (see :func:`read_csv`)."""
+    names = [str(n) for n in t.names]
+    if output in ("numpy", "polars"):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"{t.path}: column name(s) {dup} occur more than once; a {output} "
+                             f"table needs unique names (select columns by index, or use "
+                             f"output='pandas' or 'arrow')")
+    if output == "numpy":
+        out = np.empty(len(t.channels[0]), dtype=[(n, c.dtype) for n, c in zip(names, t.channels)])
+        for n, c in zip(names, t.channels):
+            out[n] = c
+        return out
+    if output == "pandas":
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("read_csv(output='pandas') needs pandas: pip install pandas") from None
+        df = pd.DataFrame(dict(enumerate(t.channels)), copy=False)
+        df.columns = pd.Index(names)
+        df.attrs.update(path=t.path, scales=list(t.scales), scaled=list(t.scaled),
+                        skipped=list(t.skipped), preamble=list(t.preamble))
+        return df
+    fields = [pa.field(n, pa.from_numpy_dtype(c.dtype),
+                       metadata={b"scale": str(sc).encode()} if scaled else None)
+              for n, c, sc, scaled in zip(names, t.channels, t.scales, t.scaled)]
+    table = pa.Table.from_arrays([pa.array(c) for c in t.channels], schema=pa.schema(fields))
+    if output == "arrow":
+        return table
+    try:
+        import polars as pl
+    except ImportError:
+        raise ImportError("read_csv(output='polars') needs polars: pip install polars") from None
+    return pl.from_arrow(table, rechunk=False)
+
+
+def _read_csv(path: str, columns: list[str | int] | None, exclude: list[str | int] | None,
+              skip_rows: int | None, comment: str | None, delimiter: str | None,
+              decimals: str) -> CsvChannels:
     with open(path, "rb") as f:
         data = f.read()
     s = sniff(data, skip_rows=skip_rows, comment=comment, delimiter=delimiter, path=path)
@@ -232,6 +308,8 @@ def read_signal(path: str | Path, columns: list[str | int] | None = None,
     CsvError
         On an unknown column, a non-numeric array, or an unsupported WAV.
     """
+    if "output" in csv_options:
+        raise TypeError("read_signal returns CsvChannels; for a table use read_csv(..., output=...)")
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix in (".csv", ".txt", ".tsv") or suffix not in (".npz", ".npy", ".wav"):

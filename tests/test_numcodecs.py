@@ -194,6 +194,39 @@ def test_zarr_local_store_read_in_fresh_process(tmp_path, ecg_csv):
 
 
 @zarr_needed
+def test_zarr_with_inline_model_read_in_fresh_process(tmp_path, trained_model):
+    """A zarr v3 array whose codec config holds a trained model inline reads back exactly in a
+    process that never saw the model file (it comes out of zarr.json alone)."""
+    zarr = pytest.importorskip("zarr")
+    import shutil
+
+    import signals
+    from signals.numcodecs_codec import UBPEZarrCodec, _varints
+    path = tmp_path / "model.json"
+    shutil.copy(trained_model[0], path)
+    x = trained_model[1]
+    cfg = model_config(path, inline=True)
+    a = zarr.create_array(zarr.storage.LocalStore(tmp_path / "m.zarr"), shape=x.shape,
+                          chunks=(512, x.shape[1]), dtype=x.dtype,
+                          serializer=UBPEZarrCodec(model=cfg), compressors=None)
+    a[:] = x
+    meta = json.loads((tmp_path / "m.zarr" / "zarr.json").read_text())
+    assert meta["codecs"][0]["configuration"]["model"] == cfg
+    chunk = (tmp_path / "m.zarr" / "c" / "0" / "0").read_bytes()
+    head = 3 + len(_varints([512, x.shape[1]]))
+    assert signals.inspect(chunk[head:])["model"] == signals.SignalModel.load(path).content_id()
+    np.save(tmp_path / "expected.npy", x)
+    path.unlink()  # only the inline copy is left: the other process reads zarr.json alone
+    code = ("import sys, warnings, numpy as np, zarr; warnings.simplefilter('ignore');"
+            "a = zarr.open_array(sys.argv[1], mode='r'); y = a[:]; x = np.load(sys.argv[2]);"
+            "assert y.dtype == x.dtype and np.array_equal(y, x); print('same')")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m.zarr"),
+                          str(tmp_path / "expected.npy")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "same"
+
+
+@zarr_needed
 def test_zarr_zip_store(tmp_path, ecg_csv):
     zarr = pytest.importorskip("zarr")
     from signals.numcodecs_codec import UBPEZarrCodec

@@ -119,3 +119,44 @@ def test_cli_plot_reads_ubpe_files(tmp_path):
     r = CliRunner().invoke(main, ["plot", str(tmp_path / "s.ubpe"), "-o", str(tmp_path),
                                   "--channel", "2"])
     assert r.exit_code == 2 and "1 channel" in r.output
+
+
+def test_save_all_parallel_draws_the_same_files(ecg, tmp_path, monkeypatch):
+    """The bits picture's blocks coded in a forked child give the very same PNG bytes."""
+    if not hasattr(__import__("os"), "fork"):
+        pytest.skip("no fork here")
+    import threading  # forced whatever the machine's load; not beside other threads
+    monkeypatch.setattr(pictures, "_fork_helps", lambda: threading.active_count() == 1)
+    x = ecg[:40000]  # three blocks of 16384
+    par = pictures.save_all(x, tmp_path / "par", which=["bits", "residuals"], parallel=True)
+    ser = pictures.save_all(x, tmp_path / "ser", which=["bits", "residuals"], parallel=False)
+    assert [p.name for p in par] == [p.name for p in ser] == ["bits.png", "residuals.png"]
+    for a, b in zip(par, ser):
+        assert a.read_bytes() == b.read_bytes()
+    assert_png(par[0])
+
+
+def _fails(x):
+    raise ArithmeticError(f"no {x}")
+
+
+def test_forked_value_and_fallback(monkeypatch):
+    if not hasattr(__import__("os"), "fork"):
+        pytest.skip("no fork here")
+    monkeypatch.setattr(pictures, "_fork_helps", lambda: True)  # whatever the machine's load
+    f = pictures._Forked(np.cumsum, np.arange(5))
+    assert f._pid is not None  # a child runs it
+    assert f.result().tolist() == [0, 1, 3, 6, 10]
+    f.close()  # nothing left to reap: a no-op
+    # a child that fails leaves nothing behind; the call runs here and raises as it would
+    f = pictures._Forked(_fails, 3)
+    assert f._pid is not None
+    with pytest.raises(ArithmeticError, match="no 3"):
+        f.result()
+    # a value never taken: close() stops and reaps the child
+    f = pictures._Forked(np.arange, 10)
+    assert f._pid is not None
+    f.close()
+    assert f._pid is None
+    f = pictures._Forked(np.arange, 3, enabled=False)
+    assert f._pid is None and f.result().tolist() == [0, 1, 2]

@@ -140,3 +140,88 @@ def test_read_signal_npz_and_wav_still_work():
     assert np.array_equal(w.channels[0], pcm)
     c = read_signal(DATA / "seattle_temps_150.csv", decimals="scaled")
     assert c.names == ["temp"] and c.channels[0][:3].tolist() == [394, 392, 390]
+
+
+# ------------------------------------------------------------------ output="numpy|pandas|polars|arrow"
+FIXTURES = ["pvlib_tmy3_723170_48h.csv", "seattle_weather_150.csv", "daphnet_accel_150.csv",
+            "heartpy_ppg_300.csv", "seattle_temps_150.csv"]
+
+
+def _columns(table, output):
+    """(names, arrays) of a table of kind ``output``."""
+    if output == "numpy":
+        return list(table.dtype.names), [table[n] for n in table.dtype.names]
+    if output == "pandas":
+        return [str(c) for c in table.columns], [table.iloc[:, i].to_numpy()
+                                                 for i in range(table.shape[1])]
+    if output == "polars":
+        return table.columns, [table.to_series(i).to_numpy() for i in range(table.width)]
+    return table.column_names, [table.column(i).to_numpy() for i in range(table.num_columns)]
+
+
+@pytest.mark.parametrize("output", ["numpy", "pandas", "polars", "arrow"])
+@pytest.mark.parametrize("name", FIXTURES)
+def test_output_tables_hold_the_channels(name, output):
+    if output in ("pandas", "polars"):
+        pytest.importorskip(output)
+    ch = read_csv(DATA / name)
+    names, arrays = _columns(read_csv(DATA / name, output=output), output)
+    assert names == ch.names
+    for a, c in zip(arrays, ch.channels):
+        assert a.dtype == c.dtype and np.array_equal(a, c)  # dtype and every value kept
+
+
+@pytest.mark.parametrize("output", ["pandas", "polars", "arrow"])
+def test_output_tables_match_their_libraries_own_reader(output):
+    """The same frame as the library's read_csv gives on the numeric columns (int64/float64)."""
+    lib = pytest.importorskip(output if output != "arrow" else "pyarrow")
+    path = DATA / "daphnet_accel_150.csv"
+    ours = read_csv(path, output=output)
+    if output == "pandas":
+        theirs = lib.read_csv(path)[list(ours.columns)]
+        lib.testing.assert_frame_equal(ours, theirs)
+    elif output == "polars":
+        assert ours.equals(lib.read_csv(path).select(ours.columns))
+        assert ours.schema == lib.read_csv(path).select(ours.columns).schema
+    else:
+        import pyarrow.csv
+        assert ours.equals(pyarrow.csv.read_csv(path).select(ours.column_names))
+
+
+def test_output_scaled_decimals_keep_their_scale():
+    path = DATA / "seattle_weather_150.csv"
+    t = read_csv(path, decimals="scaled", output="arrow")
+    assert t.schema.field("temp_max").metadata == {b"scale": b"1"}
+    assert t.column("temp_max").to_numpy()[0] == 128  # 12.8 at scale 1
+    pd = pytest.importorskip("pandas")
+    df = read_csv(path, decimals="scaled", output="pandas")
+    assert isinstance(df, pd.DataFrame) and df["temp_max"].dtype == np.int64
+    assert df.attrs["scales"] == [1, 1, 1, 1] and df.attrs["scaled"] == [True] * 4
+    assert df.attrs["skipped"] == ["date", "weather"]
+    assert read_csv(path, output="arrow").schema.field("temp_max").metadata is None  # floats
+
+
+def test_output_errors(tmp_path):
+    path = DATA / "daphnet_accel_150.csv"
+    with pytest.raises(ValueError, match="output must be one of"):
+        read_csv(path, output="excel")
+    with pytest.raises(TypeError):
+        read_csv(path, None, None, None, None, None, "float", "pandas")  # keyword-only
+    dup = _write(tmp_path, b"a,a,b\n1,2,3\n4,5,6\n")
+    for output in ("numpy", "polars"):
+        with pytest.raises(ValueError, match=r"\['a'\] occur more than once"):
+            read_csv(dup, output=output)
+    t = read_csv(dup, output="arrow")
+    assert t.column_names == ["a", "a", "b"] and t.column(1).to_pylist() == [2, 5]
+    with pytest.raises(TypeError, match="read_csv"):
+        read_signal(path, output="pandas")
+    pd = pytest.importorskip("pandas")
+    assert list(read_csv(dup, output="pandas").columns) == ["a", "a", "b"]
+    assert isinstance(read_csv(dup, output="pandas"), pd.DataFrame)
+
+
+@pytest.mark.parametrize("lib", ["pandas", "polars"])
+def test_output_library_missing(lib, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, lib, None)  # as if not installed
+    with pytest.raises(ImportError, match=f"needs {lib}: pip install {lib}"):
+        read_csv(DATA / "daphnet_accel_150.csv", output=lib)

@@ -34,7 +34,11 @@ PICTURES = ("tokens", "bits", "vocab", "residuals")
 @click.option("--columns", metavar="A,B,...", help="Columns to read (names or 0-based indices).")
 @click.option("--exclude", metavar="A,B,...", help="Columns to leave out.")
 @click.option("--dpi", default=120, show_default=True, type=click.IntRange(20, 1200))
-def plot(source, outdir, which, channel, start, length, rate, model_path, columns, exclude, dpi):
+@click.option("--serial", is_flag=True,
+              help="Draw everything in this process (default: on Linux with a second CPU "
+                   "free, a forked child codes the bits picture's blocks meanwhile).")
+def plot(source, outdir, which, channel, start, length, rate, model_path, columns, exclude, dpi,
+         serial):
     """Draw PNG pictures of a signal file (CSV, .npz/.npy, .wav or .ubpe).
 
     tokens: a window with each token's span shaded and labelled; bits: bits
@@ -67,7 +71,7 @@ def plot(source, outdir, which, channel, start, length, rate, model_path, column
     x_in = _Table(dict(zip(chan_names, chans))) if chan_names else chans
     written = pictures.save_all(x_in, outdir, which=names,
                                 prefix=f"{source.stem}.", dpi=dpi, model=model, channel=channel,
-                                start=start, length=length, rate=rate)
+                                start=start, length=length, rate=rate, parallel=not serial)
     for p in written:
         click.echo(f"wrote {p}")
     click.echo(f"{len(written)} picture(s) in {time.perf_counter() - t0:.2f} s")
