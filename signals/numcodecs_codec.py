@@ -25,6 +25,20 @@ Encoded chunk (a small framing around a ``.ubpe`` container)::
     byte 2     ndim, then the chunk shape as LEB128 varints
     payload    a .ubpe container of the chunk's channels (signals.compress)
 
+Compact chunk (framing version 3; integer and bool chunks, lossless, no
+model: everything a container's header would say is in the array's
+metadata, so the chunk holds only the channel payloads)::
+
+    byte 0     COMPACT_VERSION << 4
+    byte 1     dtype index, byte 2 ndim, then the shape as LEB128 varints
+    per channel (time along ``axis``, the other axes flattened):
+               step and offset (zigzag LEB128 varints: x = step * v + offset),
+               payload length (varint), the payload of
+               signals.channel.encode_channel for v
+    crc32      4 bytes, little-endian, of every byte before it
+
+Version-2 chunks stay readable; floats, ``max_error`` and models use them.
+
 References: numcodecs codec API (https://numcodecs.readthedocs.io/en/stable/abc.html);
 zarr v3 codec specification (https://zarr-specs.readthedocs.io/en/latest/v3/core/index.html#codecs).
 """
@@ -38,6 +52,7 @@ import math
 import os
 import tempfile
 import threading
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +66,7 @@ import signals
 __all__ = ["UBPECodec", "UBPEZarrCodec", "model_config"]  # noqa: F822 (UBPEZarrCodec: __getattr__)
 
 FRAME_VERSION = 2
+COMPACT_VERSION = 3
 _DTYPES = ("|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8",
            ">i2", ">u2", ">i4", ">u4", ">i8", ">u8", ">f2", ">f4", ">f8")
 _models: dict[str, Any] = {}
@@ -160,6 +176,50 @@ def _load_model(cfg: dict[str, str]):
     return model
 
 
+def _zz(v: int) -> int:
+    return 2 * v if v >= 0 else -2 * v - 1
+
+
+def _compact_channels(chans: np.ndarray, level: int) -> bytes | None:
+    """The compact body of integer channels (n_channels, n); None where a channel's exact
+    mapping is more than a step and an offset (then the chunk keeps the full container)."""
+    from signals.channel import encode_channel
+    from signals.intmap import map_to_int64
+    parts = []
+    for c in chans:
+        m = map_to_int64(c)
+        cfg = m.config
+        if cfg.get("kind") != "int" or m.extra or cfg.get("exceptions"):
+            return None
+        payload = encode_channel(m.ints, level=level)
+        parts.append(_varints([_zz(int(cfg.get("step", 1))), _zz(int(cfg.get("offset", 0))),
+                               len(payload)]) + payload)
+    return b"".join(parts)
+
+
+def _read_compact(data: bytes, pos: int, n_chans: int, n: int, dtype: np.dtype) -> np.ndarray:
+    """The (n_chans, n) values of a compact body, checked against ``dtype``'s range."""
+    from signals.channel import decode_channel
+    info = np.iinfo(dtype)
+    out = np.empty((n_chans, n), dtype)
+    for j in range(n_chans):
+        (zs, zo, size), pos = _read_varints(data, pos, 3)
+        if size > len(data) - pos:
+            raise signals.SignalFormatError(f"ubpe codec: channel {j} declares {size:,} bytes, "
+                                            f"{len(data) - pos:,} remain")
+        step, offset = (zs >> 1) ^ -(zs & 1), (zo >> 1) ^ -(zo & 1)
+        v = decode_channel(data[pos:pos + size], n)
+        pos += size
+        with np.errstate(over="ignore"):
+            x = v * np.int64(step) + np.int64(offset)  # int64 wrap-around, as the mapping's
+        if n and dtype.itemsize < 8 and (x.min() < info.min or x.max() > info.max):
+            raise signals.SignalFormatError(f"ubpe codec: channel {j} decodes outside {dtype}")
+        out[j] = x.astype(dtype)
+    if pos != len(data):
+        raise signals.SignalFormatError(f"ubpe codec: {len(data) - pos} bytes after the channels")
+    return out
+
+
 class UBPECodec(Codec):
     """numcodecs codec that stores each chunk as a ``.ubpe`` container.
 
@@ -260,10 +320,15 @@ class UBPECodec(Codec):
         if native.dtype == np.bool_:
             native = native.view(np.uint8)
         chans = self._channels(native)
+        shape = bytes([_DTYPES.index(dt), arr.ndim]) + _varints(list(arr.shape))
+        if self.model is None and self.max_error is None and chans.dtype.kind in "iu":
+            body = _compact_channels(chans, self.level)
+            if body is not None:
+                out = bytes([COMPACT_VERSION << 4]) + shape + body
+                return out + zlib.crc32(out).to_bytes(4, "little")
         model = _load_model(self.model) if self.model is not None else None
         payload = signals.compress(chans, max_error=self.max_error, level=self.level, model=model)
-        head = bytes([FRAME_VERSION << 4, _DTYPES.index(dt), arr.ndim])
-        return head + _varints(list(arr.shape)) + payload
+        return bytes([FRAME_VERSION << 4]) + shape + payload
 
     # --------------------------------------------------------------- decode
     def decode(self, buf: Any, out: Any = None) -> np.ndarray:
@@ -292,9 +357,14 @@ class UBPECodec(Codec):
         if len(data) < 3:
             raise ValueError("ubpe codec: chunk shorter than its header")
         version = data[0] >> 4
-        if version != FRAME_VERSION or data[0] & 0x0F:
+        if version not in (FRAME_VERSION, COMPACT_VERSION) or data[0] & 0x0F:
             raise ValueError(f"ubpe codec: chunk framing version {version}, this ubpe reads "
-                             f"{FRAME_VERSION}")
+                             f"{FRAME_VERSION} and {COMPACT_VERSION}")
+        if version == COMPACT_VERSION:
+            if len(data) < 7 or zlib.crc32(data[:-4]) != int.from_bytes(data[-4:], "little"):
+                raise signals.SignalFormatError("ubpe codec: checksum mismatch in a compact chunk "
+                                                "(the chunk is corrupted)")
+            data = data[:-4]
         if data[1] >= len(_DTYPES):
             raise ValueError(f"ubpe codec: unknown dtype index {data[1]}")
         dtype = np.dtype(_DTYPES[data[1]])
@@ -303,8 +373,14 @@ class UBPECodec(Codec):
         native = dtype.newbyteorder("=")
         n_samples = shape[self.axis % len(shape)] if shape else 1
         n_chans = (math.prod(shape) // n_samples) if n_samples else 0
-        model = _load_model(self.model) if self.model is not None else None
-        vals = np.asarray(signals.decompress(data[pos:], model=model))
+        if version == COMPACT_VERSION:
+            code_dtype = np.dtype(np.uint8) if native == np.bool_ else native
+            ax = self.axis % len(shape) if shape else 0
+            n_chans = math.prod(d for i, d in enumerate(shape) if i != ax)  # 0 samples too
+            vals = _read_compact(data, pos, n_chans, n_samples, code_dtype)
+        else:
+            model = _load_model(self.model) if self.model is not None else None
+            vals = np.asarray(signals.decompress(data[pos:], model=model))
         if vals.size != n_chans * n_samples:
             raise ValueError(f"ubpe codec: the chunk holds {vals.size} values, its shape "
                              f"{shape} needs {n_chans * n_samples}")

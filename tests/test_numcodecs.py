@@ -3,6 +3,8 @@
 import json
 import subprocess
 import sys
+import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,11 +34,42 @@ def test_registered_in_a_fresh_process():
 
 
 def test_golden_header():
-    # version 2 << 4, dtype '<i2' is index 3, ndim 1, shape 4 as one varint byte, a container
+    # integers: compact version 3 << 4, dtype '<i2' is index 3, ndim 1, shape 4 as one varint
+    # byte; then step 1 (zigzag 2), offset 0, the payload's length and the payload; a CRC-32
     data = UBPECodec().encode(np.array([3, 1, 4, 1], "<i2"))
-    assert data[:4] == bytes([0x20, 3, 1, 4]) and data[4:12] == b"UBPE-SIG"
+    assert data[:6] == bytes([0x30, 3, 1, 4, 2, 0]) and data[6] == len(data) - 11
+    assert zlib.crc32(data[:-4]).to_bytes(4, "little") == data[-4:]
+    # floats: version 2 << 4, dtype '<f8' is index 11, then a whole container
+    data = UBPECodec().encode(np.array([0.5, 1.5], "<f8"))
+    assert data[:4] == bytes([0x20, 11, 1, 2]) and data[4:12] == b"UBPE-SIG"
     # 300 samples: varint 300 = 0xAC 0x02
     assert UBPECodec().encode(np.zeros(300, "|u1"))[2:5] == bytes([1, 0xAC, 0x02])
+
+
+def test_frozen_chunks_of_both_framings():
+    frozen = Path(__file__).parent / "data" / "frozen"
+    want = (np.arange(600, dtype="<i2") % 37 * 3 - 50).reshape(300, 2)
+    for name in ("zarr_chunk_v2_int16.bin", "zarr_chunk_v3_int16.bin"):
+        got = UBPECodec().decode((frozen / name).read_bytes())
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
+
+
+def test_compact_chunks_are_checked():
+    c = UBPECodec()
+    data = c.encode(np.arange(500, dtype="<i4").reshape(250, 2))
+    for k in (0, 5, len(data) // 2, len(data) - 1):
+        bad = bytearray(data)
+        bad[k] ^= 0x10
+        with pytest.raises(ValueError):
+            c.decode(bytes(bad))
+    with pytest.raises(ValueError):
+        c.decode(data[:-1])
+    # a forger's chunk (CRC recomputed) whose values leave the dtype's range is refused
+    body = bytearray(c.encode(np.array([1, 2, 3], "|i1"))[:-4])
+    body[4] = 2 * 50  # step 50 (one varint byte): 3 * 50 is outside int8
+    forged = bytes(body) + zlib.crc32(bytes(body)).to_bytes(4, "little")
+    with pytest.raises(ValueError, match="outside"):
+        c.decode(forged)
 
 
 def test_config_round_trip_through_json():

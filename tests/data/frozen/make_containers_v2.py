@@ -25,7 +25,16 @@ TEETH = np.array([t % 50 * 7 + t * 13 % 3 for t in range(800)], np.int16)  # mod
 CSV_ROWS = b"".join(b"%d,%d.%d\n" % (t, t % 7, t % 10) for t in range(60))
 
 
+CHUNK = (np.arange(600, dtype="<i2") % 37 * 3 - 50).reshape(300, 2)
+
+
 def write_additions() -> None:
+    from signals.numcodecs_codec import UBPECodec, _varints
+    codec = UBPECodec()
+    if not (HERE / "zarr_chunk_v2_int16.bin").exists():  # the framing before version 3
+        head = bytes([0x20, 3, 2]) + _varints([300, 2])
+        (HERE / "zarr_chunk_v2_int16.bin").write_bytes(head + signals.compress(CHUNK.T.copy()))
+    (HERE / "zarr_chunk_v3_int16.bin").write_bytes(codec.encode(CHUNK))
     if not (HERE / "container_v2_cm.ubpe").exists():  # written before mode 7 existed: level 9
         (HERE / "container_v2_cm.ubpe").write_bytes(signals.compress(RESIDUES, level=9))  # chose 6
     (HERE / "container_v2_cm_lpc.ubpe").write_bytes(signals.compress(TEETH, level=9))
