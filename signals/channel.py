@@ -358,13 +358,46 @@ def _decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs, cu
     return x, wpos == nw and st == np.uint64(E.RANS_L) and total_bits - bpos < 8
 
 
-def _rows_tables(tokens, stat, mb, width, n_mb, contexts):
-    """Best (bits, thresholds, freqs, table bytes, rows) over the context counts tried."""
+@njit(cache=True)
+def _fine_hist(tokens, z, bitlen, mb, n_mb, width, ctxk):
+    """Counts per (match bucket, context statistic, token): the statistic of kind ``ctxk``
+    (0: :func:`signals.entropy.context_stat`, else :func:`signals.entropy.context_stat_ema`)
+    computed on the fly, so that no statistic array is built for a candidate."""
+    h = np.zeros((n_mb, E.CTX_RANGE, width), np.int64)
+    b1 = 0
+    b2 = 0
+    b3 = 0
+    acc = 0
+    for i in range(tokens.shape[0]):
+        s = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat(acc, ctxk)
+        t = tokens[i]
+        h[mb[i], s, t] += 1
+        if ctxk == 0:
+            b3 = b2
+            b2 = b1
+            b1 = bitlen[t]
+        else:
+            acc = E.ema_update(acc, z[i], ctxk)
+    return h
+
+
+def _thresholds_hist(hist: np.ndarray, n_contexts: int) -> np.ndarray:
+    """:func:`_thresholds` from the histogram of the statistic (same edges)."""
+    n = int(hist.sum())
+    if n_contexts <= 1 or n == 0:
+        return np.zeros(0, np.int64)
+    cdf = np.cumsum(hist)
+    qs = np.searchsorted(cdf, np.arange(1, n_contexts) * (n / n_contexts), side="right")
+    return np.unique(np.clip(qs.astype(np.int64), 1, 255))
+
+
+def _rows_tables(fine, width, n_mb, contexts):
+    """Best (bits, thresholds, freqs, table bytes) over the context counts tried, from the
+    counts per (bucket, statistic, token) of :func:`_fine_hist`."""
     best: Any = None
-    fine = np.bincount((mb.astype(np.int64) * E.CTX_RANGE + stat) * width + tokens,
-                       minlength=n_mb * E.CTX_RANGE * width).reshape(n_mb, E.CTX_RANGE, width)
+    shist = fine.sum(axis=(0, 2))
     for c in contexts:
-        th = _thresholds(stat, c)
+        th = _thresholds_hist(shist, c)
         nc = th.size + 1
         starts = np.concatenate([[0], th])
         counts = np.add.reduceat(fine, starts, axis=1).reshape(n_mb * nc, width)
@@ -374,9 +407,7 @@ def _rows_tables(tokens, stat, mb, width, n_mb, contexts):
         bits = E.coded_bits(counts, f) + 8 * (len(table) + nc)
         if best is None or bits < best[0]:
             best = (bits, th, f, table)
-    bits, th, f, table = best
-    rows = E.context_map(th)[stat] + (th.size + 1) * mb.astype(np.int64)
-    return bits, th, f, table, rows
+    return best
 
 
 def _code_residuals(r, mb, n_mb, preset: _Preset):
@@ -386,16 +417,19 @@ def _code_residuals(r, mb, n_mb, preset: _Preset):
     for k, msb in preset.hybrid:
         tokens, nbits = E.hybrid_split(z, k, msb)
         width = int(tokens.max()) + 1
+        bl = E.token_bitlen(k, msb, width)
+        raw_bits = float(nbits.sum(dtype=np.int64))
         for ctxk in preset.ctx:
-            stat = (E.context_stat(tokens, E.token_bitlen(k, msb, width)) if ctxk == 0
-                    else E.context_stat_ema(z, ctxk))
-            bits, th, f, table, rows = _rows_tables(tokens, stat, mb, width, n_mb, preset.contexts)
-            bits += float(nbits.sum(dtype=np.int64))
+            fine = _fine_hist(tokens, z, bl, mb, n_mb, width, ctxk)
+            bits, th, f, table = _rows_tables(fine, width, n_mb, preset.contexts)
+            bits += raw_bits
             if best is None or bits < best[0]:
-                best = (bits, k, msb, tokens, nbits, th, f, table, rows, width, ctxk)
-    bits, k, msb, tokens, nbits, th, f, table, rows, width, ctxk = best
+                best = (bits, k, msb, tokens, nbits, th, f, table, width, ctxk, bl)
+    bits, k, msb, tokens, nbits, th, f, table, width, ctxk, bl = best
 
     def emit() -> bytes:
+        stat = E.context_stat(tokens, bl) if ctxk == 0 else E.context_stat_ema(z, ctxk)
+        rows = E.context_map(th)[stat] + (th.size + 1) * mb.astype(np.int64)
         cum, _ = E.build_tables(f)
         words = E.rans_encode_rows(tokens, rows, f, cum)
         raw, total = E.pack_raw_bits(z, nbits)
