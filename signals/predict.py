@@ -499,6 +499,79 @@ def _cost(e):
     return np.log2(1.0 + a)
 
 
+_SUM_CAP = 1 << 36  # |residual| counted at most this much in the analysis sums (exact below it)
+
+
+@njit(cache=True, inline="always")
+def _abs_cap(d):
+    a = (d ^ (d >> 63)) - (d >> 63)
+    if a < 0 or a > _SUM_CAP:  # -2**63, or beyond the cap
+        a = _SUM_CAP
+    return a
+
+
+@njit(cache=True)
+def _fixed_sums(x, s, e, sums):
+    """Sum of |residual| of the fixed predictors of orders 0..4 over ``x[s:e]`` (into ``sums``)."""
+    dummy = np.zeros((1, 1), np.int64)
+    t0 = 0
+    t1 = 0
+    t2 = 0
+    t3 = 0
+    t4 = 0
+    lo = max(s, MAX_ORDER)
+    for i in range(s, min(e, lo)):  # warm-up at the signal start
+        t0 += _abs_cap(x[i] - _lpc_predict(x, i, 0, 0, 0, dummy, 0))
+        t1 += _abs_cap(x[i] - _lpc_predict(x, i, 0, 1, 0, dummy, 0))
+        t2 += _abs_cap(x[i] - _lpc_predict(x, i, 0, 2, 0, dummy, 0))
+        t3 += _abs_cap(x[i] - _lpc_predict(x, i, 0, 3, 0, dummy, 0))
+        t4 += _abs_cap(x[i] - _lpc_predict(x, i, 0, 4, 0, dummy, 0))
+    for i in range(lo, e):
+        a = x[i]
+        b = x[i - 1]
+        c = x[i - 2]
+        d = x[i - 3]
+        f = x[i - 4]
+        t0 += _abs_cap(a)
+        t1 += _abs_cap(a - b)
+        t2 += _abs_cap(a - 2 * b + c)
+        t3 += _abs_cap(a - 3 * b + 3 * c - d)
+        t4 += _abs_cap(a - 4 * b + 6 * c - 4 * d + f)
+    sums[0] = t0
+    sums[1] = t1
+    sums[2] = t2
+    sums[3] = t3
+    sums[4] = t4
+
+
+@njit(cache=True)
+def _lag_sum(x, s, e, lag):
+    """Sum of |x[i] - x[i - lag]| over ``x[s:e]`` (the previous sample before ``lag``)."""
+    tot = 0
+    lo = max(s, lag)
+    for i in range(s, min(e, lo)):
+        tot += _abs_cap(x[i] - (x[i - 1] if i > 0 else 0))
+    for i in range(lo, e):
+        tot += _abs_cap(x[i] - x[i - lag])
+    return tot
+
+
+@njit(cache=True)
+def _lpc_sum(x, s, e, q, o, sh):
+    """Sum of |residual| of the LPC ``q[0, :o] >> sh`` over ``x[s:e]``."""
+    tot = 0
+    lo = max(s, o)
+    for i in range(s, min(e, lo)):
+        tot += _abs_cap(x[i] - _lpc_predict(x, i, 1, o, sh, q, 0))
+    c = q[0, :o]
+    for i in range(lo, e):
+        acc = 0
+        for j in range(o):
+            acc += c[j] * x[i - 1 - j]
+        tot += _abs_cap(x[i] - (acc >> sh))
+    return tot
+
+
 @njit(cache=True)
 def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
     """Per block: kind (0 fixed, 1 LPC), order, shift and int16-range coefficients (numba).
@@ -517,24 +590,21 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
     pmax = 0
     for o in lpc_orders:
         pmax = max(pmax, o)
+    sums = np.zeros(MAX_ORDER + 1, np.int64)
+    win = np.zeros(0)
     for b in range(nb):
         s = b * block
         e = min(n, s + block)
         # fixed orders 0..4: estimated bits from the mean absolute residual
         best = np.inf
-        sums = np.zeros(MAX_ORDER + 1)
-        for i in range(s, e):
-            for k in range(MAX_ORDER + 1):
-                sums[k] += abs(float(x[i] - _lpc_predict(x, i, 0, k, 0, coefs, b)))
+        _fixed_sums(x, s, e, sums)
         for k in range(MAX_ORDER + 1):
-            c = (e - s) * np.log2(1.0 + sums[k] / (e - s))
+            c = (e - s) * np.log2(1.0 + float(sums[k]) / (e - s))
             if c < best:
                 best = c
                 orders[b] = k
         for lag in range(2, max_lag + 1):
-            tot = 0.0
-            for i in range(s, e):
-                tot += abs(float(x[i] - _lpc_predict(x, i, 2, lag, 0, coefs, b)))
+            tot = float(_lag_sum(x, s, e, lag))
             c = 16.0 + (e - s) * np.log2(1.0 + tot / (e - s))
             if c < best:
                 best = c
@@ -546,19 +616,23 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
         m = e - lo
         if m <= pmax + 1:
             continue
+        if win.shape[0] != m:
+            win = np.empty(m)
+            for i in range(m):
+                win[i] = 0.5 - 0.5 * np.cos(2 * np.pi * (i + 0.5) / m)
         seg = np.empty(m)
         mean = 0.0
         for i in range(m):
             mean += float(x[lo + i])
         mean /= m
         for i in range(m):
-            seg[i] = (float(x[lo + i]) - mean) * (0.5 - 0.5 * np.cos(2 * np.pi * (i + 0.5) / m))
+            seg[i] = (float(x[lo + i]) - mean) * win[i]
+        # autocorrelation, each lag summed in the order of i (lags side by side)
         r = np.zeros(pmax + 1)
-        for k in range(pmax + 1):
-            acc = 0.0
-            for i in range(k, m):
-                acc += seg[i] * seg[i - k]
-            r[k] = acc
+        for i in range(m):
+            v = seg[i]
+            for k in range(min(i, pmax) + 1):
+                r[k] += v * seg[i - k]
         if not r[0] > 0 or not np.isfinite(r[0]):
             continue
         r[0] *= 1 + 1e-9
@@ -591,9 +665,7 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
                 q[0, j] = np.int64(v)
             if not ok:
                 continue
-            tot = 0.0
-            for i in range(s, e):
-                tot += abs(float(x[i] - _lpc_predict(x, i, 1, o, sh, q, 0)))
+            tot = float(_lpc_sum(x, s, e, q, o, sh))
             c = 16.0 * o + 24 + (e - s) * np.log2(1.0 + tot / (e - s))
             if c < best:
                 best = c
