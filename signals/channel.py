@@ -68,6 +68,8 @@ RAW, CONST, CODED, MODEL, CODED2, RANKED = 0, 1, 2, 3, 4, 5
 DEFAULT_LEVEL = 5
 MAX_EMA_SHIFT = 8
 MATCH_PROBE = 1 << 16  # samples on which the default levels compare match-model candidates
+MATCH_SCREEN = 1 << 14  # samples on which a match candidate must show a gain to be compared
+LMS_PROBE = 1 << 14  # samples on which the default levels choose the adaptive cascade
 MAX_TBITS = 16  # match-model hash table: at most 2**16 entries (512 KiB, cache-friendly)
 SMALL_INPUT, SMALL_LEVEL_FROM, SMALL_LEVEL = 32768, 4, 7
 RANK_LEVEL = 3  # levels from here try the distinct-value dictionary (mode 5)
@@ -465,40 +467,68 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
         _, emit, mh, t, side, lms = best
     else:
         r, mb, mh, t, gain, lms = None, None, 0, 0, 0.0, 0
-        # match candidates compared by their coded size on a prefix; the winner runs on all
-        pre = min(x.size, MATCH_PROBE)
-        probe: Any = None
-        for mh_, t_ in ((0, 0),) + preset.match:
-            r_, mb_ = P.predict_fused(x[:pre], block, kinds, ords, shifts, coefs, mh_, t_, tbits)
-            b_ = _code_residuals(r_, mb_, 1 if mh_ == 0 else P.MATCH_BUCKETS, preset)[0]
-            if probe is None or b_ < probe[0]:
-                probe = (b_, mh_, t_)
-        _, mh, t = probe
+        # match candidates: screened by their estimated gain on a short prefix, then compared
+        # by their coded size on a longer one; the winner runs on all
+        scr = min(x.size, MATCH_SCREEN)
+        cands = tuple((mh_, t_) for mh_, t_ in preset.match
+                      if P.predict_fused_gain(x[:scr], block, kinds, ords, shifts, coefs, mh_, t_,
+                                              tbits)[2] > 0)
+        if cands:
+            pre = min(x.size, MATCH_PROBE)
+            probe: Any = None
+            for mh_, t_ in ((0, 0),) + cands:
+                r_, mb_ = P.predict_fused(x[:pre], block, kinds, ords, shifts, coefs, mh_, t_, tbits)
+                b_ = _code_residuals(r_, mb_, 1 if mh_ == 0 else P.MATCH_BUCKETS, preset)[0]
+                if probe is None or b_ < probe[0]:
+                    probe = (b_, mh_, t_)
+            _, mh, t = probe
         if mh:
             r, mb, gain = P.predict_fused_gain(x, block, kinds, ords, shifts, coefs, mh, t, tbits)
             if gain < 64.0:
                 r, mb, mh, t = None, None, 0, 0
         if r is None or (preset.lms and (mb > 0).mean() < 0.5):
             r0, mb0 = P.predict_fused(x, block, kinds, ords, shifts, coefs, 0, 0, tbits)
-            cost = np.inf if r is None else P.residual_cost(r)
-            if P.residual_cost(r0) < cost:
-                r, mb, mh, t, cost = r0, mb0, 0, 0, P.residual_cost(r0)
+            if r is None:
+                r, mb = r0, mb0
+            elif P.residual_cost(r0) < P.residual_cost(r):
+                r, mb, mh, t = r0, mb0, 0, 0
             if preset.lms:
+                # the cascade variant and whether it pays, from a prefix; the winner runs on all
+                p = min(x.size, LMS_PROBE)
+                cost = P.residual_cost(r[:p])
+                pick: Any = None
                 for v in (1, 3):
-                    r3 = P.cascade_forward(r0, v)
+                    r3 = P.cascade_forward(r0[:p], v)
                     c3 = P.residual_cost(r3)
                     if c3 < 0.99 * cost:
-                        r, mb, mh, t, lms, cost = r3, mb0, 0, 0, v, c3
+                        pick, cost = (v, r3), c3
+                if pick is not None:
+                    lms, mh, t, mb = pick[0], 0, 0, mb0
+                    r = pick[1] if p == x.size else P.cascade_forward(r0, lms)
         bits, emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
         if mh and (mb > 0).mean() > 0.5 and kinds.any():
             # the match model predicts most samples: LPC coefficients may not pay for themselves
-            k2, o2, s2, c2 = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True,
+            # (compared on the prefix; the winner runs on all)
+            pre = min(x.size, MATCH_PROBE)
+            nbp = -(-pre // block)
+            xp = x[:pre]
+            k2, o2, s2, c2 = P.block_lpc_analyze(xp, block, np.zeros(0, np.int64), 14, True,
                                                  preset.max_lag)
-            r2, mb2 = P.predict_fused(x, block, k2, o2, s2, c2, mh, t, tbits)
-            side2 = P.block_side_bytes(k2, o2, s2, c2)
-            bits2, emit2 = _code_residuals(r2, mb2, P.MATCH_BUCKETS, preset)
-            if bits2 + 8 * len(side2) < bits + 8 * len(side):
-                emit, side = emit2, side2
+            lpc = (kinds[:nbp], ords[:nbp], shifts[:nbp], coefs[:nbp])
+            est = []
+            for params in (lpc, (k2, o2, s2, c2)):
+                rp, mbp = P.predict_fused(xp, block, *params, mh, t, tbits)
+                est.append(_code_residuals(rp, mbp, P.MATCH_BUCKETS, preset)[0]
+                           + 8 * len(P.block_side_bytes(*params)))
+            if est[1] < est[0]:
+                if pre < x.size:
+                    k2, o2, s2, c2 = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True,
+                                                         preset.max_lag)
+                r2, mb2 = P.predict_fused(x, block, k2, o2, s2, c2, mh, t, tbits)
+                side2 = P.block_side_bytes(k2, o2, s2, c2)
+                bits2, emit2 = _code_residuals(r2, mb2, P.MATCH_BUCKETS, preset)
+                if bits2 + 8 * len(side2) < bits + 8 * len(side):
+                    emit, side = emit2, side2
     return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
                      bytes([mh, t, tbits, lms]), emit()])
 
