@@ -519,19 +519,25 @@ def _fixed_sums(x, s, e, sums):
     t2 = 0
     t3 = 0
     t4 = 0
-    lo = max(s, MAX_ORDER)
-    for i in range(s, min(e, lo)):  # warm-up at the signal start
+    lo = min(max(s, MAX_ORDER), e)
+    for i in range(s, lo):  # warm-up at the signal start
         t0 += _abs_cap(x[i] - _lpc_predict(x, i, 0, 0, 0, dummy, 0))
         t1 += _abs_cap(x[i] - _lpc_predict(x, i, 0, 1, 0, dummy, 0))
         t2 += _abs_cap(x[i] - _lpc_predict(x, i, 0, 2, 0, dummy, 0))
         t3 += _abs_cap(x[i] - _lpc_predict(x, i, 0, 3, 0, dummy, 0))
         t4 += _abs_cap(x[i] - _lpc_predict(x, i, 0, 4, 0, dummy, 0))
-    for i in range(lo, e):
-        a = x[i]
-        b = x[i - 1]
-        c = x[i - 2]
-        d = x[i - 3]
-        f = x[i - 4]
+    # views, so that the loop indices are plain non-negative counters (it vectorizes)
+    xa = x[lo:e]
+    xb = x[lo - 1:e - 1]
+    xc = x[lo - 2:e - 2]
+    xd = x[lo - 3:e - 3]
+    xf = x[lo - 4:e - 4]
+    for i in range(e - lo):
+        a = xa[i]
+        b = xb[i]
+        c = xc[i]
+        d = xd[i]
+        f = xf[i]
         t0 += _abs_cap(a)
         t1 += _abs_cap(a - b)
         t2 += _abs_cap(a - 2 * b + c)
@@ -548,11 +554,13 @@ def _fixed_sums(x, s, e, sums):
 def _lag_sum(x, s, e, lag):
     """Sum of |x[i] - x[i - lag]| over ``x[s:e]`` (the previous sample before ``lag``)."""
     tot = 0
-    lo = max(s, lag)
-    for i in range(s, min(e, lo)):
+    lo = min(max(s, lag), e)
+    for i in range(s, lo):
         tot += _abs_cap(x[i] - (x[i - 1] if i > 0 else 0))
-    for i in range(lo, e):
-        tot += _abs_cap(x[i] - x[i - lag])
+    xa = x[lo:e]
+    xb = x[lo - lag:e - lag]
+    for i in range(e - lo):
+        tot += _abs_cap(xa[i] - xb[i])
     return tot
 
 
@@ -560,16 +568,59 @@ def _lag_sum(x, s, e, lag):
 def _lpc_sum(x, s, e, q, o, sh):
     """Sum of |residual| of the LPC ``q[0, :o] >> sh`` over ``x[s:e]``."""
     tot = 0
-    lo = max(s, o)
-    for i in range(s, min(e, lo)):
+    lo = min(max(s, o), e)
+    for i in range(s, lo):
         tot += _abs_cap(x[i] - _lpc_predict(x, i, 1, o, sh, q, 0))
-    c = q[0, :o]
-    for i in range(lo, e):
+    cr = q[0, :o][::-1].copy()  # cr[j] weighs x[i - o + j]
+    xs = x[lo - o:e]
+    for i in range(e - lo):
         acc = 0
         for j in range(o):
-            acc += c[j] * x[i - 1 - j]
-        tot += _abs_cap(x[i] - (acc >> sh))
+            acc += cr[j] * xs[i + j]
+        tot += _abs_cap(xs[i + o] - (acc >> sh))
     return tot
+
+
+@njit(cache=True)
+def _autocorr(seg, pmax):
+    """``r[k] = sum_{i >= k} seg[i] * seg[i - k]``, k = 0..pmax, each summed in the order of i
+    (eight lags at a time: independent chains, the same floating-point result as one by one)."""
+    m = seg.shape[0]
+    r = np.zeros(pmax + 1)
+    acc = np.zeros(8)
+    for kb in range(0, pmax + 1, 8):
+        acc[:] = 0.0
+        h = min(m, kb + 7)
+        for i in range(kb, h):
+            for j in range(8):
+                if i >= kb + j:
+                    acc[j] += seg[i] * seg[i - kb - j]
+        a0, a1, a2, a3, a4, a5, a6, a7 = acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]
+        if h < m:
+            v = seg[h:m]
+            s0 = seg[h - kb:m - kb]
+            s1 = seg[h - kb - 1:m - kb - 1]
+            s2 = seg[h - kb - 2:m - kb - 2]
+            s3 = seg[h - kb - 3:m - kb - 3]
+            s4 = seg[h - kb - 4:m - kb - 4]
+            s5 = seg[h - kb - 5:m - kb - 5]
+            s6 = seg[h - kb - 6:m - kb - 6]
+            s7 = seg[h - kb - 7:m - kb - 7]
+            for i in range(m - h):
+                w = v[i]
+                a0 += w * s0[i]
+                a1 += w * s1[i]
+                a2 += w * s2[i]
+                a3 += w * s3[i]
+                a4 += w * s4[i]
+                a5 += w * s5[i]
+                a6 += w * s6[i]
+                a7 += w * s7[i]
+        out = (a0, a1, a2, a3, a4, a5, a6, a7)
+        for j in range(8):
+            if kb + j <= pmax:
+                r[kb + j] = out[j]
+    return r
 
 
 @njit(cache=True)
@@ -628,11 +679,7 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
         for i in range(m):
             seg[i] = (float(x[lo + i]) - mean) * win[i]
         # autocorrelation, each lag summed in the order of i (lags side by side)
-        r = np.zeros(pmax + 1)
-        for i in range(m):
-            v = seg[i]
-            for k in range(min(i, pmax) + 1):
-                r[k] += v * seg[i - k]
+        r = _autocorr(seg, pmax)
         if not r[0] > 0 or not np.isfinite(r[0]):
             continue
         r[0] *= 1 + 1e-9
@@ -696,6 +743,57 @@ def _bucket(mlen, t):
 
 
 @njit(cache=True)
+def _block_residual(x, s, e, kind, order, shift, coefs, b, r):
+    """``r[i] = x[i] - _lpc_predict(x, i, kind, order, shift, coefs, b)`` for i in [s, e), the
+    steady state over views (plain non-negative loop counters: it vectorizes)."""
+    lo = min(max(s, order), e)
+    for i in range(s, lo):  # warm-up at the signal start
+        r[i] = x[i] - _lpc_predict(x, i, kind, order, shift, coefs, b)
+    m = e - lo
+    if m <= 0:
+        return
+    out = r[lo:e]
+    xa = x[lo:e]
+    if kind == 2:
+        xl = x[lo - order:e - order]
+        for i in range(m):
+            out[i] = xa[i] - xl[i]
+    elif kind == 1:
+        cr = coefs[b, :order][::-1].copy()  # cr[j] weighs x[i - order + j]
+        xs = x[lo - order:e]
+        for i in range(m):
+            acc = 0
+            for j in range(order):
+                acc += cr[j] * xs[i + j]
+            out[i] = xa[i] - (acc >> shift)
+    elif order == 0:
+        for i in range(m):
+            out[i] = xa[i]
+    elif order == 1:
+        x1 = x[lo - 1:e - 1]
+        for i in range(m):
+            out[i] = xa[i] - x1[i]
+    elif order == 2:
+        x1 = x[lo - 1:e - 1]
+        x2 = x[lo - 2:e - 2]
+        for i in range(m):
+            out[i] = xa[i] - (2 * x1[i] - x2[i])
+    elif order == 3:
+        x1 = x[lo - 1:e - 1]
+        x2 = x[lo - 2:e - 2]
+        x3 = x[lo - 3:e - 3]
+        for i in range(m):
+            out[i] = xa[i] - (3 * x1[i] - 3 * x2[i] + x3[i])
+    else:
+        x1 = x[lo - 1:e - 1]
+        x2 = x[lo - 2:e - 2]
+        x3 = x[lo - 3:e - 3]
+        x4 = x[lo - 4:e - 4]
+        for i in range(m):
+            out[i] = xa[i] - (4 * x1[i] - 6 * x2[i] + 4 * x3[i] - x4[i])
+
+
+@njit(cache=True)
 def predict_fused(x, block, kinds, orders, shifts, coefs, mh, t, tbits):
     """Residuals (int64) and match buckets (uint8) of the block LPC + match predictor.
 
@@ -718,9 +816,8 @@ def predict_fused_gain(x, block, kinds, orders, shifts, coefs, mh, t, tbits):
     gain = 0.0
     if mh == 0:
         for b in range((n + block - 1) // block):
-            kind, order, shift = kinds[b], orders[b], shifts[b]
-            for i in range(b * block, min(n, (b + 1) * block)):
-                r[i] = x[i] - _lpc_predict(x, i, kind, order, shift, coefs, b)
+            _block_residual(x, b * block, min(n, (b + 1) * block), kinds[b], orders[b], shifts[b],
+                            coefs, b, r)
         return r, mb, gain
     size = 1 << tbits
     table = np.full(size, -1, np.int64)

@@ -1,0 +1,111 @@
+"""The encoder's fast kernels against plain per-sample references (any int64 values)."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from signals import channel as C
+from signals import predict as P
+
+wide = arrays(np.int64, st.integers(0, 300), elements=st.integers(-2**63, 2**63 - 1))
+walk = arrays(np.int64, st.integers(0, 300), elements=st.integers(-50, 50)).map(np.cumsum)
+edge = st.sampled_from([np.zeros(0, np.int64), np.array([7], np.int64),
+                        np.full(50, -2**63, np.int64), np.full(50, 2**63 - 1, np.int64),
+                        np.array([-2**63, 2**63 - 1] * 40, np.int64),
+                        np.array([-2**31, 2**31 - 1] * 40, np.int64)])
+signals = st.one_of(wide, walk, edge)
+
+
+def _wrap(v: int) -> int:
+    return (int(v) + 2**63) % 2**64 - 2**63
+
+
+def _ref_predict(x, i, kind, order, shift, c):
+    """The predictor of ``signals.predict._lpc_predict`` in Python integers, wrapped to int64."""
+    xs = [int(v) for v in x]
+    kind, order, shift = int(kind), int(order), int(shift)
+    if kind == 2:
+        return xs[i - order] if i >= order else (xs[i - 1] if i > 0 else 0)
+    if kind == 0 or i < order:
+        k = min(order if kind == 0 else min(i, P.WARMUP_ORDER), i)
+        w = P._WEIGHTS[k]
+        return _wrap(sum(int(w[j]) * xs[i - 1 - j] for j in range(k)))
+    acc = _wrap(sum(int(c[j]) * xs[i - 1 - j] for j in range(order)))
+    return acc >> shift
+
+
+def _cap(v: int) -> int:
+    return min(abs(_wrap(v)), P._SUM_CAP)
+
+
+@settings(max_examples=150, deadline=None)
+@given(x=signals, block=st.integers(1, 64), data=st.data())
+def test_block_residuals_match_the_per_sample_predictor(x, block, data):
+    nb = max(1, -(-x.size // block))
+    kinds = np.array(data.draw(st.lists(st.integers(0, 2), min_size=nb, max_size=nb)), np.int64)
+    orders = np.zeros(nb, np.int64)
+    shifts = np.array(data.draw(st.lists(st.integers(0, 30), min_size=nb, max_size=nb)), np.int64)
+    coefs = np.zeros((nb, 32), np.int64)
+    for b in range(nb):
+        if kinds[b] == 0:
+            orders[b] = data.draw(st.integers(0, 4))
+        elif kinds[b] == 2:
+            orders[b] = data.draw(st.integers(2, 70))
+        else:
+            orders[b] = data.draw(st.integers(1, 32))
+            coefs[b, :orders[b]] = data.draw(arrays(np.int64, int(orders[b]),
+                                                    elements=st.integers(-32768, 32767)))
+    r, mb = P.predict_fused(x, block, kinds, orders, shifts, coefs, 0, 0, 10)
+    want = [_wrap(int(x[i]) - _ref_predict(x, i, kinds[i // block], orders[i // block],
+                                           shifts[i // block], coefs[i // block]))
+            for i in range(x.size)]
+    assert r.tolist() == want and not mb.any()
+
+
+# the analysis sums are estimates: exact where no difference overflows int64 (beyond that,
+# any value is safe: it only picks among valid predictors, which the payload then names)
+bounded = st.one_of(walk, arrays(np.int64, st.integers(0, 300), elements=st.integers(-2**42, 2**42)),
+                    st.sampled_from([np.zeros(0, np.int64), np.array([7], np.int64),
+                                     np.array([-2**42, 2**42] * 40, np.int64)]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(x=bounded, s=st.integers(0, 40), length=st.integers(0, 80), lag=st.integers(2, 40),
+       o=st.integers(1, 32), sh=st.integers(0, 30), data=st.data())
+def test_analysis_sums_match_their_definition(x, s, length, lag, o, sh, data):
+    s = min(s, x.size)
+    e = min(x.size, s + length)
+    sums = np.zeros(P.MAX_ORDER + 1, np.int64)
+    P._fixed_sums(x, s, e, sums)
+    dummy = np.zeros(32, np.int64)
+    for k in range(P.MAX_ORDER + 1):
+        assert sums[k] == sum(_cap(int(x[i]) - _ref_predict(x, i, 0, k, 0, dummy))
+                              for i in range(s, e))
+    assert P._lag_sum(x, s, e, lag) == sum(_cap(int(x[i]) - _ref_predict(x, i, 2, lag, 0, dummy))
+                                           for i in range(s, e))
+    q = np.zeros((1, 32), np.int64)
+    q[0, :o] = data.draw(arrays(np.int64, o, elements=st.integers(-32768, 32767)))
+    assert P._lpc_sum(x, s, e, q, o, sh) == sum(_cap(int(x[i]) - _ref_predict(x, i, 1, o, sh, q[0]))
+                                                for i in range(s, e))
+
+
+@settings(max_examples=100, deadline=None)
+@given(seg=arrays(np.float64, st.integers(0, 120),
+                  elements=st.floats(-1e6, 1e6, allow_nan=False)), pmax=st.integers(0, 40))
+def test_autocorrelation_sums_in_the_same_order(seg, pmax):
+    want = np.zeros(pmax + 1)
+    for k in range(pmax + 1):
+        acc = 0.0
+        for i in range(k, seg.size):
+            acc += seg[i] * seg[i - k]
+        want[k] = acc
+    assert np.array_equal(P._autocorr(seg, pmax), want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=signals, level=st.sampled_from([0, 2, 3, 5]))
+def test_fast_levels_round_trip(x, level):
+    kinds, orders, _, _ = P.block_lpc_analyze(x, 16, np.array([2, 8]), 14, False, 8)
+    assert kinds.size == -(-x.size // 16) and set(kinds.tolist()) <= {0, 1, 2}
+    assert np.array_equal(C.decode_channel(C.encode_channel(x, level=level), x.size), x)
