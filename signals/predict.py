@@ -814,10 +814,10 @@ def predict_fused_gain(x, block, kinds, orders, shifts, coefs, mh, t, tbits):
     r = np.empty(n, np.int64)
     mb = np.zeros(n, np.uint8)
     gain = 0.0
+    for b in range((n + block - 1) // block):
+        _block_residual(x, b * block, min(n, (b + 1) * block), kinds[b], orders[b], shifts[b],
+                        coefs, b, r)
     if mh == 0:
-        for b in range((n + block - 1) // block):
-            _block_residual(x, b * block, min(n, (b + 1) * block), kinds[b], orders[b], shifts[b],
-                            coefs, b, r)
         return r, mb, gain
     size = 1 << tbits
     table = np.full(size, -1, np.int64)
@@ -825,21 +825,17 @@ def predict_fused_gain(x, block, kinds, orders, shifts, coefs, mh, t, tbits):
     ptr = -1
     mlen = 0
     for i in range(n):
-        b = i // block
         h = -1
         if i >= mh:
             h = _hash(x, i, mh, mask)
             if ptr < 0:
                 ptr = table[h]
                 mlen = 0
-        lp = _lpc_predict(x, i, kinds[b], orders[b], shifts[b], coefs, b)
-        if ptr >= 0 and mlen >= t:
+        if ptr >= 0 and mlen >= t:  # r[i] holds the block predictor's residual until here
             pred = x[ptr]
             mb[i] = _bucket(mlen, t)
-            gain += np.log2(1.0 + abs(float(x[i] - lp))) - np.log2(1.0 + abs(float(x[i] - pred)))
-        else:
-            pred = lp
-        r[i] = x[i] - pred
+            gain += np.log2(1.0 + abs(float(r[i]))) - np.log2(1.0 + abs(float(x[i] - pred)))
+            r[i] = x[i] - pred
         if ptr >= 0:
             if x[ptr] == x[i]:
                 mlen += 1
