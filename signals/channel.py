@@ -398,11 +398,16 @@ def _rows_tables(fine, width, n_mb, contexts):
     counts per (bucket, statistic, token) of :func:`_fine_hist`."""
     best: Any = None
     shist = fine.sum(axis=(0, 2))
+    # cumulative counts over the statistic values that occur (bins are differences of them)
+    occ = np.flatnonzero(shist)
+    lo, hi = (int(occ[0]), int(occ[-1]) + 1) if occ.size else (0, 1)
+    cum = np.zeros((n_mb, hi - lo + 1, width), np.int64)
+    np.cumsum(fine[:, lo:hi, :], axis=1, out=cum[:, 1:, :])
     for c in contexts:
         th = _thresholds_hist(shist, c)
         nc = th.size + 1
-        starts = np.concatenate([[0], th])
-        counts = np.add.reduceat(fine, starts, axis=1).reshape(n_mb * nc, width)
+        edges = np.clip(np.concatenate([[0], th, [E.CTX_RANGE]]) - lo, 0, hi - lo)
+        counts = np.diff(cum[:, edges, :], axis=1).reshape(n_mb * nc, width)
         q = E.quantize_counts(counts)
         f = E.freqs_from_code_rows(q)
         table = E.write_codes(q)
