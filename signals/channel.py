@@ -70,8 +70,10 @@ MAX_EMA_SHIFT = 8
 MATCH_PROBE = 1 << 16  # samples on which the default levels compare match-model candidates
 MATCH_SCREEN = 1 << 14  # samples on which a match candidate must show a gain to be compared
 LMS_PROBE = 1 << 14  # samples on which the default levels choose the adaptive cascade
+EST_CONTEXTS = 6  # contexts of the quick size estimate that compares candidates
 MAX_TBITS = 16  # match-model hash table: at most 2**16 entries (512 KiB, cache-friendly)
-SMALL_INPUT, SMALL_LEVEL_FROM, SMALL_LEVEL = 32768, 4, 7
+SMALL_INPUT, SMALL_LEVEL_FROM, SMALL_LEVEL = 32768, 4, 7  # short inputs at levels 4-6: a
+# bounded candidate search (_encode_small), not level 7's full one
 RANK_LEVEL = 3  # levels from here try the distinct-value dictionary (mode 5)
 MAX_LEVEL = 9
 
@@ -383,6 +385,70 @@ def _fine_hist(tokens, z, bitlen, mb, n_mb, width, ctxk):
     return h
 
 
+@njit(cache=True)
+def _est_bits(z, mb, n_mb, ctxk, n_ctx):
+    """Estimated coded bits of zigzagged residuals ``z``: hybrid split (4, 2), ``n_ctx``
+    contexts of kind ``ctxk`` at quantiles of the statistic, crossed with the match buckets;
+    the empirical entropy of each row plus the raw bits and about 5 bits per table entry."""
+    n = z.shape[0]
+    tokens = np.empty(n, np.int64)
+    stat = np.empty(n, np.int64)
+    shist = np.zeros(E.CTX_RANGE, np.int64)
+    raw = 0
+    b1 = 0
+    b2 = 0
+    b3 = 0
+    acc = 0
+    width = 1
+    for i in range(n):
+        v = z[i]
+        s = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat(acc, ctxk)
+        bl = E._bitlen(v)
+        if v < np.uint64(16):
+            t = np.int64(v)
+        else:
+            nb = bl - 3
+            t = 16 + ((bl - 5) << 2) + np.int64((v >> np.uint64(nb)) & np.uint64(3))
+            raw += nb
+        tokens[i] = t
+        if t >= width:
+            width = int(t) + 1
+        stat[i] = s
+        shist[s] += 1
+        if ctxk == 0:
+            b3 = b2
+            b2 = b1
+            b1 = bl
+        else:
+            acc = E.ema_update(acc, v, ctxk)
+    # bins at quantiles of the statistic
+    cmap = np.zeros(E.CTX_RANGE, np.int64)
+    c = 0
+    run = 0
+    for s in range(E.CTX_RANGE):
+        cmap[s] = c
+        run += shist[s]
+        if run * n_ctx >= (c + 1) * n and c < n_ctx - 1:
+            c += 1
+    nr = n_mb * n_ctx
+    counts = np.zeros((nr, width), np.int64)
+    for i in range(n):
+        counts[np.int64(mb[i]) * n_ctx + cmap[stat[i]], tokens[i]] += 1
+    bits = float(raw)
+    for r in range(nr):
+        tot = 0
+        for j in range(width):
+            tot += counts[r, j]
+        if tot == 0:
+            continue
+        bits += 8.0
+        for j in range(width):
+            cnt = counts[r, j]
+            if cnt:
+                bits += cnt * np.log2(tot / cnt) + 5.0
+    return bits
+
+
 def _thresholds_hist(hist: np.ndarray, n_contexts: int) -> np.ndarray:
     """:func:`_thresholds` from the histogram of the statistic (same edges)."""
     n = int(hist.sum())
@@ -534,6 +600,53 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
                 bits2, emit2 = _code_residuals(r2, mb2, P.MATCH_BUCKETS, preset)
                 if bits2 + 8 * len(side2) < bits + 8 * len(side):
                     emit, side = emit2, side2
+    return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
+                     bytes([mh, t, tbits, lms]), emit()])
+
+
+def _estimate(r: np.ndarray, mb: np.ndarray, n_mb: int) -> float:
+    """Estimated coded bits of residuals ``r`` (:func:`_est_bits`, the better context kind)."""
+    z = P.zigzag(r).view(np.uint64)
+    return min(_est_bits(z, mb, n_mb, 0, EST_CONTEXTS), _est_bits(z, mb, n_mb, 3, EST_CONTEXTS))
+
+
+def _encode_small(x: np.ndarray, preset: _Preset) -> bytes:
+    """Mode 4 for a short input: a bounded search in place of level 7's.
+
+    Candidates: two block predictors (the preset's LPC analysis, and the fixed and
+    lag predictors alone), each with the cascade variants, and with every match
+    model of level 6 that shows a gain; each is estimated once (:func:`_est_bits`,
+    one pass, no table fitting); the winner is coded with the
+    preset's entropy search widened to level 6's hybrid splits and more contexts.
+    The work is a fixed multiple of one level-5 pass.
+    """
+    block = preset.block_size
+    tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
+    orders = np.array(sorted(set(preset.lpc_orders) | set(PRESETS[SMALL_LEVEL].lpc_orders)), np.int64)
+    lpc = P.block_lpc_analyze(x, block, orders, 14, True,
+                              preset.max_lag)
+    fixed = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True, preset.max_lag)
+    best: Any = None
+    for params in (lpc, fixed):
+        sd = 8 * len(P.block_side_bytes(*params))
+        kp, op, sp, cp = params
+        r0, mb0 = P.predict_fused(x, block, kp, op, sp, cp, 0, 0, tbits)
+        cands: list[tuple[int, int, int, np.ndarray, np.ndarray]] = [(0, 0, 0, r0, mb0)]
+        if preset.lms:
+            cands += [(0, 0, v, P.cascade_forward(r0, v), mb0) for v in P.CASCADES]
+        for mh, t in _M:
+            r, mb, gain = P.predict_fused_gain(x, block, kp, op, sp, cp, mh, t, tbits)
+            if gain > 0:
+                cands.append((mh, t, 0, r, mb))
+        for mh, t, lms, r, mb in cands:
+            bits = _estimate(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS) + sd
+            if best is None or bits < best[0]:
+                best = (bits, params, mh, t, lms, r, mb)
+    _, params, mh, t, lms, r, mb = best
+    wide = _Preset(preset.predictor, block, preset.lpc_orders, (1, 2, 4, 6, 8, 12, 16),
+                   tuple(dict.fromkeys(preset.hybrid + ((4, 2), (3, 2)))), ctx=preset.ctx)
+    side = P.block_side_bytes(*params)
+    emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, wide)[1]
     return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
                      bytes([mh, t, tbits, lms]), emit()])
 
@@ -1196,8 +1309,9 @@ def _encode_plain(x: np.ndarray, level: int, inner: bool = False) -> bytes:
         v = int(x[0])
         return bytes([CONST]) + _varint((v << 1) ^ (v >> 63) if v >= 0 else ((-v) << 1) - 1)
     if SMALL_LEVEL_FROM <= level < SMALL_LEVEL and x.size < SMALL_INPUT:
-        level = SMALL_LEVEL  # short inputs get the full search: it costs milliseconds there
-    out = _encode_fused(x, PRESETS[level])
+        out = _encode_small(x, PRESETS[level])  # a fixed set of candidates, each estimated once
+    else:
+        out = _encode_fused(x, PRESETS[level])
     if level >= RANK_LEVEL and not inner:
         ranked = _encode_ranked(x, level)
         if ranked is not None and len(ranked) < len(out):

@@ -109,3 +109,14 @@ def test_fast_levels_round_trip(x, level):
     kinds, orders, _, _ = P.block_lpc_analyze(x, 16, np.array([2, 8]), 14, False, 8)
     assert kinds.size == -(-x.size // 16) and set(kinds.tolist()) <= {0, 1, 2}
     assert np.array_equal(C.decode_channel(C.encode_channel(x, level=level), x.size), x)
+
+
+@settings(max_examples=100, deadline=None)
+@given(x=signals, ctxk=st.sampled_from([0, 3]), n_ctx=st.integers(1, 8), matched=st.booleans())
+def test_size_estimate_is_entropy_plus_raw_bits(x, ctxk, n_ctx, matched):
+    z = P.zigzag(x).view(np.uint64)
+    mb = (np.arange(x.size) % 4).astype(np.uint8) if matched else np.zeros(x.size, np.uint8)
+    bits = C._est_bits(z, mb, 4 if matched else 1, ctxk, n_ctx)
+    bl = np.array([int(v).bit_length() for v in z], np.int64)
+    raw = int(np.maximum(bl - 3, 0)[z >= 16].sum())
+    assert np.isfinite(bits) and raw <= bits <= raw + x.size * 12 + 8 * 4 * n_ctx + 5 * x.size
