@@ -366,8 +366,10 @@ def _decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs, cu
 def _fine_hist(tokens, z, bitlen, mb, n_mb, width, ctxk):
     """Counts per (match bucket, context statistic, token): the statistic of kind ``ctxk``
     (0: :func:`signals.entropy.context_stat`, else :func:`signals.entropy.context_stat_ema`)
-    computed on the fly, so that no statistic array is built for a candidate."""
+    computed on the fly, so that no statistic array is built for a candidate; and the
+    histogram of the statistic."""
     h = np.zeros((n_mb, E.CTX_RANGE, width), np.int64)
+    shist = np.zeros(E.CTX_RANGE, np.int64)
     b1 = 0
     b2 = 0
     b3 = 0
@@ -376,13 +378,14 @@ def _fine_hist(tokens, z, bitlen, mb, n_mb, width, ctxk):
         s = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat(acc, ctxk)
         t = tokens[i]
         h[mb[i], s, t] += 1
+        shist[s] += 1
         if ctxk == 0:
             b3 = b2
             b2 = b1
             b1 = bitlen[t]
         else:
             acc = E.ema_update(acc, z[i], ctxk)
-    return h
+    return h, shist
 
 
 @njit(cache=True)
@@ -449,37 +452,68 @@ def _est_bits(z, mb, n_mb, ctxk, n_ctx):
     return bits
 
 
-def _thresholds_hist(hist: np.ndarray, n_contexts: int) -> np.ndarray:
-    """:func:`_thresholds` from the histogram of the statistic (same edges)."""
-    n = int(hist.sum())
+@njit(cache=True)
+def _quantize_counts(counts):
+    """:func:`signals.entropy.quantize_counts` (numba)."""
+    q = np.zeros(counts.shape, np.int64)
+    for i in range(counts.shape[0]):
+        for j in range(counts.shape[1]):
+            c = counts[i, j]
+            if c > 0:
+                q[i, j] = min(1 + np.int64(np.rint(4 * np.log2(np.float64(c)))), E.MAX_QCODE)
+    return q
+
+
+@njit(cache=True)
+def _tables_for(fine, shist, width, n_mb, n_contexts):
+    """(bits, thresholds, freqs, table bytes) with ``n_contexts`` bins (:func:`_thresholds`)."""
+    n = 0
+    for v in shist:
+        n += v
     if n_contexts <= 1 or n == 0:
-        return np.zeros(0, np.int64)
-    cdf = np.cumsum(hist)
-    qs = np.searchsorted(cdf, np.arange(1, n_contexts) * (n / n_contexts), side="right")
-    return np.unique(np.clip(qs.astype(np.int64), 1, 255))
+        th = np.zeros(0, np.int64)
+    else:
+        cdf = np.cumsum(shist)
+        qs = np.searchsorted(cdf, np.arange(1, n_contexts) * (n / n_contexts), side="right")
+        th = np.empty(qs.shape[0], np.int64)
+        m = 0
+        for j in range(qs.shape[0]):
+            v = qs[j]
+            if v < 1:
+                v = 1
+            if v > 255:
+                v = 255
+            if m == 0 or v != th[m - 1]:
+                th[m] = v
+                m += 1
+        th = th[:m].copy()
+    nc = th.shape[0] + 1
+    counts = np.zeros((n_mb * nc, width), np.int64)
+    ci = 0
+    for st in range(E.CTX_RANGE):
+        while ci < th.shape[0] and st >= th[ci]:
+            ci += 1
+        if shist[st] == 0:
+            continue
+        for bk in range(n_mb):
+            row = bk * nc + ci
+            for t in range(width):
+                counts[row, t] += fine[bk, st, t]
+    q = _quantize_counts(counts)
+    f = E.freqs_from_code_rows(q)
+    table = E.write_codes(q)
+    bits = E.coded_bits(counts, f) + 8 * (table.shape[0] + nc)
+    return bits, th, f, table
 
 
-def _rows_tables(fine, width, n_mb, contexts):
+def _rows_tables(fine, shist, width, n_mb, contexts):
     """Best (bits, thresholds, freqs, table bytes) over the context counts tried, from the
     counts per (bucket, statistic, token) of :func:`_fine_hist`."""
     best: Any = None
-    shist = fine.sum(axis=(0, 2))
-    # cumulative counts over the statistic values that occur (bins are differences of them)
-    occ = np.flatnonzero(shist)
-    lo, hi = (int(occ[0]), int(occ[-1]) + 1) if occ.size else (0, 1)
-    cum = np.zeros((n_mb, hi - lo + 1, width), np.int64)
-    np.cumsum(fine[:, lo:hi, :], axis=1, out=cum[:, 1:, :])
     for c in contexts:
-        th = _thresholds_hist(shist, c)
-        nc = th.size + 1
-        edges = np.clip(np.concatenate([[0], th, [E.CTX_RANGE]]) - lo, 0, hi - lo)
-        counts = np.diff(cum[:, edges, :], axis=1).reshape(n_mb * nc, width)
-        q = E.quantize_counts(counts)
-        f = E.freqs_from_code_rows(q)
-        table = E.write_codes(q)
-        bits = E.coded_bits(counts, f) + 8 * (len(table) + nc)
-        if best is None or bits < best[0]:
-            best = (bits, th, f, table)
+        cand = _tables_for(fine, shist, width, n_mb, c)
+        if best is None or cand[0] < best[0]:
+            best = cand
     return best
 
 
@@ -493,8 +527,8 @@ def _code_residuals(r, mb, n_mb, preset: _Preset):
         bl = E.token_bitlen(k, msb, width)
         raw_bits = float(nbits.sum(dtype=np.int64))
         for ctxk in preset.ctx:
-            fine = _fine_hist(tokens, z, bl, mb, n_mb, width, ctxk)
-            bits, th, f, table = _rows_tables(fine, width, n_mb, preset.contexts)
+            fine, shist = _fine_hist(tokens, z, bl, mb, n_mb, width, ctxk)
+            bits, th, f, table = _rows_tables(fine, shist, width, n_mb, preset.contexts)
             bits += raw_bits
             if best is None or bits < best[0]:
                 best = (bits, k, msb, tokens, nbits, th, f, table, width, ctxk, bl)
@@ -710,7 +744,40 @@ SHORT_FALLBACK_LEVEL = 2  # the same for packets below OWN_TRY_SIZE (cheaper: no
 
 def _fallback_level(level: int, n: int) -> int:
     return min(level, FALLBACK_LEVEL if n >= OWN_TRY_SIZE else SHORT_FALLBACK_LEVEL)
-OWN_TRY_SIZE = 1024  # packets from this size always also try their own coding
+OWN_TRY_SIZE = 1024  # packets from this size also try their own coding where it may be smaller
+
+
+def _own_estimate(x: np.ndarray, level: int) -> float:
+    """Estimated bits of ``x`` coded on its own at ``level`` (no tables fitted, no ranks):
+    the block predictor, and each match model of the level that shows a gain, through
+    :func:`_est_bits`; plus the predictor side and about 8 bytes of header."""
+    pr = PRESETS[level]
+    block = pr.block_size
+    orders = np.array(pr.lpc_orders if pr.predictor == "linear" else (), np.int64)
+    k, o, s, c = P.block_lpc_analyze(x, block, orders, 14, pr.search, pr.max_lag)
+    tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
+    r, mb = P.predict_fused(x, block, k, o, s, c, 0, 0, tbits)
+    best = _estimate(r, mb, 1)
+    for mh, t in pr.match:
+        r2, mb2, gain = P.predict_fused_gain(x, block, k, o, s, c, mh, t, tbits)
+        if gain > 0:
+            best = min(best, _estimate(r2, mb2, P.MATCH_BUCKETS))
+    return best + 8 * len(P.block_side_bytes(k, o, s, c)) + 64
+
+
+def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> bytes:
+    """``coded`` (a packet's model payload) or its own coding, whichever is smaller; the own
+    coding is tried only where the packet may gain from it (long packets, or costly under the
+    model) and its estimate (:func:`_own_estimate`) is below the model payload."""
+    if level <= 0 or not x.size:
+        return coded
+    if x.size < OWN_TRY_SIZE and 8 * len(coded) <= model.fallback_bits * x.size + 64:
+        return coded
+    lv = _fallback_level(level, x.size)
+    if _own_estimate(x, lv) >= 8 * len(coded):
+        return coded
+    own = encode_channel(x, level=lv)
+    return own if len(own) < len(coded) else coded
 FALLBACK_QUANTILE = 0.98  # of the validation packets' cost: packets above it try their own coding
 
 
@@ -1152,9 +1219,10 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
     packets : list of 1-D integer arrays
     model : ChannelModel
     level : int, default 5
-        Packets whose model coding is far above the model's typical cost are
-        also coded on their own at this level, and the smaller payload kept
-        (0: never).
+        Packets of 1024 samples or more, and shorter ones whose model coding
+        is far above the model's typical cost, are also coded on their own
+        (at most at level 3) where a one-pass estimate of that coding is below
+        the model payload; the smaller payload is kept (0: never).
 
     Returns
     -------
@@ -1180,12 +1248,7 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
     blob = buf.tobytes()
     out = [blob[off[j]:off[j + 1]] for j in range(len(arrs))]
     if level > 0:
-        limit = model.fallback_bits
-        for j, a in enumerate(arrs):
-            if a.size >= OWN_TRY_SIZE or (a.size and 8 * len(out[j]) > limit * a.size + 64):
-                own = encode_channel(a, level=_fallback_level(level, a.size))
-                if len(own) < len(out[j]):
-                    out[j] = own
+        out = [_try_own(a, o, model, level) for a, o in zip(arrs, out)]
     return out
 
 
@@ -1291,11 +1354,7 @@ def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelMo
         rb, total = E.pack_raw_bits(z, nbits)
         out = b"".join([bytes([MODEL]), _varint(words.size), words.astype("<u2").tobytes(),
                         rb.astype("<u8").tobytes()[:(total + 7) // 8]])
-        if level > 0 and (x.size >= OWN_TRY_SIZE or 8 * len(out) > model.fallback_bits * x.size + 64):
-            # the packet's own tables, where smaller
-            own = encode_channel(x, level=_fallback_level(level, x.size))
-            if len(own) < len(out):
-                out = own
+        out = _try_own(x, out, model, level)  # the packet's own tables, where smaller
         return out if len(out) < len(raw) else raw
     return _encode_plain(x, level)
 

@@ -120,3 +120,27 @@ def test_size_estimate_is_entropy_plus_raw_bits(x, ctxk, n_ctx, matched):
     bl = np.array([int(v).bit_length() for v in z], np.int64)
     raw = int(np.maximum(bl - 3, 0)[z >= 16].sum())
     assert np.isfinite(bits) and raw <= bits <= raw + x.size * 12 + 8 * 4 * n_ctx + 5 * x.size
+
+
+@settings(max_examples=100, deadline=None)
+@given(tokens=arrays(np.int64, st.integers(1, 400), elements=st.integers(0, 40)),
+       ctxk=st.sampled_from([0, 2, 5]), n_mb=st.sampled_from([1, 4]),
+       n_ctx=st.integers(1, 32), seed=st.integers(0, 2**16))
+def test_context_tables_match_the_numpy_fit(tokens, ctxk, n_mb, n_ctx, seed):
+    from signals import entropy as E
+    z = tokens.astype(np.uint64)  # k = 8: every value is its own token
+    width = int(tokens.max()) + 1
+    bl = E.token_bitlen(8, 2, width)
+    mb = np.random.default_rng(seed).integers(0, n_mb, tokens.size).astype(np.uint8)
+    fine, shist = C._fine_hist(tokens.astype(np.int32), z, bl, mb, n_mb, width, ctxk)
+    bits, th, f, table = C._tables_for(fine, shist, width, n_mb, n_ctx)
+    stat = E.context_stat(tokens.astype(np.int32), bl) if ctxk == 0 else E.context_stat_ema(z, ctxk)
+    want_th = C._thresholds(stat, n_ctx)
+    rows = E.context_map(want_th)[stat] + (want_th.size + 1) * mb.astype(np.int64)
+    nr = n_mb * (want_th.size + 1)
+    counts = np.bincount(rows * width + tokens, minlength=nr * width).reshape(nr, width)
+    q = E.quantize_counts(counts)
+    want_f = E.freqs_from_code_rows(q)
+    assert np.array_equal(th, want_th) and np.array_equal(f, want_f)
+    assert np.array_equal(table, E.write_codes(q))
+    assert bits == E.coded_bits(counts, want_f) + 8 * (len(table) + want_th.size + 1)
