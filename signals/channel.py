@@ -573,7 +573,7 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
     else:
         r, mb, mh, t, gain, lms = None, None, 0, 0, 0.0, 0
         # match candidates: screened by their estimated gain on a short prefix, then compared
-        # by their coded size on a longer one; the winner runs on all
+        # by their estimated size (_est_bits) on a longer one; the winner runs on all
         scr = min(x.size, MATCH_SCREEN)
         cands = tuple((mh_, t_) for mh_, t_ in preset.match
                       if P.predict_fused_gain(x[:scr], block, kinds, ords, shifts, coefs, mh_, t_,
@@ -583,7 +583,7 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
             probe: Any = None
             for mh_, t_ in ((0, 0),) + cands:
                 r_, mb_ = P.predict_fused(x[:pre], block, kinds, ords, shifts, coefs, mh_, t_, tbits)
-                b_ = _code_residuals(r_, mb_, 1 if mh_ == 0 else P.MATCH_BUCKETS, preset)[0]
+                b_ = _estimate(r_, mb_, 1 if mh_ == 0 else P.MATCH_BUCKETS)
                 if probe is None or b_ < probe[0]:
                     probe = (b_, mh_, t_)
             _, mh, t = probe
@@ -623,8 +623,7 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
             est = []
             for params in (lpc, (k2, o2, s2, c2)):
                 rp, mbp = P.predict_fused(xp, block, *params, mh, t, tbits)
-                est.append(_code_residuals(rp, mbp, P.MATCH_BUCKETS, preset)[0]
-                           + 8 * len(P.block_side_bytes(*params)))
+                est.append(_estimate(rp, mbp, P.MATCH_BUCKETS) + 8 * len(P.block_side_bytes(*params)))
             if est[1] < est[0]:
                 if pre < x.size:
                     k2, o2, s2, c2 = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True,
