@@ -389,55 +389,8 @@ def _fine_hist(tokens, z, bitlen, mb, n_mb, width, ctxk):
 
 
 @njit(cache=True)
-def _est_bits(z, mb, n_mb, ctxk, n_ctx):
-    """Estimated coded bits of zigzagged residuals ``z``: hybrid split (4, 2), ``n_ctx``
-    contexts of kind ``ctxk`` at quantiles of the statistic, crossed with the match buckets;
-    the empirical entropy of each row plus the raw bits and about 5 bits per table entry."""
-    n = z.shape[0]
-    tokens = np.empty(n, np.int64)
-    stat = np.empty(n, np.int64)
-    shist = np.zeros(E.CTX_RANGE, np.int64)
-    raw = 0
-    b1 = 0
-    b2 = 0
-    b3 = 0
-    acc = 0
-    width = 1
-    for i in range(n):
-        v = z[i]
-        s = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat(acc, ctxk)
-        bl = E._bitlen(v)
-        if v < np.uint64(16):
-            t = np.int64(v)
-        else:
-            nb = bl - 3
-            t = 16 + ((bl - 5) << 2) + np.int64((v >> np.uint64(nb)) & np.uint64(3))
-            raw += nb
-        tokens[i] = t
-        if t >= width:
-            width = int(t) + 1
-        stat[i] = s
-        shist[s] += 1
-        if ctxk == 0:
-            b3 = b2
-            b2 = b1
-            b1 = bl
-        else:
-            acc = E.ema_update(acc, v, ctxk)
-    # bins at quantiles of the statistic
-    cmap = np.zeros(E.CTX_RANGE, np.int64)
-    c = 0
-    run = 0
-    for s in range(E.CTX_RANGE):
-        cmap[s] = c
-        run += shist[s]
-        if run * n_ctx >= (c + 1) * n and c < n_ctx - 1:
-            c += 1
-    nr = n_mb * n_ctx
-    counts = np.zeros((nr, width), np.int64)
-    for i in range(n):
-        counts[np.int64(mb[i]) * n_ctx + cmap[stat[i]], tokens[i]] += 1
-    bits = float(raw)
+def _est_rows(counts, nr, width):
+    bits = 0.0
     for r in range(nr):
         tot = 0
         for j in range(width):
@@ -450,6 +403,71 @@ def _est_bits(z, mb, n_mb, ctxk, n_ctx):
             if cnt:
                 bits += cnt * np.log2(tot / cnt) + 5.0
     return bits
+
+
+@njit(cache=True)
+def _quantile_map(shist, n, n_ctx):
+    cmap = np.zeros(E.CTX_RANGE, np.int64)
+    c = 0
+    run = 0
+    for s in range(E.CTX_RANGE):
+        cmap[s] = c
+        run += shist[s]
+        if run * n_ctx >= (c + 1) * n and c < n_ctx - 1:
+            c += 1
+    return cmap
+
+
+@njit(cache=True)
+def _est_bits(z, mb, n_mb, ema, n_ctx):
+    """Estimated coded bits of zigzagged residuals ``z``: hybrid split (4, 2), ``n_ctx``
+    contexts at quantiles of the statistic, crossed with the match buckets; the empirical
+    entropy of each row plus the raw bits and about 5 bits per table entry. The better of the
+    two context kinds: recent bit lengths, and the moving average of decay ``2**-ema``."""
+    n = z.shape[0]
+    tokens = np.empty(n, np.int64)
+    st0 = np.empty(n, np.int64)
+    st1 = np.empty(n, np.int64)
+    h0 = np.zeros(E.CTX_RANGE, np.int64)
+    h1 = np.zeros(E.CTX_RANGE, np.int64)
+    raw = 0
+    b1 = 0
+    b2 = 0
+    b3 = 0
+    acc = 0
+    width = 1
+    for i in range(n):
+        v = z[i]
+        s0 = 2 * b1 + b2 + b3
+        s1 = E.ema_stat(acc, ema)
+        bl = E._bitlen(v)
+        if v < np.uint64(16):
+            t = np.int64(v)
+        else:
+            nb = bl - 3
+            t = 16 + ((bl - 5) << 2) + np.int64((v >> np.uint64(nb)) & np.uint64(3))
+            raw += nb
+        tokens[i] = t
+        if t >= width:
+            width = int(t) + 1
+        st0[i] = s0
+        st1[i] = s1
+        h0[s0] += 1
+        h1[s1] += 1
+        b3 = b2
+        b2 = b1
+        b1 = bl
+        acc = E.ema_update(acc, v, ema)
+    c0 = _quantile_map(h0, n, n_ctx)
+    c1 = _quantile_map(h1, n, n_ctx)
+    nr = n_mb * n_ctx
+    k0 = np.zeros((nr, width), np.int64)
+    k1 = np.zeros((nr, width), np.int64)
+    for i in range(n):
+        m = np.int64(mb[i]) * n_ctx
+        k0[m + c0[st0[i]], tokens[i]] += 1
+        k1[m + c1[st1[i]], tokens[i]] += 1
+    return float(raw) + min(_est_rows(k0, nr, width), _est_rows(k1, nr, width))
 
 
 @njit(cache=True)
@@ -517,9 +535,41 @@ def _rows_tables(fine, shist, width, n_mb, contexts):
     return best
 
 
+@njit(cache=True)
+def _zigzag_u64(r):
+    """:func:`signals.predict.zigzag` as uint64, one pass."""
+    z = np.empty(r.shape[0], np.uint64)
+    for i in range(r.shape[0]):
+        v = r[i]
+        z[i] = np.uint64((v << 1) ^ (v >> 63))
+    return z
+
+
+@njit(cache=True)
+def _table_rows(tokens, z, bitlen, mb, cmap, nc, ctxk):
+    """Table row of each token: its context (statistic of kind ``ctxk``, as in
+    :func:`_fine_hist`, through ``cmap``) plus ``nc`` times its match bucket."""
+    n = tokens.shape[0]
+    rows = np.empty(n, np.int64)
+    b1 = 0
+    b2 = 0
+    b3 = 0
+    acc = 0
+    for i in range(n):
+        s = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat(acc, ctxk)
+        rows[i] = cmap[s] + nc * np.int64(mb[i])
+        if ctxk == 0:
+            b3 = b2
+            b2 = b1
+            b1 = bitlen[tokens[i]]
+        else:
+            acc = E.ema_update(acc, z[i], ctxk)
+    return rows
+
+
 def _code_residuals(r, mb, n_mb, preset: _Preset):
     """(estimated bits, entropy sections) for residuals ``r`` with match buckets ``mb``."""
-    z = P.zigzag(r).view(np.uint64)
+    z = _zigzag_u64(r)
     best: Any = None
     for k, msb in preset.hybrid:
         tokens, nbits = E.hybrid_split(z, k, msb)
@@ -535,9 +585,9 @@ def _code_residuals(r, mb, n_mb, preset: _Preset):
     bits, k, msb, tokens, nbits, th, f, table, width, ctxk, bl = best
 
     def emit() -> bytes:
-        stat = E.context_stat(tokens, bl) if ctxk == 0 else E.context_stat_ema(z, ctxk)
-        rows = E.context_map(th)[stat] + (th.size + 1) * mb.astype(np.int64)
-        cum, _ = E.build_tables(f)
+        rows = _table_rows(tokens, z, bl, mb, E.context_map(th), th.size + 1, ctxk)
+        cum = np.zeros_like(f)
+        np.cumsum(f[:, :-1], axis=1, out=cum[:, 1:])
         words = E.rans_encode_rows(tokens, rows, f, cum)
         raw, total = E.pack_raw_bits(z, nbits)
         return b"".join([bytes([k << 4 | msb, th.size + 1]), th.astype(np.uint8).tobytes(),
@@ -639,8 +689,7 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
 
 def _estimate(r: np.ndarray, mb: np.ndarray, n_mb: int) -> float:
     """Estimated coded bits of residuals ``r`` (:func:`_est_bits`, the better context kind)."""
-    z = P.zigzag(r).view(np.uint64)
-    return min(_est_bits(z, mb, n_mb, 0, EST_CONTEXTS), _est_bits(z, mb, n_mb, 3, EST_CONTEXTS))
+    return _est_bits(_zigzag_u64(r), mb, n_mb, 3, EST_CONTEXTS)
 
 
 def _encode_small(x: np.ndarray, preset: _Preset) -> bytes:
