@@ -628,6 +628,7 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
         cands = tuple((mh_, t_) for mh_, t_ in preset.match
                       if P.predict_fused_gain(x[:scr], block, kinds, ords, shifts, coefs, mh_, t_,
                                               tbits)[2] > 0)
+        side_lpc = side
         if cands:
             pre = min(x.size, MATCH_PROBE)
             probe: Any = None
@@ -635,18 +636,36 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
                 r_, mb_ = P.predict_fused(x[:pre], block, kinds, ords, shifts, coefs, mh_, t_, tbits)
                 b_ = _estimate(r_, mb_, 1 if mh_ == 0 else P.MATCH_BUCKETS)
                 if probe is None or b_ < probe[0]:
-                    probe = (b_, mh_, t_)
-            _, mh, t = probe
+                    probe = (b_, mh_, t_, mb_)
+            _, mh, t, mbp = probe
+        params = (kinds, ords, shifts, coefs)
+        if mh and (mbp > 0).mean() > 0.5 and kinds.any():
+            # the match model predicts most samples: LPC coefficients may not pay for themselves
+            # (compared by the size estimate on the prefix; the winner runs on all)
+            nbp = -(-pre // block)
+            xp = x[:pre]
+            fx = P.block_lpc_analyze(xp, block, np.zeros(0, np.int64), 14, True, preset.max_lag)
+            e_lpc = probe[0] + 8 * len(P.block_side_bytes(kinds[:nbp], ords[:nbp], shifts[:nbp],
+                                                          coefs[:nbp]))
+            rp, mbq = P.predict_fused(xp, block, fx[0], fx[1], fx[2], fx[3], mh, t, tbits)
+            if _estimate(rp, mbq, P.MATCH_BUCKETS) + 8 * len(P.block_side_bytes(*fx)) < e_lpc:
+                if pre < x.size:
+                    fx = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True,
+                                             preset.max_lag)
+                params = fx
         if mh:
-            r, mb, gain = P.predict_fused_gain(x, block, kinds, ords, shifts, coefs, mh, t, tbits)
+            r, mb, gain = P.predict_fused_gain(x, block, params[0], params[1], params[2],
+                                               params[3], mh, t, tbits)
             if gain < 64.0:
                 r, mb, mh, t = None, None, 0, 0
+            else:
+                side = P.block_side_bytes(*params)
         if r is None or (preset.lms and (mb > 0).mean() < 0.5):
             r0, mb0 = P.predict_fused(x, block, kinds, ords, shifts, coefs, 0, 0, tbits)
             if r is None:
                 r, mb = r0, mb0
             elif P.residual_cost(r0) < P.residual_cost(r):
-                r, mb, mh, t = r0, mb0, 0, 0
+                r, mb, mh, t, side = r0, mb0, 0, 0, side_lpc
             if preset.lms:
                 # the cascade variant and whether it pays, from a prefix; the winner runs on all
                 p = min(x.size, LMS_PROBE)
@@ -658,31 +677,9 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
                     if c3 < 0.99 * cost:
                         pick, cost = (v, r3), c3
                 if pick is not None:
-                    lms, mh, t, mb = pick[0], 0, 0, mb0
+                    lms, mh, t, mb, side = pick[0], 0, 0, mb0, side_lpc
                     r = pick[1] if p == x.size else P.cascade_forward(r0, lms)
-        bits, emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
-        if mh and (mb > 0).mean() > 0.5 and kinds.any():
-            # the match model predicts most samples: LPC coefficients may not pay for themselves
-            # (compared on the prefix; the winner runs on all)
-            pre = min(x.size, MATCH_PROBE)
-            nbp = -(-pre // block)
-            xp = x[:pre]
-            k2, o2, s2, c2 = P.block_lpc_analyze(xp, block, np.zeros(0, np.int64), 14, True,
-                                                 preset.max_lag)
-            lpc = (kinds[:nbp], ords[:nbp], shifts[:nbp], coefs[:nbp])
-            est = []
-            for params in (lpc, (k2, o2, s2, c2)):
-                rp, mbp = P.predict_fused(xp, block, *params, mh, t, tbits)
-                est.append(_estimate(rp, mbp, P.MATCH_BUCKETS) + 8 * len(P.block_side_bytes(*params)))
-            if est[1] < est[0]:
-                if pre < x.size:
-                    k2, o2, s2, c2 = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True,
-                                                         preset.max_lag)
-                r2, mb2 = P.predict_fused(x, block, k2, o2, s2, c2, mh, t, tbits)
-                side2 = P.block_side_bytes(k2, o2, s2, c2)
-                bits2, emit2 = _code_residuals(r2, mb2, P.MATCH_BUCKETS, preset)
-                if bits2 + 8 * len(side2) < bits + 8 * len(side):
-                    emit, side = emit2, side2
+        emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)[1]
     return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
                      bytes([mh, t, tbits, lms]), emit()])
 
