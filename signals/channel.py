@@ -813,14 +813,15 @@ def _own_estimate(x: np.ndarray, level: int) -> float:
 def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> bytes:
     """``coded`` (a packet's model payload) or its own coding, whichever is smaller; the own
     coding is tried only where the packet may gain from it (long packets, or costly under the
-    model) and its estimate (:func:`_own_estimate`) is below the model payload."""
+    model) and its estimate (:func:`_own_estimate`) is below the model payload, or its values
+    are sparse (mode 5 may win; the estimate does not see it)."""
     if level <= 0 or not x.size:
         return coded
     if x.size < OWN_TRY_SIZE and 8 * len(coded) <= model.fallback_bits * x.size + 64:
         return coded
     lv = _fallback_level(level, x.size)
-    if _own_estimate(x, lv) >= 8 * len(coded):
-        return coded
+    if _own_estimate(x, lv) >= 8 * len(coded) and (lv < RANK_LEVEL or _sparse_values(x) is None):
+        return coded  # (the estimate knows nothing of mode 5: sparse values always try)
     own = encode_channel(x, level=lv)
     return own if len(own) < len(coded) else coded
 FALLBACK_QUANTILE = 0.98  # of the validation packets' cost: packets above it try their own coding
@@ -1424,9 +1425,8 @@ def _encode_plain(x: np.ndarray, level: int, inner: bool = False) -> bytes:
     return out if len(out) < len(raw) else raw
 
 
-def _encode_ranked(x: np.ndarray, level: int) -> bytes | None:
-    """Mode 5, for sparse value sets: the sorted distinct values (their differences, coded as a
-    channel) and each sample's index among them (coded as a channel); None where not sparse."""
+def _sparse_values(x: np.ndarray) -> np.ndarray | None:
+    """The sorted distinct values of ``x`` where they are sparse enough for mode 5, else None."""
     if x.size > 4096:  # a quick look at a subsample first
         us = np.unique(x[::8])
         if us.size < 2:
@@ -1441,6 +1441,16 @@ def _encode_ranked(x: np.ndarray, level: int) -> bytes | None:
     gaps = np.diff(u)
     if np.median(gaps) < 2 and gaps.mean() < 4:
         return None  # dense already: ranks would only cost the dictionary
+    return u
+
+
+def _encode_ranked(x: np.ndarray, level: int) -> bytes | None:
+    """Mode 5, for sparse value sets: the sorted distinct values (their differences, coded as a
+    channel) and each sample's index among them (coded as a channel); None where not sparse."""
+    u = _sparse_values(x)
+    if u is None:
+        return None
+    m = u.size
     d = P.differences(u, 1)
     head = _encode_plain(d, min(level, RANK_LEVEL), inner=True)
     body = _encode_plain(np.searchsorted(u, x).astype(np.int64), level, inner=True)
