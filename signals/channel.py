@@ -705,8 +705,9 @@ def _encode_small(x: np.ndarray, preset: _Preset) -> bytes:
     lpc = P.block_lpc_analyze(x, block, orders, 14, True,
                               preset.max_lag)
     fixed = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True, preset.max_lag)
+    same = all(np.array_equal(a, b) for a, b in zip(lpc, fixed))  # no block took an LPC
     best: Any = None
-    for params in (lpc, fixed):
+    for params in (lpc,) if same else (lpc, fixed):
         sd = 8 * len(P.block_side_bytes(*params))
         kp, op, sp, cp = params
         r0, mb0 = P.predict_fused(x, block, kp, op, sp, cp, 0, 0, tbits)
