@@ -78,8 +78,12 @@ RAW, CONST, CODED, MODEL, CODED2, RANKED, CM_MODE, CM_LPC = 0, 1, 2, 3, 4, 5, 6,
 DEFAULT_LEVEL = 5
 MAX_EMA_SHIFT = 8
 MATCH_PROBE = 1 << 16  # samples on which the default levels compare match-model candidates
+MATCH_SCREEN = 1 << 14  # samples on which a match candidate must show a gain to be compared
+LMS_PROBE = 1 << 14  # samples on which the default levels choose the adaptive cascade
+EST_CONTEXTS = 6  # contexts of the quick size estimate that compares candidates
 MAX_TBITS = 16  # match-model hash table: at most 2**16 entries (512 KiB, cache-friendly)
-SMALL_INPUT, SMALL_LEVEL_FROM, SMALL_LEVEL = 32768, 4, 7
+SMALL_INPUT, SMALL_LEVEL_FROM, SMALL_LEVEL = 32768, 4, 7  # short inputs at levels 4-6: a
+# bounded candidate search (_encode_small), not level 7's full one
 RANK_LEVEL = 3  # levels from here try the distinct-value dictionary (mode 5)
 CM_LEVEL = 9  # levels from here try context mixing over the ranks (mode 6)
 MAX_LEVEL = 9
@@ -442,45 +446,232 @@ def _decode_fused(words, raw, total_bits, n, cmap, nc, dtab, block, kinds, order
     return x, wpos == nw and st == low and total_bits - np.int64(bpos) < 8
 
 
-def _rows_tables(tokens, stat, mb, width, n_mb, contexts):
-    """Best (bits, thresholds, freqs, table bytes, rows) over the context counts tried."""
+@njit(cache=True)
+def _fine_hist(tokens, z, bitlen, mb, n_mb, width, ctxk):
+    """Counts per (match bucket, context statistic, token): the statistic of kind ``ctxk``
+    (0: :func:`signals.entropy.context_stat`, else :func:`signals.entropy.context_stat_ema`)
+    computed on the fly, so that no statistic array is built for a candidate; and the
+    histogram of the statistic."""
+    h = np.zeros((n_mb, E.CTX_RANGE, width), np.int64)
+    shist = np.zeros(E.CTX_RANGE, np.int64)
+    b1 = 0
+    b2 = 0
+    b3 = 0
+    acc = 0
+    for i in range(tokens.shape[0]):
+        s = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat(acc, ctxk)
+        t = tokens[i]
+        h[mb[i], s, t] += 1
+        shist[s] += 1
+        if ctxk == 0:
+            b3 = b2
+            b2 = b1
+            b1 = bitlen[t]
+        else:
+            acc = E.ema_update(acc, z[i], ctxk)
+    return h, shist
+
+
+@njit(cache=True)
+def _est_rows(counts, nr, width):
+    bits = 0.0
+    for r in range(nr):
+        tot = 0
+        for j in range(width):
+            tot += counts[r, j]
+        if tot == 0:
+            continue
+        bits += 8.0
+        for j in range(width):
+            cnt = counts[r, j]
+            if cnt:
+                bits += cnt * np.log2(tot / cnt) + 5.0
+    return bits
+
+
+@njit(cache=True)
+def _quantile_map(shist, n, n_ctx):
+    cmap = np.zeros(E.CTX_RANGE, np.int64)
+    c = 0
+    run = 0
+    for s in range(E.CTX_RANGE):
+        cmap[s] = c
+        run += shist[s]
+        if run * n_ctx >= (c + 1) * n and c < n_ctx - 1:
+            c += 1
+    return cmap
+
+
+@njit(cache=True)
+def _est_bits(z, mb, n_mb, ema, n_ctx):
+    """Estimated coded bits of zigzagged residuals ``z``: hybrid split (4, 2), ``n_ctx``
+    contexts at quantiles of the statistic, crossed with the match buckets; the empirical
+    entropy of each row plus the raw bits and about 5 bits per table entry. The better of the
+    two context kinds: recent bit lengths, and the moving average of decay ``2**-ema``."""
+    n = z.shape[0]
+    tokens = np.empty(n, np.int64)
+    st0 = np.empty(n, np.int64)
+    st1 = np.empty(n, np.int64)
+    h0 = np.zeros(E.CTX_RANGE, np.int64)
+    h1 = np.zeros(E.CTX_RANGE, np.int64)
+    raw = 0
+    b1 = 0
+    b2 = 0
+    b3 = 0
+    acc = 0
+    width = 1
+    for i in range(n):
+        v = z[i]
+        s0 = 2 * b1 + b2 + b3
+        s1 = E.ema_stat(acc, ema)
+        bl = E._bitlen(v)
+        if v < np.uint64(16):
+            t = np.int64(v)
+        else:
+            nb = bl - 3
+            t = 16 + ((bl - 5) << 2) + np.int64((v >> np.uint64(nb)) & np.uint64(3))
+            raw += nb
+        tokens[i] = t
+        if t >= width:
+            width = int(t) + 1
+        st0[i] = s0
+        st1[i] = s1
+        h0[s0] += 1
+        h1[s1] += 1
+        b3 = b2
+        b2 = b1
+        b1 = bl
+        acc = E.ema_update(acc, v, ema)
+    c0 = _quantile_map(h0, n, n_ctx)
+    c1 = _quantile_map(h1, n, n_ctx)
+    nr = n_mb * n_ctx
+    k0 = np.zeros((nr, width), np.int64)
+    k1 = np.zeros((nr, width), np.int64)
+    for i in range(n):
+        m = np.int64(mb[i]) * n_ctx
+        k0[m + c0[st0[i]], tokens[i]] += 1
+        k1[m + c1[st1[i]], tokens[i]] += 1
+    return float(raw) + min(_est_rows(k0, nr, width), _est_rows(k1, nr, width))
+
+
+@njit(cache=True)
+def _quantize_counts(counts):
+    """:func:`signals.entropy.quantize_counts` (numba)."""
+    q = np.zeros(counts.shape, np.int64)
+    for i in range(counts.shape[0]):
+        for j in range(counts.shape[1]):
+            c = counts[i, j]
+            if c > 0:
+                q[i, j] = min(1 + np.int64(np.rint(4 * np.log2(np.float64(c)))), E.MAX_QCODE)
+    return q
+
+
+@njit(cache=True)
+def _tables_for(fine, shist, width, n_mb, n_contexts):
+    """(bits, thresholds, freqs, table bytes) with ``n_contexts`` bins (:func:`_thresholds`)."""
+    n = 0
+    for v in shist:
+        n += v
+    if n_contexts <= 1 or n == 0:
+        th = np.zeros(0, np.int64)
+    else:
+        cdf = np.cumsum(shist)
+        qs = np.searchsorted(cdf, np.arange(1, n_contexts) * (n / n_contexts), side="right")
+        th = np.empty(qs.shape[0], np.int64)
+        m = 0
+        for j in range(qs.shape[0]):
+            v = qs[j]
+            if v < 1:
+                v = 1
+            if v > 255:
+                v = 255
+            if m == 0 or v != th[m - 1]:
+                th[m] = v
+                m += 1
+        th = th[:m].copy()
+    nc = th.shape[0] + 1
+    counts = np.zeros((n_mb * nc, width), np.int64)
+    ci = 0
+    for st in range(E.CTX_RANGE):
+        while ci < th.shape[0] and st >= th[ci]:
+            ci += 1
+        if shist[st] == 0:
+            continue
+        for bk in range(n_mb):
+            row = bk * nc + ci
+            for t in range(width):
+                counts[row, t] += fine[bk, st, t]
+    q = _quantize_counts(counts)
+    f = E.freqs_from_code_rows(q)
+    table = E.write_codes(q)
+    bits = E.coded_bits(counts, f) + 8 * (table.shape[0] + nc)
+    return bits, th, f, table
+
+
+def _rows_tables(fine, shist, width, n_mb, contexts):
+    """Best (bits, thresholds, freqs, table bytes) over the context counts tried, from the
+    counts per (bucket, statistic, token) of :func:`_fine_hist`."""
     best: Any = None
-    fine = np.bincount((mb.astype(np.int64) * E.CTX_RANGE + stat) * width + tokens,
-                       minlength=n_mb * E.CTX_RANGE * width).reshape(n_mb, E.CTX_RANGE, width)
     for c in contexts:
-        th = _thresholds(stat, c)
-        nc = th.size + 1
-        starts = np.concatenate([[0], th])
-        counts = np.add.reduceat(fine, starts, axis=1).reshape(n_mb * nc, width)
-        q = E.quantize_counts(counts)
-        f = E.freqs_from_code_rows(q)
-        table = E.write_codes(q)
-        bits = E.coded_bits(counts, f) + 8 * (len(table) + nc)
-        if best is None or bits < best[0]:
-            best = (bits, th, f, table)
-    bits, th, f, table = best
-    rows = E.context_map(th)[stat] + (th.size + 1) * mb.astype(np.int64)
-    return bits, th, f, table, rows
+        cand = _tables_for(fine, shist, width, n_mb, c)
+        if best is None or cand[0] < best[0]:
+            best = cand
+    return best
+
+
+@njit(cache=True)
+def _zigzag_u64(r):
+    """:func:`signals.predict.zigzag` as uint64, one pass."""
+    z = np.empty(r.shape[0], np.uint64)
+    for i in range(r.shape[0]):
+        v = r[i]
+        z[i] = np.uint64((v << 1) ^ (v >> 63))
+    return z
+
+
+@njit(cache=True)
+def _table_rows(tokens, z, bitlen, mb, cmap, nc, ctxk):
+    """Table row of each token: its context (statistic of kind ``ctxk``, as in
+    :func:`_fine_hist`, through ``cmap``) plus ``nc`` times its match bucket."""
+    n = tokens.shape[0]
+    rows = np.empty(n, np.int64)
+    b1 = 0
+    b2 = 0
+    b3 = 0
+    acc = 0
+    for i in range(n):
+        s = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat(acc, ctxk)
+        rows[i] = cmap[s] + nc * np.int64(mb[i])
+        if ctxk == 0:
+            b3 = b2
+            b2 = b1
+            b1 = bitlen[tokens[i]]
+        else:
+            acc = E.ema_update(acc, z[i], ctxk)
+    return rows
 
 
 def _code_residuals(r, mb, n_mb, preset: _Preset):
     """(estimated bits, entropy sections) for residuals ``r`` with match buckets ``mb``."""
-    z = P.zigzag(r).view(np.uint64)
+    z = _zigzag_u64(r)
     best: Any = None
     for k, msb in preset.hybrid:
         tokens, nbits = E.hybrid_split(z, k, msb)
         width = int(tokens.max()) + 1
+        bl = E.token_bitlen(k, msb, width)
+        raw_bits = float(nbits.sum(dtype=np.int64))
         for ctxk in preset.ctx:
-            stat = (E.context_stat(tokens, E.token_bitlen(k, msb, width)) if ctxk == 0
-                    else E.context_stat_ema(z, ctxk))
-            bits, th, f, table, rows = _rows_tables(tokens, stat, mb, width, n_mb, preset.contexts)
-            bits += float(nbits.sum(dtype=np.int64))
+            fine, shist = _fine_hist(tokens, z, bl, mb, n_mb, width, ctxk)
+            bits, th, f, table = _rows_tables(fine, shist, width, n_mb, preset.contexts)
+            bits += raw_bits
             if best is None or bits < best[0]:
-                best = (bits, k, msb, tokens, nbits, th, f, table, rows, width, ctxk)
-    bits, k, msb, tokens, nbits, th, f, table, rows, width, ctxk = best
+                best = (bits, k, msb, tokens, nbits, th, f, table, width, ctxk, bl)
+    bits, k, msb, tokens, nbits, th, f, table, width, ctxk, bl = best
 
     def emit() -> bytes:
-        cum, _ = E.build_tables(f)
+        rows = _table_rows(tokens, z, bl, mb, E.context_map(th), th.size + 1, ctxk)
+        cum = np.zeros_like(f)
+        np.cumsum(f[:, :-1], axis=1, out=cum[:, 1:])
         words = E.rans_encode_rows(tokens, rows, f, cum)
         raw, total = E.pack_raw_bits(z, nbits)
         return b"".join([bytes([k << 4 | msb, th.size + 1]), th.astype(np.uint8).tobytes(),
@@ -515,40 +706,111 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
         _, emit, mh, t, side, lms = best
     else:
         r, mb, mh, t, gain, lms = None, None, 0, 0, 0.0, 0
-        # match candidates compared by their coded size on a prefix; the winner runs on all
-        pre = min(x.size, MATCH_PROBE)
-        probe: Any = None
-        for mh_, t_ in ((0, 0),) + preset.match:
-            r_, mb_ = P.predict_fused(x[:pre], block, kinds, ords, shifts, coefs, mh_, t_, tbits)
-            b_ = _code_residuals(r_, mb_, 1 if mh_ == 0 else P.MATCH_BUCKETS, preset)[0]
-            if probe is None or b_ < probe[0]:
-                probe = (b_, mh_, t_)
-        _, mh, t = probe
+        # match candidates: screened by their estimated gain on a short prefix, then compared
+        # by their estimated size (_est_bits) on a longer one; the winner runs on all
+        scr = min(x.size, MATCH_SCREEN)
+        cands = tuple((mh_, t_) for mh_, t_ in preset.match
+                      if P.predict_fused_gain(x[:scr], block, kinds, ords, shifts, coefs, mh_, t_,
+                                              tbits)[2] > 0)
+        side_lpc = side
+        if cands:
+            pre = min(x.size, MATCH_PROBE)
+            probe: Any = None
+            for mh_, t_ in ((0, 0),) + cands:
+                r_, mb_ = P.predict_fused(x[:pre], block, kinds, ords, shifts, coefs, mh_, t_, tbits)
+                b_ = _estimate(r_, mb_, 1 if mh_ == 0 else P.MATCH_BUCKETS)
+                if probe is None or b_ < probe[0]:
+                    probe = (b_, mh_, t_, mb_)
+            _, mh, t, mbp = probe
+        params = (kinds, ords, shifts, coefs)
+        if mh and (mbp > 0).mean() > 0.5 and kinds.any():
+            # the match model predicts most samples: LPC coefficients may not pay for themselves
+            # (compared by the size estimate on the prefix; the winner runs on all)
+            nbp = -(-pre // block)
+            xp = x[:pre]
+            fx = P.block_lpc_analyze(xp, block, np.zeros(0, np.int64), 14, True, preset.max_lag)
+            e_lpc = probe[0] + 8 * len(P.block_side_bytes(kinds[:nbp], ords[:nbp], shifts[:nbp],
+                                                          coefs[:nbp]))
+            rp, mbq = P.predict_fused(xp, block, fx[0], fx[1], fx[2], fx[3], mh, t, tbits)
+            if _estimate(rp, mbq, P.MATCH_BUCKETS) + 8 * len(P.block_side_bytes(*fx)) < e_lpc:
+                if pre < x.size:
+                    fx = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True,
+                                             preset.max_lag)
+                params = fx
         if mh:
-            r, mb, gain = P.predict_fused_gain(x, block, kinds, ords, shifts, coefs, mh, t, tbits)
+            r, mb, gain = P.predict_fused_gain(x, block, params[0], params[1], params[2],
+                                               params[3], mh, t, tbits)
             if gain < 64.0:
                 r, mb, mh, t = None, None, 0, 0
+            else:
+                side = P.block_side_bytes(*params)
         if r is None or (preset.lms and (mb > 0).mean() < 0.5):
             r0, mb0 = P.predict_fused(x, block, kinds, ords, shifts, coefs, 0, 0, tbits)
-            cost = np.inf if r is None else P.residual_cost(r)
-            if P.residual_cost(r0) < cost:
-                r, mb, mh, t, cost = r0, mb0, 0, 0, P.residual_cost(r0)
+            if r is None:
+                r, mb = r0, mb0
+            elif P.residual_cost(r0) < P.residual_cost(r):
+                r, mb, mh, t, side = r0, mb0, 0, 0, side_lpc
             if preset.lms:
+                # the cascade variant and whether it pays, from a prefix; the winner runs on all
+                p = min(x.size, LMS_PROBE)
+                cost = P.residual_cost(r[:p])
+                pick: Any = None
                 for v in (1, 3):
-                    r3 = P.cascade_forward(r0, v)
+                    r3 = P.cascade_forward(r0[:p], v)
                     c3 = P.residual_cost(r3)
                     if c3 < 0.99 * cost:
-                        r, mb, mh, t, lms, cost = r3, mb0, 0, 0, v, c3
-        bits, emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
-        if mh and (mb > 0).mean() > 0.5 and kinds.any():
-            # the match model predicts most samples: LPC coefficients may not pay for themselves
-            k2, o2, s2, c2 = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True,
-                                                 preset.max_lag)
-            r2, mb2 = P.predict_fused(x, block, k2, o2, s2, c2, mh, t, tbits)
-            side2 = P.block_side_bytes(k2, o2, s2, c2)
-            bits2, emit2 = _code_residuals(r2, mb2, P.MATCH_BUCKETS, preset)
-            if bits2 + 8 * len(side2) < bits + 8 * len(side):
-                emit, side = emit2, side2
+                        pick, cost = (v, r3), c3
+                if pick is not None:
+                    lms, mh, t, mb, side = pick[0], 0, 0, mb0, side_lpc
+                    r = pick[1] if p == x.size else P.cascade_forward(r0, lms)
+        emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)[1]
+    return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
+                     bytes([mh, t, tbits, lms]), emit()])
+
+
+def _estimate(r: np.ndarray, mb: np.ndarray, n_mb: int) -> float:
+    """Estimated coded bits of residuals ``r`` (:func:`_est_bits`, the better context kind)."""
+    return _est_bits(_zigzag_u64(r), mb, n_mb, 3, EST_CONTEXTS)
+
+
+def _encode_small(x: np.ndarray, preset: _Preset) -> bytes:
+    """Mode 4 for a short input: a bounded search in place of level 7's.
+
+    Candidates: two block predictors (the preset's LPC analysis, and the fixed and
+    lag predictors alone), each with the cascade variants, and with every match
+    model of level 6 that shows a gain; each is estimated once (:func:`_est_bits`,
+    one pass, no table fitting); the winner is coded with the
+    preset's entropy search widened to level 6's hybrid splits and more contexts.
+    The work is a fixed multiple of one level-5 pass.
+    """
+    block = preset.block_size
+    tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
+    orders = np.array(sorted(set(preset.lpc_orders) | set(PRESETS[SMALL_LEVEL].lpc_orders)), np.int64)
+    lpc = P.block_lpc_analyze(x, block, orders, 14, True,
+                              preset.max_lag)
+    fixed = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True, preset.max_lag)
+    same = all(np.array_equal(a, b) for a, b in zip(lpc, fixed))  # no block took an LPC
+    best: Any = None
+    for params in (lpc,) if same else (lpc, fixed):
+        sd = 8 * len(P.block_side_bytes(*params))
+        kp, op, sp, cp = params
+        r0, mb0 = P.predict_fused(x, block, kp, op, sp, cp, 0, 0, tbits)
+        cands: list[tuple[int, int, int, np.ndarray, np.ndarray]] = [(0, 0, 0, r0, mb0)]
+        if preset.lms:
+            cands += [(0, 0, v, P.cascade_forward(r0, v), mb0) for v in P.CASCADES]
+        for mh, t in _M:
+            r, mb, gain = P.predict_fused_gain(x, block, kp, op, sp, cp, mh, t, tbits)
+            if gain > 0:
+                cands.append((mh, t, 0, r, mb))
+        for mh, t, lms, r, mb in cands:
+            bits = _estimate(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS) + sd
+            if best is None or bits < best[0]:
+                best = (bits, params, mh, t, lms, r, mb)
+    _, params, mh, t, lms, r, mb = best
+    wide = _Preset(preset.predictor, block, preset.lpc_orders, (1, 2, 4, 6, 8, 12, 16),
+                   tuple(dict.fromkeys(preset.hybrid + ((4, 2), (3, 2)))), ctx=preset.ctx)
+    side = P.block_side_bytes(*params)
+    emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, wide)[1]
     return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
                      bytes([mh, t, tbits, lms]), emit()])
 
@@ -637,7 +899,41 @@ SHORT_FALLBACK_LEVEL = 2  # the same for packets below OWN_TRY_SIZE (cheaper: no
 
 def _fallback_level(level: int, n: int) -> int:
     return min(level, FALLBACK_LEVEL if n >= OWN_TRY_SIZE else SHORT_FALLBACK_LEVEL)
-OWN_TRY_SIZE = 1024  # packets from this size always also try their own coding
+OWN_TRY_SIZE = 1024  # packets from this size also try their own coding where it may be smaller
+
+
+def _own_estimate(x: np.ndarray, level: int) -> float:
+    """Estimated bits of ``x`` coded on its own at ``level`` (no tables fitted, no ranks):
+    the block predictor, and each match model of the level that shows a gain, through
+    :func:`_est_bits`; plus the predictor side and about 8 bytes of header."""
+    pr = PRESETS[level]
+    block = pr.block_size
+    orders = np.array(pr.lpc_orders if pr.predictor == "linear" else (), np.int64)
+    k, o, s, c = P.block_lpc_analyze(x, block, orders, 14, pr.search, pr.max_lag)
+    tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
+    r, mb = P.predict_fused(x, block, k, o, s, c, 0, 0, tbits)
+    best = _estimate(r, mb, 1)
+    for mh, t in pr.match:
+        r2, mb2, gain = P.predict_fused_gain(x, block, k, o, s, c, mh, t, tbits)
+        if gain > 0:
+            best = min(best, _estimate(r2, mb2, P.MATCH_BUCKETS))
+    return best + 8 * len(P.block_side_bytes(k, o, s, c)) + 64
+
+
+def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> bytes:
+    """``coded`` (a packet's model payload) or its own coding, whichever is smaller; the own
+    coding is tried only where the packet may gain from it (long packets, or costly under the
+    model) and its estimate (:func:`_own_estimate`) is below the model payload, or its values
+    are sparse (mode 5 may win; the estimate does not see it)."""
+    if level <= 0 or not x.size:
+        return coded
+    if x.size < OWN_TRY_SIZE and 8 * len(coded) <= model.fallback_bits * x.size + 64:
+        return coded
+    lv = _fallback_level(level, x.size)
+    if _own_estimate(x, lv) >= 8 * len(coded) and (lv < RANK_LEVEL or _sparse_values(x) is None):
+        return coded  # (the estimate knows nothing of mode 5: sparse values always try)
+    own = encode_channel(x, level=lv)
+    return own if len(own) < len(coded) else coded
 FALLBACK_QUANTILE = 0.98  # of the validation packets' cost: packets above it try their own coding
 
 
@@ -1079,9 +1375,10 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
     packets : list of 1-D integer arrays
     model : ChannelModel
     level : int, default 5
-        Packets whose model coding is far above the model's typical cost are
-        also coded on their own at this level, and the smaller payload kept
-        (0: never).
+        Packets of 1024 samples or more, and shorter ones whose model coding
+        is far above the model's typical cost, are also coded on their own
+        (at most at level 3) where a one-pass estimate of that coding is below
+        the model payload; the smaller payload is kept (0: never).
 
     Returns
     -------
@@ -1107,12 +1404,7 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
     blob = buf.tobytes()
     out = [blob[off[j]:off[j + 1]] for j in range(len(arrs))]
     if level > 0:
-        limit = model.fallback_bits
-        for j, a in enumerate(arrs):
-            if a.size >= OWN_TRY_SIZE or (a.size and 8 * len(out[j]) > limit * a.size + 64):
-                own = encode_channel(a, level=_fallback_level(level, a.size))
-                if len(own) < len(out[j]):
-                    out[j] = own
+        out = [_try_own(a, o, model, level) for a, o in zip(arrs, out)]
     return out
 
 
@@ -1182,8 +1474,9 @@ def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelMo
         should be passed as its int64 bit pattern (``x.view(np.int64)``).
     level : int, default 5
         0 (fastest) .. 9 (smallest); see :data:`PRESETS`. Levels 4-6 code
-        inputs shorter than 32768 samples as level 7 does (a full search
-        that costs milliseconds there).
+        inputs shorter than 32768 samples with a bounded search (both
+        block predictors, every cascade variant, level 6's match models,
+        each estimated in one pass): a fixed multiple of a level-5 pass.
     model : ChannelModel, optional
         A trained model: the payload then holds only the coded residuals
         (for short packets); decode it with the same model.
@@ -1217,11 +1510,7 @@ def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelMo
         rb, total = E.pack_raw_bits(z, nbits)
         out = b"".join([bytes([MODEL]), _varint(words.size), words.astype("<u2").tobytes(),
                         rb.astype("<u8").tobytes()[:(total + 7) // 8]])
-        if level > 0 and (x.size >= OWN_TRY_SIZE or 8 * len(out) > model.fallback_bits * x.size + 64):
-            # the packet's own tables, where smaller
-            own = encode_channel(x, level=_fallback_level(level, x.size))
-            if len(own) < len(out):
-                out = own
+        out = _try_own(x, out, model, level)  # the packet's own tables, where smaller
         return out if len(out) < len(raw) else raw
     return _encode_plain(x, level)
 
@@ -1235,8 +1524,9 @@ def _encode_plain(x: np.ndarray, level: int, inner: bool = False) -> bytes:
         v = int(x[0])
         return bytes([CONST]) + _varint((v << 1) ^ (v >> 63) if v >= 0 else ((-v) << 1) - 1)
     if SMALL_LEVEL_FROM <= level < SMALL_LEVEL and x.size < SMALL_INPUT:
-        level = SMALL_LEVEL  # short inputs get the full search: it costs milliseconds there
-    out = _encode_fused(x, PRESETS[level])
+        out = _encode_small(x, PRESETS[level])  # a fixed set of candidates, each estimated once
+    else:
+        out = _encode_fused(x, PRESETS[level])
     if level >= RANK_LEVEL and not inner:
         ranked = _encode_ranked(x, level)
         if ranked is not None and len(ranked) < len(out):
@@ -1248,13 +1538,15 @@ def _encode_plain(x: np.ndarray, level: int, inner: bool = False) -> bytes:
     return out if len(out) < len(raw) else raw
 
 
-def _encode_ranked(x: np.ndarray, level: int) -> bytes | None:
-    """Mode 5, for sparse value sets: the sorted distinct values (their differences, coded as a
-    channel) and each sample's index among them (coded as a channel); None where not sparse."""
-    if x.size > 4096:  # a quick look at a subsample first
-        us = np.unique(x[::8])
-        if us.size < 2 or (np.median(np.diff(us)) < 2 and us.size > x.size // 64):
+def _sparse_values(x: np.ndarray) -> np.ndarray | None:
+    """The sorted distinct values of ``x`` where they are sparse enough for mode 5, else None."""
+    if x.size > 4096:  # a quick look at a subsample (at most about 16k samples) first
+        us = np.unique(x[::max(8, x.size >> 14)])
+        if us.size < 2:
             return None
+        gs = np.diff(us)
+        if np.median(gs) < 2 and (us.size > x.size // 64 or gs.mean() < 4):
+            return None  # dense already in the subsample (the whole set is denser still)
     u = np.unique(x)
     m = u.size
     if m < 2 or m > x.size // 4:
@@ -1262,6 +1554,16 @@ def _encode_ranked(x: np.ndarray, level: int) -> bytes | None:
     gaps = np.diff(u)
     if np.median(gaps) < 2 and gaps.mean() < 4:
         return None  # dense already: ranks would only cost the dictionary
+    return u
+
+
+def _encode_ranked(x: np.ndarray, level: int) -> bytes | None:
+    """Mode 5, for sparse value sets: the sorted distinct values (their differences, coded as a
+    channel) and each sample's index among them (coded as a channel); None where not sparse."""
+    u = _sparse_values(x)
+    if u is None:
+        return None
+    m = u.size
     d = P.differences(u, 1)
     head = _encode_plain(d, min(level, RANK_LEVEL), inner=True)
     body = _encode_plain(np.searchsorted(u, x).astype(np.int64), level, inner=True)

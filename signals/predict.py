@@ -499,6 +499,130 @@ def _cost(e):
     return np.log2(1.0 + a)
 
 
+_SUM_CAP = 1 << 36  # |residual| counted at most this much in the analysis sums (exact below it)
+
+
+@njit(cache=True, inline="always")
+def _abs_cap(d):
+    a = (d ^ (d >> 63)) - (d >> 63)
+    if a < 0 or a > _SUM_CAP:  # -2**63, or beyond the cap
+        a = _SUM_CAP
+    return a
+
+
+@njit(cache=True)
+def _fixed_sums(x, s, e, sums):
+    """Sum of |residual| of the fixed predictors of orders 0..4 over ``x[s:e]`` (into ``sums``)."""
+    dummy = np.zeros((1, 1), np.int64)
+    t0 = 0
+    t1 = 0
+    t2 = 0
+    t3 = 0
+    t4 = 0
+    lo = min(max(s, MAX_ORDER), e)
+    for i in range(s, lo):  # warm-up at the signal start
+        t0 += _abs_cap(x[i] - _lpc_predict(x, i, 0, 0, 0, dummy, 0))
+        t1 += _abs_cap(x[i] - _lpc_predict(x, i, 0, 1, 0, dummy, 0))
+        t2 += _abs_cap(x[i] - _lpc_predict(x, i, 0, 2, 0, dummy, 0))
+        t3 += _abs_cap(x[i] - _lpc_predict(x, i, 0, 3, 0, dummy, 0))
+        t4 += _abs_cap(x[i] - _lpc_predict(x, i, 0, 4, 0, dummy, 0))
+    # views, so that the loop indices are plain non-negative counters (it vectorizes)
+    xa = x[lo:e]
+    xb = x[lo - 1:e - 1]
+    xc = x[lo - 2:e - 2]
+    xd = x[lo - 3:e - 3]
+    xf = x[lo - 4:e - 4]
+    for i in range(e - lo):
+        a = xa[i]
+        b = xb[i]
+        c = xc[i]
+        d = xd[i]
+        f = xf[i]
+        t0 += _abs_cap(a)
+        t1 += _abs_cap(a - b)
+        t2 += _abs_cap(a - 2 * b + c)
+        t3 += _abs_cap(a - 3 * b + 3 * c - d)
+        t4 += _abs_cap(a - 4 * b + 6 * c - 4 * d + f)
+    sums[0] = t0
+    sums[1] = t1
+    sums[2] = t2
+    sums[3] = t3
+    sums[4] = t4
+
+
+@njit(cache=True)
+def _lag_sum(x, s, e, lag):
+    """Sum of |x[i] - x[i - lag]| over ``x[s:e]`` (the previous sample before ``lag``)."""
+    tot = 0
+    lo = min(max(s, lag), e)
+    for i in range(s, lo):
+        tot += _abs_cap(x[i] - (x[i - 1] if i > 0 else 0))
+    xa = x[lo:e]
+    xb = x[lo - lag:e - lag]
+    for i in range(e - lo):
+        tot += _abs_cap(xa[i] - xb[i])
+    return tot
+
+
+@njit(cache=True)
+def _lpc_sum(x, s, e, q, o, sh):
+    """Sum of |residual| of the LPC ``q[0, :o] >> sh`` over ``x[s:e]``."""
+    tot = 0
+    lo = min(max(s, o), e)
+    for i in range(s, lo):
+        tot += _abs_cap(x[i] - _lpc_predict(x, i, 1, o, sh, q, 0))
+    cr = q[0, :o][::-1].copy()  # cr[j] weighs x[i - o + j]
+    xs = x[lo - o:e]
+    for i in range(e - lo):
+        acc = 0
+        for j in range(o):
+            acc += cr[j] * xs[i + j]
+        tot += _abs_cap(xs[i + o] - (acc >> sh))
+    return tot
+
+
+@njit(cache=True)
+def _autocorr(seg, pmax):
+    """``r[k] = sum_{i >= k} seg[i] * seg[i - k]``, k = 0..pmax, each summed in the order of i
+    (eight lags at a time: independent chains, the same floating-point result as one by one)."""
+    m = seg.shape[0]
+    r = np.zeros(pmax + 1)
+    acc = np.zeros(8)
+    for kb in range(0, pmax + 1, 8):
+        acc[:] = 0.0
+        h = min(m, kb + 7)
+        for i in range(kb, h):
+            for j in range(8):
+                if i >= kb + j:
+                    acc[j] += seg[i] * seg[i - kb - j]
+        a0, a1, a2, a3, a4, a5, a6, a7 = acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]
+        if h < m:
+            v = seg[h:m]
+            s0 = seg[h - kb:m - kb]
+            s1 = seg[h - kb - 1:m - kb - 1]
+            s2 = seg[h - kb - 2:m - kb - 2]
+            s3 = seg[h - kb - 3:m - kb - 3]
+            s4 = seg[h - kb - 4:m - kb - 4]
+            s5 = seg[h - kb - 5:m - kb - 5]
+            s6 = seg[h - kb - 6:m - kb - 6]
+            s7 = seg[h - kb - 7:m - kb - 7]
+            for i in range(m - h):
+                w = v[i]
+                a0 += w * s0[i]
+                a1 += w * s1[i]
+                a2 += w * s2[i]
+                a3 += w * s3[i]
+                a4 += w * s4[i]
+                a5 += w * s5[i]
+                a6 += w * s6[i]
+                a7 += w * s7[i]
+        out = (a0, a1, a2, a3, a4, a5, a6, a7)
+        for j in range(8):
+            if kb + j <= pmax:
+                r[kb + j] = out[j]
+    return r
+
+
 @njit(cache=True)
 def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
     """Per block: kind (0 fixed, 1 LPC), order, shift and int16-range coefficients (numba).
@@ -517,24 +641,21 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
     pmax = 0
     for o in lpc_orders:
         pmax = max(pmax, o)
+    sums = np.zeros(MAX_ORDER + 1, np.int64)
+    win = np.zeros(0)
     for b in range(nb):
         s = b * block
         e = min(n, s + block)
         # fixed orders 0..4: estimated bits from the mean absolute residual
         best = np.inf
-        sums = np.zeros(MAX_ORDER + 1)
-        for i in range(s, e):
-            for k in range(MAX_ORDER + 1):
-                sums[k] += abs(float(x[i] - _lpc_predict(x, i, 0, k, 0, coefs, b)))
+        _fixed_sums(x, s, e, sums)
         for k in range(MAX_ORDER + 1):
-            c = (e - s) * np.log2(1.0 + sums[k] / (e - s))
+            c = (e - s) * np.log2(1.0 + float(sums[k]) / (e - s))
             if c < best:
                 best = c
                 orders[b] = k
         for lag in range(2, max_lag + 1):
-            tot = 0.0
-            for i in range(s, e):
-                tot += abs(float(x[i] - _lpc_predict(x, i, 2, lag, 0, coefs, b)))
+            tot = float(_lag_sum(x, s, e, lag))
             c = 16.0 + (e - s) * np.log2(1.0 + tot / (e - s))
             if c < best:
                 best = c
@@ -546,19 +667,19 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
         m = e - lo
         if m <= pmax + 1:
             continue
+        if win.shape[0] != m:
+            win = np.empty(m)
+            for i in range(m):
+                win[i] = 0.5 - 0.5 * np.cos(2 * np.pi * (i + 0.5) / m)
         seg = np.empty(m)
         mean = 0.0
         for i in range(m):
             mean += float(x[lo + i])
         mean /= m
         for i in range(m):
-            seg[i] = (float(x[lo + i]) - mean) * (0.5 - 0.5 * np.cos(2 * np.pi * (i + 0.5) / m))
-        r = np.zeros(pmax + 1)
-        for k in range(pmax + 1):
-            acc = 0.0
-            for i in range(k, m):
-                acc += seg[i] * seg[i - k]
-            r[k] = acc
+            seg[i] = (float(x[lo + i]) - mean) * win[i]
+        # autocorrelation, each lag summed in the order of i (lags side by side)
+        r = _autocorr(seg, pmax)
         if not r[0] > 0 or not np.isfinite(r[0]):
             continue
         r[0] *= 1 + 1e-9
@@ -591,9 +712,7 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
                 q[0, j] = np.int64(v)
             if not ok:
                 continue
-            tot = 0.0
-            for i in range(s, e):
-                tot += abs(float(x[i] - _lpc_predict(x, i, 1, o, sh, q, 0)))
+            tot = float(_lpc_sum(x, s, e, q, o, sh))
             c = 16.0 * o + 24 + (e - s) * np.log2(1.0 + tot / (e - s))
             if c < best:
                 best = c
@@ -624,6 +743,57 @@ def _bucket(mlen, t):
 
 
 @njit(cache=True)
+def _block_residual(x, s, e, kind, order, shift, coefs, b, r):
+    """``r[i] = x[i] - _lpc_predict(x, i, kind, order, shift, coefs, b)`` for i in [s, e), the
+    steady state over views (plain non-negative loop counters: it vectorizes)."""
+    lo = min(max(s, order), e)
+    for i in range(s, lo):  # warm-up at the signal start
+        r[i] = x[i] - _lpc_predict(x, i, kind, order, shift, coefs, b)
+    m = e - lo
+    if m <= 0:
+        return
+    out = r[lo:e]
+    xa = x[lo:e]
+    if kind == 2:
+        xl = x[lo - order:e - order]
+        for i in range(m):
+            out[i] = xa[i] - xl[i]
+    elif kind == 1:
+        cr = coefs[b, :order][::-1].copy()  # cr[j] weighs x[i - order + j]
+        xs = x[lo - order:e]
+        for i in range(m):
+            acc = 0
+            for j in range(order):
+                acc += cr[j] * xs[i + j]
+            out[i] = xa[i] - (acc >> shift)
+    elif order == 0:
+        for i in range(m):
+            out[i] = xa[i]
+    elif order == 1:
+        x1 = x[lo - 1:e - 1]
+        for i in range(m):
+            out[i] = xa[i] - x1[i]
+    elif order == 2:
+        x1 = x[lo - 1:e - 1]
+        x2 = x[lo - 2:e - 2]
+        for i in range(m):
+            out[i] = xa[i] - (2 * x1[i] - x2[i])
+    elif order == 3:
+        x1 = x[lo - 1:e - 1]
+        x2 = x[lo - 2:e - 2]
+        x3 = x[lo - 3:e - 3]
+        for i in range(m):
+            out[i] = xa[i] - (3 * x1[i] - 3 * x2[i] + x3[i])
+    else:
+        x1 = x[lo - 1:e - 1]
+        x2 = x[lo - 2:e - 2]
+        x3 = x[lo - 3:e - 3]
+        x4 = x[lo - 4:e - 4]
+        for i in range(m):
+            out[i] = xa[i] - (4 * x1[i] - 6 * x2[i] + 4 * x3[i] - x4[i])
+
+
+@njit(cache=True)
 def predict_fused(x, block, kinds, orders, shifts, coefs, mh, t, tbits):
     """Residuals (int64) and match buckets (uint8) of the block LPC + match predictor.
 
@@ -644,11 +814,10 @@ def predict_fused_gain(x, block, kinds, orders, shifts, coefs, mh, t, tbits):
     r = np.empty(n, np.int64)
     mb = np.zeros(n, np.uint8)
     gain = 0.0
+    for b in range((n + block - 1) // block):
+        _block_residual(x, b * block, min(n, (b + 1) * block), kinds[b], orders[b], shifts[b],
+                        coefs, b, r)
     if mh == 0:
-        for b in range((n + block - 1) // block):
-            kind, order, shift = kinds[b], orders[b], shifts[b]
-            for i in range(b * block, min(n, (b + 1) * block)):
-                r[i] = x[i] - _lpc_predict(x, i, kind, order, shift, coefs, b)
         return r, mb, gain
     size = 1 << tbits
     table = np.full(size, -1, np.int64)
@@ -656,21 +825,17 @@ def predict_fused_gain(x, block, kinds, orders, shifts, coefs, mh, t, tbits):
     ptr = -1
     mlen = 0
     for i in range(n):
-        b = i // block
         h = -1
         if i >= mh:
             h = _hash(x, i, mh, mask)
             if ptr < 0:
                 ptr = table[h]
                 mlen = 0
-        lp = _lpc_predict(x, i, kinds[b], orders[b], shifts[b], coefs, b)
-        if ptr >= 0 and mlen >= t:
+        if ptr >= 0 and mlen >= t:  # r[i] holds the block predictor's residual until here
             pred = x[ptr]
             mb[i] = _bucket(mlen, t)
-            gain += np.log2(1.0 + abs(float(x[i] - lp))) - np.log2(1.0 + abs(float(x[i] - pred)))
-        else:
-            pred = lp
-        r[i] = x[i] - pred
+            gain += np.log2(1.0 + abs(float(r[i]))) - np.log2(1.0 + abs(float(x[i] - pred)))
+            r[i] = x[i] - pred
         if ptr >= 0:
             if x[ptr] == x[i]:
                 mlen += 1

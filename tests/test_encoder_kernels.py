@@ -1,0 +1,146 @@
+"""The encoder's fast kernels against plain per-sample references (any int64 values)."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from signals import channel as C
+from signals import predict as P
+
+wide = arrays(np.int64, st.integers(0, 300), elements=st.integers(-2**63, 2**63 - 1))
+walk = arrays(np.int64, st.integers(0, 300), elements=st.integers(-50, 50)).map(np.cumsum)
+edge = st.sampled_from([np.zeros(0, np.int64), np.array([7], np.int64),
+                        np.full(50, -2**63, np.int64), np.full(50, 2**63 - 1, np.int64),
+                        np.array([-2**63, 2**63 - 1] * 40, np.int64),
+                        np.array([-2**31, 2**31 - 1] * 40, np.int64)])
+signals = st.one_of(wide, walk, edge)
+
+
+def _wrap(v: int) -> int:
+    return (int(v) + 2**63) % 2**64 - 2**63
+
+
+def _ref_predict(x, i, kind, order, shift, c):
+    """The predictor of ``signals.predict._lpc_predict`` in Python integers, wrapped to int64."""
+    xs = [int(v) for v in x]
+    kind, order, shift = int(kind), int(order), int(shift)
+    if kind == 2:
+        return xs[i - order] if i >= order else (xs[i - 1] if i > 0 else 0)
+    if kind == 0 or i < order:
+        k = min(order if kind == 0 else min(i, P.WARMUP_ORDER), i)
+        w = P._WEIGHTS[k]
+        return _wrap(sum(int(w[j]) * xs[i - 1 - j] for j in range(k)))
+    acc = _wrap(sum(int(c[j]) * xs[i - 1 - j] for j in range(order)))
+    return acc >> shift
+
+
+def _cap(v: int) -> int:
+    return min(abs(_wrap(v)), P._SUM_CAP)
+
+
+@settings(max_examples=150, deadline=None)
+@given(x=signals, block=st.integers(1, 64), data=st.data())
+def test_block_residuals_match_the_per_sample_predictor(x, block, data):
+    nb = max(1, -(-x.size // block))
+    kinds = np.array(data.draw(st.lists(st.integers(0, 2), min_size=nb, max_size=nb)), np.int64)
+    orders = np.zeros(nb, np.int64)
+    shifts = np.array(data.draw(st.lists(st.integers(0, 30), min_size=nb, max_size=nb)), np.int64)
+    coefs = np.zeros((nb, 32), np.int64)
+    for b in range(nb):
+        if kinds[b] == 0:
+            orders[b] = data.draw(st.integers(0, 4))
+        elif kinds[b] == 2:
+            orders[b] = data.draw(st.integers(2, 70))
+        else:
+            orders[b] = data.draw(st.integers(1, 32))
+            coefs[b, :orders[b]] = data.draw(arrays(np.int64, int(orders[b]),
+                                                    elements=st.integers(-32768, 32767)))
+    r, mb = P.predict_fused(x, block, kinds, orders, shifts, coefs, 0, 0, 10)
+    want = [_wrap(int(x[i]) - _ref_predict(x, i, kinds[i // block], orders[i // block],
+                                           shifts[i // block], coefs[i // block]))
+            for i in range(x.size)]
+    assert r.tolist() == want and not mb.any()
+
+
+# the analysis sums are estimates: exact where no difference overflows int64 (beyond that,
+# any value is safe: it only picks among valid predictors, which the payload then names)
+bounded = st.one_of(walk, arrays(np.int64, st.integers(0, 300), elements=st.integers(-2**42, 2**42)),
+                    st.sampled_from([np.zeros(0, np.int64), np.array([7], np.int64),
+                                     np.array([-2**42, 2**42] * 40, np.int64)]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(x=bounded, s=st.integers(0, 40), length=st.integers(0, 80), lag=st.integers(2, 40),
+       o=st.integers(1, 32), sh=st.integers(0, 30), data=st.data())
+def test_analysis_sums_match_their_definition(x, s, length, lag, o, sh, data):
+    s = min(s, x.size)
+    e = min(x.size, s + length)
+    sums = np.zeros(P.MAX_ORDER + 1, np.int64)
+    P._fixed_sums(x, s, e, sums)
+    dummy = np.zeros(32, np.int64)
+    for k in range(P.MAX_ORDER + 1):
+        assert sums[k] == sum(_cap(int(x[i]) - _ref_predict(x, i, 0, k, 0, dummy))
+                              for i in range(s, e))
+    assert P._lag_sum(x, s, e, lag) == sum(_cap(int(x[i]) - _ref_predict(x, i, 2, lag, 0, dummy))
+                                           for i in range(s, e))
+    q = np.zeros((1, 32), np.int64)
+    q[0, :o] = data.draw(arrays(np.int64, o, elements=st.integers(-32768, 32767)))
+    assert P._lpc_sum(x, s, e, q, o, sh) == sum(_cap(int(x[i]) - _ref_predict(x, i, 1, o, sh, q[0]))
+                                                for i in range(s, e))
+
+
+@settings(max_examples=100, deadline=None)
+@given(seg=arrays(np.float64, st.integers(0, 120),
+                  elements=st.floats(-1e6, 1e6, allow_nan=False)), pmax=st.integers(0, 40))
+def test_autocorrelation_sums_in_the_same_order(seg, pmax):
+    want = np.zeros(pmax + 1)
+    for k in range(pmax + 1):
+        acc = 0.0
+        for i in range(k, seg.size):
+            acc += seg[i] * seg[i - k]
+        want[k] = acc
+    assert np.array_equal(P._autocorr(seg, pmax), want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=signals, level=st.sampled_from([0, 2, 3, 5]))
+def test_fast_levels_round_trip(x, level):
+    kinds, orders, _, _ = P.block_lpc_analyze(x, 16, np.array([2, 8]), 14, False, 8)
+    assert kinds.size == -(-x.size // 16) and set(kinds.tolist()) <= {0, 1, 2}
+    assert np.array_equal(C.decode_channel(C.encode_channel(x, level=level), x.size), x)
+
+
+@settings(max_examples=100, deadline=None)
+@given(x=signals, ctxk=st.sampled_from([1, 3]), n_ctx=st.integers(1, 8), matched=st.booleans())
+def test_size_estimate_is_entropy_plus_raw_bits(x, ctxk, n_ctx, matched):
+    z = P.zigzag(x).view(np.uint64)
+    mb = (np.arange(x.size) % 4).astype(np.uint8) if matched else np.zeros(x.size, np.uint8)
+    bits = C._est_bits(z, mb, 4 if matched else 1, ctxk, n_ctx)
+    bl = np.array([int(v).bit_length() for v in z], np.int64)
+    raw = int(np.maximum(bl - 3, 0)[z >= 16].sum())
+    assert np.isfinite(bits) and raw <= bits <= raw + x.size * 12 + 8 * 4 * n_ctx + 5 * x.size
+
+
+@settings(max_examples=100, deadline=None)
+@given(tokens=arrays(np.int64, st.integers(1, 400), elements=st.integers(0, 40)),
+       ctxk=st.sampled_from([0, 2, 5]), n_mb=st.sampled_from([1, 4]),
+       n_ctx=st.integers(1, 32), seed=st.integers(0, 2**16))
+def test_context_tables_match_the_numpy_fit(tokens, ctxk, n_mb, n_ctx, seed):
+    from signals import entropy as E
+    z = tokens.astype(np.uint64)  # k = 8: every value is its own token
+    width = int(tokens.max()) + 1
+    bl = E.token_bitlen(8, 2, width)
+    mb = np.random.default_rng(seed).integers(0, n_mb, tokens.size).astype(np.uint8)
+    fine, shist = C._fine_hist(tokens.astype(np.int32), z, bl, mb, n_mb, width, ctxk)
+    bits, th, f, table = C._tables_for(fine, shist, width, n_mb, n_ctx)
+    stat = E.context_stat(tokens.astype(np.int32), bl) if ctxk == 0 else E.context_stat_ema(z, ctxk)
+    want_th = C._thresholds(stat, n_ctx)
+    rows = E.context_map(want_th)[stat] + (want_th.size + 1) * mb.astype(np.int64)
+    nr = n_mb * (want_th.size + 1)
+    counts = np.bincount(rows * width + tokens, minlength=nr * width).reshape(nr, width)
+    q = E.quantize_counts(counts)
+    want_f = E.freqs_from_code_rows(q)
+    assert np.array_equal(th, want_th) and np.array_equal(f, want_f)
+    assert np.array_equal(table, E.write_codes(q))
+    assert bits == E.coded_bits(counts, want_f) + 8 * (len(table) + want_th.size + 1)
