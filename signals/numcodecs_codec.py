@@ -32,9 +32,12 @@ metadata, so the chunk holds only the channel payloads)::
     byte 0     COMPACT_VERSION << 4
     byte 1     dtype index, byte 2 ndim, then the shape as LEB128 varints
     per channel (time along ``axis``, the other axes flattened):
-               step and offset (zigzag LEB128 varints: x = step * v + offset),
+               zigzag(step) << 1 | tail flag, zigzag(offset) (LEB128 varints:
+               x = step * v + offset); with the flag, the length of the
+               trailing run of one value and zigzag(that v) (varints: the
+               run is not coded, as zarr's padding of an edge chunk);
                payload length (varint), the payload of
-               signals.channel.encode_channel for v
+               signals.channel.encode_channel for v before the run
     crc32      4 bytes, little-endian, of every byte before it
 
 Version-2 chunks stay readable; floats, ``max_error`` and models use them.
@@ -67,6 +70,7 @@ __all__ = ["UBPECodec", "UBPEZarrCodec", "model_config"]  # noqa: F822 (UBPEZarr
 
 FRAME_VERSION = 2
 COMPACT_VERSION = 3
+TAIL_RUN = 64  # a trailing run of one value at least this long is not coded
 _DTYPES = ("|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8",
            ">i2", ">u2", ">i4", ">u4", ">i8", ">u8", ">f2", ">f4", ">f8")
 _models: dict[str, Any] = {}
@@ -191,9 +195,15 @@ def _compact_channels(chans: np.ndarray, level: int) -> bytes | None:
         cfg = m.config
         if cfg.get("kind") != "int" or m.extra or cfg.get("exceptions"):
             return None
-        payload = encode_channel(m.ints, level=level)
-        parts.append(_varints([_zz(int(cfg.get("step", 1))), _zz(int(cfg.get("offset", 0))),
-                               len(payload)]) + payload)
+        v = m.ints
+        other = np.flatnonzero(v != v[-1]) if v.size else v
+        run = v.size - (int(other[-1]) + 1 if other.size else 0)  # the trailing run's length
+        tail = run if run >= TAIL_RUN else 0
+        head = [_zz(int(cfg.get("step", 1))) << 1 | bool(tail), _zz(int(cfg.get("offset", 0)))]
+        if tail:
+            head += [tail, _zz(int(v[-1]))]
+        payload = encode_channel(v[:v.size - tail], level=level)
+        parts.append(_varints(head + [len(payload)]) + payload)
     return b"".join(parts)
 
 
@@ -203,12 +213,25 @@ def _read_compact(data: bytes, pos: int, n_chans: int, n: int, dtype: np.dtype) 
     info = np.iinfo(dtype)
     out = np.empty((n_chans, n), dtype)
     for j in range(n_chans):
-        (zs, zo, size), pos = _read_varints(data, pos, 3)
+        (zs, zo), pos = _read_varints(data, pos, 2)
+        tail, zt = 0, 0
+        if zs & 1:
+            (tail, zt), pos = _read_varints(data, pos, 2)
+            if not TAIL_RUN <= tail <= n:
+                raise signals.SignalFormatError(f"ubpe codec: channel {j} declares a run of "
+                                                f"{tail:,} of its {n:,} samples")
+        zs >>= 1
+        if max(zs, zo, zt) >= 1 << 64:
+            raise signals.SignalFormatError(f"ubpe codec: channel {j}: a mapping value beyond "
+                                            f"64 bits")
+        (size,), pos = _read_varints(data, pos, 1)
         if size > len(data) - pos:
             raise signals.SignalFormatError(f"ubpe codec: channel {j} declares {size:,} bytes, "
                                             f"{len(data) - pos:,} remain")
         step, offset = (zs >> 1) ^ -(zs & 1), (zo >> 1) ^ -(zo & 1)
-        v = decode_channel(data[pos:pos + size], n)
+        v = decode_channel(data[pos:pos + size], n - tail)
+        if tail:
+            v = np.concatenate([v, np.full(tail, (zt >> 1) ^ -(zt & 1), np.int64)])
         pos += size
         with np.errstate(over="ignore"):
             x = v * np.int64(step) + np.int64(offset)  # int64 wrap-around, as the mapping's
