@@ -36,7 +36,8 @@ metadata, so the chunk holds only the channel payloads)::
                x = step * v + offset); with the flag, the length of the
                trailing run of one value and zigzag(that v) (varints: the
                run is not coded, as zarr's padding of an edge chunk);
-               payload length (varint), the payload of
+               payload length (varint; not for the last channel, whose payload
+               runs to the checksum), the payload of
                signals.channel.encode_channel for v before the run
     crc32      4 bytes, little-endian, of every byte before it
 
@@ -189,7 +190,7 @@ def _compact_channels(chans: np.ndarray, level: int) -> bytes | None:
     mapping is more than a step and an offset (then the chunk keeps the full container)."""
     from signals.channel import encode_channel
     from signals.intmap import map_to_int64
-    parts = []
+    parts: list[bytes] = []
     for c in chans:
         m = map_to_int64(c)
         cfg = m.config
@@ -203,7 +204,8 @@ def _compact_channels(chans: np.ndarray, level: int) -> bytes | None:
         if tail:
             head += [tail, _zz(int(v[-1]))]
         payload = encode_channel(v[:v.size - tail], level=level)
-        parts.append(_varints(head + [len(payload)]) + payload)
+        last = len(parts) == chans.shape[0] - 1
+        parts.append(_varints(head + ([] if last else [len(payload)])) + payload)
     return b"".join(parts)
 
 
@@ -224,7 +226,10 @@ def _read_compact(data: bytes, pos: int, n_chans: int, n: int, dtype: np.dtype) 
         if max(zs, zo, zt) >= 1 << 64:
             raise signals.SignalFormatError(f"ubpe codec: channel {j}: a mapping value beyond "
                                             f"64 bits")
-        (size,), pos = _read_varints(data, pos, 1)
+        if j < n_chans - 1:
+            (size,), pos = _read_varints(data, pos, 1)
+        else:
+            size = len(data) - pos
         if size > len(data) - pos:
             raise signals.SignalFormatError(f"ubpe codec: channel {j} declares {size:,} bytes, "
                                             f"{len(data) - pos:,} remain")

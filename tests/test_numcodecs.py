@@ -35,10 +35,12 @@ def test_registered_in_a_fresh_process():
 
 def test_golden_header():
     # integers: compact version 3 << 4, dtype '<i2' is index 3, ndim 1, shape 4 as one varint
-    # byte; then step 1 (zigzag 2, shifted: no tail run), offset 0, the payload's length and
-    # the payload; a CRC-32
+    # byte; then step 1 (zigzag 2, shifted: no tail run), offset 0, and the payload (one
+    # channel: no length) up to a CRC-32
     data = UBPECodec().encode(np.array([3, 1, 4, 1], "<i2"))
-    assert data[:6] == bytes([0x30, 3, 1, 4, 4, 0]) and data[6] == len(data) - 11
+    assert data[:6] == bytes([0x30, 3, 1, 4, 4, 0])
+    from signals.channel import decode_channel
+    assert decode_channel(data[6:-4], 4).tolist() == [3, 1, 4, 1]
     assert zlib.crc32(data[:-4]).to_bytes(4, "little") == data[-4:]
     # floats: version 2 << 4, dtype '<f8' is index 11, then a whole container
     data = UBPECodec().encode(np.array([0.5, 1.5], "<f8"))
