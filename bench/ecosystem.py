@@ -211,7 +211,7 @@ def bench_dask(data: Path) -> None:
     sigs = dev_signals(data)
     with tempfile.TemporaryDirectory() as tmp:
         files = []
-        for k in range(2):  # two copies of every dev signal, one file per channel block
+        for k in range(8):  # eight copies of every dev signal (seconds of work), one file each
             for i, x in enumerate(sigs.values()):
                 if x.dtype.kind not in "iu":
                     continue
