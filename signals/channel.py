@@ -982,6 +982,11 @@ class ChannelModel:
     lms : int
         0, or the variant (``signals.predict.CASCADES``) of the NLMS / sign-LMS
         cascade that follows the predictor (match model off).
+    stages_ : list of dict
+        Set by :func:`fit_channel_model`: per stage (``stage``: predictor,
+        match model, adaptive cascade, contexts) what was ``kept`` and its
+        validation ``bits`` per sample, and the runner-up (``alternative``,
+        ``bits_alternative``) among the candidates tried.
     """
 
     kind: int
@@ -997,6 +1002,8 @@ class ChannelModel:
     fallback_bits: float = 64.0
     lms: int = 0
     _tables: Any = field(default=None, repr=False, compare=False)
+    # how fit_channel_model chose each stage (not part of the config, nor of the content id)
+    stages_: list = field(default_factory=list, repr=False, compare=False)
 
     @property
     def n_buckets(self) -> int:
@@ -1211,40 +1218,51 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
                                m, nctx)
         return ChannelModel(kind, order, coefs, shift, mh, t, k, msb, th, codes, lms=lms)
 
-    best: Any = None
+    n_val = max(1, sum(p.size for p in va_p))
+    stages: list[dict] = []
+
+    def stage(name: str, tried: list[tuple[float, str, Any]]) -> Any:
+        """Keep the candidate of fewest validation bits; record it and the runner-up."""
+        tried = sorted(tried, key=lambda c: c[0])
+        entry = {"stage": name, "kept": tried[0][1], "bits": tried[0][0] / n_val}
+        if len(tried) > 1:
+            entry.update(alternative=tried[1][1], bits_alternative=tried[1][0] / n_val)
+        stages.append(entry)
+        return tried[0]
+
+    tried: list = []
     for kind, order, coefs, shift in preds:  # predictor, with no match model and 8 contexts
         m = fitted(kind, order, coefs, shift, 0, 0, 8, tr_p)
-        bits = _packet_bits(m, va_p)
-        if best is None or bits < best[0]:
-            best = (bits, m)
-    base = best[1]
+        tried.append((_packet_bits(m, va_p), _predictor_name(m), m))
+    plain, _, base = stage("predictor", tried)
+    tried = [(plain, "off", base)]
     for mh, t in match:  # then the match model
-        if mh == 0:
-            continue
-        m = fitted(base.kind, base.order, base.coefs, base.shift, mh, t, 8, tr_p)
-        bits = _packet_bits(m, va_p)
-        if bits < best[0]:
-            best = (bits, m)
-    chosen = best[1]
+        if mh:
+            m = fitted(base.kind, base.order, base.coefs, base.shift, mh, t, 8, tr_p)
+            tried.append((_packet_bits(m, va_p), f"context {mh}, run {t}", m))
+    bits, _, chosen = stage("match model", tried)
     if chosen.mh == 0:  # the adaptive cascade after the predictor
+        tried = [(bits, "off", chosen)]
         for v in P.CASCADES:
             m = fitted(chosen.kind, chosen.order, chosen.coefs, chosen.shift, 0, 0, 8, tr_p, lms=v)
-            bits = _packet_bits(m, va_p)
-            if bits < best[0]:
-                best = (bits, m)
-        chosen = best[1]
-    best = None
+            tried.append((_packet_bits(m, va_p), f"variant {v}", m))
+        bits, _, chosen = stage("adaptive cascade", tried)
+    tried = []
     for nctx in contexts:  # then the context count
         m = fitted(chosen.kind, chosen.order, chosen.coefs, chosen.shift, chosen.mh, chosen.t, nctx,
                    tr_p, chosen.lms)
-        bits = _packet_bits(m, va_p)
-        if best is None or bits < best[0]:
-            best = (bits, nctx)
+        tried.append((_packet_bits(m, va_p), str(nctx), nctx))
+    n_ctx = stage("contexts", tried)[2]
     c = chosen
-    m = fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, best[1], tr_p + va_p, c.lms)
+    m = fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, n_ctx, tr_p + va_p, c.lms)
     per = [_packet_bits(m, [p]) / p.size for p in va_p if p.size]
     m.fallback_bits = float(min(64.0, np.quantile(per, FALLBACK_QUANTILE))) if per else 64.0
+    m.stages_ = stages
     return m
+
+
+def _predictor_name(m: ChannelModel) -> str:
+    return f"LPC order {m.order}" if m.kind == 1 else f"fixed order {m.order}"
 
 
 # ---------------------------------------------------------- many packets

@@ -70,7 +70,9 @@ class SignalModel:
         channels the codec part keeps (those where it lowered the bits of
         the validation split).
     codec_report_ : list of dict
-        Per channel: ``name``, ``bits_own`` and ``bits_model`` (bits per
+        Per channel: ``stages`` (each stage of the channel model, what was
+        kept and its validation bits per sample, beside the runner-up; see
+        ``signals.channel.ChannelModel.stages_``), ``name``, ``bits_own`` and ``bits_model`` (bits per
         sample of the held-out 30% in packets of 1024 samples, each coded on
         its own or against the model), ``kept``, and ``reason``.
     """
@@ -170,13 +172,13 @@ class SignalModel:
         n = sum(p.size for p in packets)
         own = sum(len(encode_channel(p, level=self.level)) for p in packets)
         with_model = sum(len(encode_channel(p, level=self.level, model=trial)) for p in packets)
-        report.update(bits_own=8 * own / n, bits_model=8 * with_model / n)
+        report.update(bits_own=8 * own / n, bits_model=8 * with_model / n, stages=trial.stages_)
         if with_model >= own:
             report["reason"] = "the model's tables did not beat per-packet tables"
             return
-        report.update(kept=True, reason="lower bits on the held-out 30%")
-        self.codec_[name] = {"dtype": dtype.str, "map": mapping,
-                             "model": fit_channel_model(ints)}
+        final = fit_channel_model(ints)
+        report.update(kept=True, reason="lower bits on the held-out 30%", stages=final.stages_)
+        self.codec_[name] = {"dtype": dtype.str, "map": mapping, "model": final}
 
     def has_codec(self, name: str, x: np.ndarray | None = None) -> bool:
         """Whether the codec part codes channel ``name`` (and values ``x``, when given)."""
@@ -616,3 +618,17 @@ def _check_mapping(m) -> None:
         raise ValueError(f"bad decimal scale in {m!r}")
     if not (isinstance(m.get("step", 1), int) and 1 <= m.get("step", 1) < 2**31):
         raise ValueError(f"bad step in {m!r}")
+
+
+def stage_lines(report: dict) -> list[str]:
+    """One line per stage decision of a channel's codec report (``codec_report_`` entry):
+    what was kept, with its validation bits per sample against the alternative."""
+    out = []
+    for st in report.get("stages") or []:
+        try:
+            out.append(f"{st['stage']}: {st['kept']}, {st['bits']:.3f} bits/sample"
+                       + (f" (next best, {st['alternative']}: {st['bits_alternative']:.3f})"
+                          if "alternative" in st else ""))
+        except (KeyError, TypeError, ValueError):
+            continue  # a report written by another version: shown as far as it is understood
+    return out

@@ -34,6 +34,24 @@ def test_the_model_pays_on_short_packets_and_says_so(ecg_model, ecg_counts):
     assert with_model < 0.8 * alone  # the per-packet tables and header are what the model saves
 
 
+def test_each_stage_decision_is_reported_with_its_runner_up(ecg_model, tmp_path):
+    from signals.model import stage_lines
+    (report,) = ecg_model.codec_report_
+    stages = report["stages"]
+    names = [st_["stage"] for st_ in stages]
+    assert names[:2] == ["predictor", "match model"] and names[-1] == "contexts"
+    for st_ in stages:  # the kept candidate codes the validation split in the fewest bits
+        assert st_["bits"] <= st_["bits_alternative"]
+    chosen = ecg_model.codec_["ecg"]["model"]
+    assert stages[0]["kept"] == (f"LPC order {chosen.order}" if chosen.kind == 1 else
+                                 f"fixed order {chosen.order}")
+    assert int(stages[-1]["kept"]) >= chosen.thresholds.size + 1  # bins may merge
+    lines = stage_lines(report)
+    assert len(lines) == len(stages) and lines[0].startswith("predictor: ")
+    ecg_model.save(tmp_path / "m.json")  # the report is kept in the file
+    assert SignalModel.load(tmp_path / "m.json").codec_report_[0]["stages"] == stages
+
+
 @settings(max_examples=40, deadline=None)
 @given(x=arrays(np.int64, st.integers(0, 600), elements=st.integers(-2**62, 2**62)))
 def test_packets_round_trip_any_values(ecg_model, x):

@@ -14,6 +14,7 @@ import signals
 import signals.formats
 from signals import QUANTIZERS, SignalModel, container
 from signals.codec import DEFAULT_LEVEL
+from signals.model import stage_lines
 from ubpe.serialization import check_document, parse_json
 
 from ._common import (
@@ -89,6 +90,8 @@ def _inspect_document(doc: dict, where: str) -> None:
             saved = (f", {r['bits_own']:.3f} -> {r['bits_model']:.3f} bits/sample held out"
                      if r.get("bits_own") is not None else "")
             echo(f"  {r['name']:<28} {'kept' if r.get('kept') else 'not kept'}{saved}")
+            for line in stage_lines(r):
+                echo(f"    {line}")
         return
     if fmt == "ubpe.tokenizer":
         from ubpe import Tokenizer

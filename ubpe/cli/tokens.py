@@ -12,6 +12,7 @@ import click
 import numpy as np
 
 from signals import SignalModel, read_csv
+from signals.model import stage_lines
 from signals.table import encode_csv
 
 from ._common import (
@@ -137,6 +138,8 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
                 if r["bits_own"] is not None else "")
         echo(f"codec        {r['name']}: {'kept' if r['kept'] else 'not kept'}"
              + (f", {bits}" if bits else "") + f" ({r['reason']})")
+        for line in stage_lines(r):
+            echo(f"               {line}")
     echo(f"wall time    {wall:.2f} s")
     echo(f"model        {'standard output' if dst == STDIO else dst}, content id "
          f"{model.content_id()[:19]}...")
