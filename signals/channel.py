@@ -51,6 +51,10 @@ Payload layout (byte 0 is the mode; LEB128 varints)::
                samples coded by context mixing over the block predictor's residuals
                (:func:`signals.cm.cm_encode_lpc`; the rest of the payload); levels
                from CM_LEVEL
+    8 MODEL_VOCAB  with a model whose vocabulary stage was kept: the count of token ids
+               (varint), rANS words (varint count, u16 each) of the ids under the model's
+               one id table, raw bits; the ids expand (the model's UBPE merges) to the
+               hybrid tokens of mode 3
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ from . import predict as P
 
 MATCH_ROWS = 4
 
-RAW, CONST, CODED, MODEL, CODED2, RANKED, CM_MODE, CM_LPC = 0, 1, 2, 3, 4, 5, 6, 7
+RAW, CONST, CODED, MODEL, CODED2, RANKED, CM_MODE, CM_LPC, MODEL_VOCAB = 0, 1, 2, 3, 4, 5, 6, 7, 8
 DEFAULT_LEVEL = 5
 MAX_EMA_SHIFT = 8
 MATCH_PROBE = 1 << 16  # samples on which the default levels compare match-model candidates
@@ -1001,7 +1005,10 @@ class ChannelModel:
     codes: np.ndarray
     fallback_bits: float = 64.0
     lms: int = 0
+    merges: np.ndarray | None = None
+    vcodes: np.ndarray | None = None
     _tables: Any = field(default=None, repr=False, compare=False)
+    _vtables: Any = field(default=None, repr=False, compare=False)
     # how fit_channel_model chose each stage (not part of the config, nor of the content id)
     stages_: list = field(default_factory=list, repr=False, compare=False)
 
@@ -1017,6 +1024,18 @@ class ChannelModel:
             self._tables = (E.context_map(self.thresholds), f, cum, lookup)
         return self._tables
 
+    def vocab(self) -> tuple:
+        """(tokenizer, freqs, cum, lookup) of the vocabulary stage, built once."""
+        if self._vtables is None:
+            from ubpe import Tokenizer
+            if self.merges is None or self.vcodes is None:
+                raise ValueError("this channel model has no vocabulary stage")
+            tok = Tokenizer.from_merges(E.alphabet_size(self.k, self.msb), self.merges)
+            f = E.freqs_from_code_rows(self.vcodes)
+            cum, lookup = E.build_tables(f)
+            self._vtables = (tok, f, cum, lookup)
+        return self._vtables
+
     def block_params(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(kinds, orders, shifts, coefs) of the predictor as one block."""
         c = np.zeros((1, 32), np.int64)
@@ -1031,7 +1050,10 @@ class ChannelModel:
                 "match": [self.mh, self.t], "cascade": int(self.lms), "k": self.k, "msb": self.msb,
                 "thresholds": [int(t) for t in self.thresholds],
                 "rows": int(self.codes.shape[0]), "fallback_bits": float(self.fallback_bits),
-                "codes": base64.b64encode(self.codes.astype(np.uint8).tobytes()).decode()}
+                "codes": base64.b64encode(self.codes.astype(np.uint8).tobytes()).decode()} | (
+            {} if self.merges is None or self.vcodes is None else {"vocabulary": {
+                "merges": base64.b64encode(self.merges.astype("<i4").tobytes()).decode(),
+                "codes": base64.b64encode(self.vcodes.astype(np.uint8).tobytes()).decode()}})
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> ChannelModel:
@@ -1083,14 +1105,105 @@ class ChannelModel:
             fb = float(config.get("fallback_bits", 64.0))
             if not 0 <= fb <= 64:
                 raise ValueError("fallback_bits must be in 0..64")
+            merges = vcodes = None
+            if config.get("vocabulary") is not None:
+                merges, vcodes = _read_vocabulary(config["vocabulary"], width, mh)
         except (KeyError, TypeError, AttributeError, binascii.Error) as e:
             raise ValueError(f"malformed channel model config ({type(e).__name__}: {e})") from None
-        return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes, fb, lms)
+        return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes, fb, lms, merges, vcodes)
 
     def content_id(self) -> str:
         """SHA-256 (hex, first 16 digits) of the canonical JSON config."""
         blob = json.dumps(self.get_config(), sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+MAX_VOCAB_MERGES = 1 << 12  # merges of a model's vocabulary stage
+
+
+def _read_vocabulary(cfg: dict, width: int, mh: int) -> tuple[np.ndarray, np.ndarray]:
+    """The merges (rank order) and id codes of a config's vocabulary stage, checked."""
+    if mh:
+        raise ValueError("a vocabulary stage needs the match model off")
+    raw = base64.b64decode(cfg["merges"], validate=True)
+    if len(raw) % 8 or len(raw) // 8 > MAX_VOCAB_MERGES:
+        raise ValueError(f"vocabulary: {len(raw)} bytes of merges")
+    merges = np.frombuffer(raw, "<i4").astype(np.int64).reshape(-1, 2)
+    limit = width + np.arange(merges.shape[0])  # merge r may use ids below width + r
+    if merges.size and (merges.min() < 0 or np.any(merges.max(axis=1) >= limit)):
+        raise ValueError("vocabulary: a merge uses a token not defined before it")
+    vcodes = np.frombuffer(base64.b64decode(cfg["codes"], validate=True), np.uint8
+                           ).astype(np.int64).reshape(1, -1)
+    if vcodes.shape[1] != width + merges.shape[0] or np.any(vcodes == 0) or \
+            vcodes.max(initial=0) > E.MAX_QCODE:
+        raise ValueError("vocabulary: id codes do not match the merges, or are out of range")
+    return merges, vcodes
+
+
+def _rank_ordered(tok) -> np.ndarray:
+    """A fitted tokenizer's merges as (left, right) pairs in rank order, ids renumbered so that
+    merge r creates id ``alphabet + r`` (:meth:`ubpe.Tokenizer.from_merges`)."""
+    a, m = tok.alphabet_size, tok.merges_
+    to_rank = np.arange(a + len(m))
+    to_rank[m[:, 2]] = a + np.arange(len(m))
+    return to_rank[m[:, :2]].astype(np.int64)
+
+
+def _fit_vocabulary(tokens: list[np.ndarray], width: int, size: int
+                    ) -> tuple[np.ndarray, np.ndarray, Any]:
+    """(merges, id codes, tokenizer) of a UBPE vocabulary of ``size`` ids over hybrid tokens."""
+    import warnings
+
+    from ubpe import Tokenizer
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a small corpus may learn fewer merges than asked
+        fitted = Tokenizer(width, size, n_candidates=8).fit(tokens)
+    merges = _rank_ordered(fitted)
+    tok = Tokenizer.from_merges(width, merges)
+    ids = [tok.encode(t, method="shortest") for t in tokens]
+    counts = np.bincount(np.concatenate(ids), minlength=width + len(merges)) + 1  # no zero
+    return merges, E.quantize_counts(counts[None, :].astype(np.int64)), tok
+
+
+def _vocab_payload(z: np.ndarray, tokens: np.ndarray, nbits: np.ndarray, m: ChannelModel) -> bytes:
+    """Mode 8: the hybrid tokens as vocabulary ids under the model's id table, raw bits."""
+    tok, f, cum, _ = m.vocab()
+    ids = tok.encode(tokens.astype(np.int64), method="shortest")
+    words = E.rans_encode_rows(ids, np.zeros(ids.size, np.int64), f, cum)
+    rb, total = E.pack_raw_bits(z, nbits)
+    return b"".join([bytes([MODEL_VOCAB]), _varint(ids.size), _varint(words.size),
+                     words.astype("<u2").tobytes(), rb.astype("<u8").tobytes()[:(total + 7) // 8]])
+
+
+def _decode_vocab(rd: _Reader, n: int, m: ChannelModel) -> np.ndarray:
+    if m.merges is None:
+        raise ValueError("this payload needs a model with a vocabulary stage")
+    tok, f, cum, lookup = m.vocab()
+    n_ids = rd.varint(n)
+    n_words = rd.varint(rd.remaining() // 2)
+    words = np.frombuffer(rd.take(2 * n_words), "<u2").astype(np.uint16)
+    if n_ids * E.MIN_TOKEN_BITS > 16 * n_words + 64 or (n_ids == 0) != (n == 0):
+        raise ValueError(f"{n_ids} token ids cannot fit in {n_words} rANS words, or hold {n} "
+                         f"samples")
+    ids, ok = E.rans_decode_ctx(words, n_ids, np.zeros(f.shape[1], np.int64),
+                                np.zeros(E.CTX_RANGE, np.int64), f, cum, lookup)
+    if not ok:
+        raise ValueError("inconsistent rANS stream")
+    tokens = tok.decode(ids.astype(np.int64))
+    if tokens.size != n:
+        raise ValueError(f"the token ids expand to {tokens.size} samples, {n} expected")
+    need = int(E.token_raw_bits(m.k, m.msb, E.alphabet_size(m.k, m.msb))[tokens].sum())
+    rest = rd.take(rd.remaining())
+    if len(rest) != (need + 7) // 8:
+        raise ValueError(f"raw bits: {len(rest)} bytes, the tokens need {(need + 7) // 8}")
+    raw = np.frombuffer(rest + bytes(-len(rest) % 8 + 8), "<u8").astype(np.uint64)
+    z, ok = E.hybrid_merge(tokens.astype(np.int32), m.k, m.msb, raw, need)
+    if not ok:
+        raise ValueError("inconsistent raw bits")
+    r = P.unzigzag(z.view(np.int64))
+    if m.lms:
+        r = P.cascade_inverse(r, m.lms)
+    return P.lpc_inverse_blocks(r, max(n, 1), *m.block_params())
 
 
 def _model_tokens(x: np.ndarray, m: ChannelModel):
@@ -1139,7 +1252,8 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
                       lpc_orders: tuple[int, ...] = (2, 4, 8, 16, 32),
                       match: tuple[tuple[int, int], ...] = ((0, 0), (1, 0), (2, 0), (2, 1), (4, 0)),
                       contexts: tuple[int, ...] = (1, 2, 4, 8, 12, 16), k: int = 4, msb: int = 2,
-                      validation: float = 0.25, max_samples: int = 400_000) -> ChannelModel:
+                      validation: float = 0.25, max_samples: int = 400_000,
+                      vocab_sizes: tuple[int, ...] = (2, 4)) -> ChannelModel:
     """Fit a channel model on a corpus of recordings of one kind of source.
 
     Every stage is chosen by the bits it spends on a validation split, coded
@@ -1163,6 +1277,12 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
     validation : float, default 0.25
         Share held out for the choices: whole recordings where there are 4
         or more, else the end of each recording.
+    vocab_sizes : tuple of int, default (2, 4)
+        The vocabulary stage (match model off): UBPE vocabularies of these
+        multiples of the token alphabet are fitted on the training tokens
+        and kept where the ids, under one static table, code the validation
+        split in fewer bits than the context tables (payload mode 8);
+        ``()`` skips the stage.
 
     Returns
     -------
@@ -1252,9 +1372,26 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         m = fitted(chosen.kind, chosen.order, chosen.coefs, chosen.shift, chosen.mh, chosen.t, nctx,
                    tr_p, chosen.lms)
         tried.append((_packet_bits(m, va_p), str(nctx), nctx))
-    n_ctx = stage("contexts", tried)[2]
+    bits, _, n_ctx = stage("contexts", tried)
     c = chosen
+    vocab = 0
+    if c.mh == 0 and vocab_sizes:  # then a UBPE vocabulary over the residual tokens
+        m = fitted(c.kind, c.order, c.coefs, c.shift, 0, 0, n_ctx, tr_p, c.lms)
+        width = E.alphabet_size(k, msb)
+        tr_tok = [_model_tokens(p, m)[1].astype(np.int64) for p in tr_p]
+        va_tok = [_model_tokens(p, m) for p in va_p]
+        tried = [(bits, "off", 0)]
+        for mult in vocab_sizes:
+            merges, vcodes, tok = _fit_vocabulary(tr_tok, width, mult * width)
+            logs = E.SCALE_BITS - np.log2(E.freqs_from_code_rows(vcodes)[0])
+            cost = sum(float(logs[tok.encode(q[1].astype(np.int64), method="shortest")].sum())
+                       + float(q[2].sum(dtype=np.int64)) + 32 for q in va_tok)
+            tried.append((cost, f"{width + len(merges)} token ids", mult * width))
+        vocab = stage("vocabulary", tried)[2]
     m = fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, n_ctx, tr_p + va_p, c.lms)
+    if vocab:
+        toks = [_model_tokens(p, m)[1].astype(np.int64) for p in tr_p + va_p]
+        m.merges, m.vcodes, _ = _fit_vocabulary(toks, E.alphabet_size(k, msb), vocab)
     per = [_packet_bits(m, [p]) / p.size for p in va_p if p.size]
     m.fallback_bits = float(min(64.0, np.quantile(per, FALLBACK_QUANTILE))) if per else 64.0
     m.stages_ = stages
@@ -1410,6 +1547,8 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
     arrs = [a.view(np.int64) if a.dtype == np.uint64 else a.astype(np.int64, copy=False) for a in arrs]
     if not arrs:
         return []
+    if model.merges is not None:  # token ids: one packet at a time
+        return [encode_channel(a, level=level, model=model) for a in arrs]
     offsets = np.zeros(len(arrs) + 1, np.int64)
     offsets[1:] = np.cumsum([a.size for a in arrs])
     x = np.concatenate(arrs)
@@ -1528,6 +1667,8 @@ def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelMo
         rb, total = E.pack_raw_bits(z, nbits)
         out = b"".join([bytes([MODEL]), _varint(words.size), words.astype("<u2").tobytes(),
                         rb.astype("<u8").tobytes()[:(total + 7) // 8]])
+        if model.merges is not None:  # the vocabulary stage, kept where it paid in training
+            out = _vocab_payload(z, tokens, nbits, model)
         out = _try_own(x, out, model, level)  # the packet's own tables, where smaller
         return out if len(out) < len(raw) else raw
     return _encode_plain(x, level)
@@ -1710,6 +1851,10 @@ def _decode(payload: bytes, n: int, model: ChannelModel | None, inner: bool = Fa
             raise ValueError("malformed constant payload")
         v = (u >> 1) ^ -(u & 1)
         return np.full(n, v, np.int64)
+    if mode == MODEL_VOCAB:
+        if model is None:
+            raise ValueError("this payload was made with a channel model; pass model=")
+        return _decode_vocab(rd, n, model)
     if mode == MODEL:
         if model is None:
             raise ValueError("this payload was made with a channel model; pass model=")

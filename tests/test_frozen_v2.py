@@ -72,3 +72,15 @@ def test_context_mixing_over_predictor_residuals_container():
     assert [s.body[0] for s in sections if s.kind == b"C"] == [7]  # payload mode 7 (CM_LPC)
     x = signals.decompress(data)
     assert x.dtype == np.int16 and x.tolist() == [t % 50 * 7 + t * 13 % 3 for t in range(800)]
+
+
+def test_model_with_a_vocabulary_stage_and_its_packet():
+    import sys
+    sys.path.insert(0, str(FROZEN))
+    from make_containers_v2 import solar
+    model = signals.SignalModel.load(FROZEN / "signal_model_v3_vocab.json")
+    assert model.codec_["ghi"]["model"].merges is not None
+    assert model.codec_report_[0]["stages"][-1]["stage"] == "vocabulary"
+    packet = (FROZEN / "packet_v2_vocab.bin").read_bytes()
+    assert packet[0] == 0xB0 and packet[3] == 8  # one channel, 256 samples, payload mode 8
+    assert model.decompress_packet(packet).tolist() == solar()[:256].tolist()

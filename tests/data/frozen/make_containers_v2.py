@@ -28,6 +28,17 @@ CSV_ROWS = b"".join(b"%d,%d.%d\n" % (t, t % 7, t % 10) for t in range(60))
 CHUNK = (np.arange(600, dtype="<i2") % 37 * 3 - 50).reshape(300, 2)
 
 
+def solar(n_days: int = 400) -> np.ndarray:
+    """Zero every night, a noisy day curve (an LCG, so exact): the vocabulary stage pays."""
+    out, v = [], 1
+    for d in range(n_days):
+        a = d * 37 % 11 + 3
+        for h in range(24):
+            v = (v * 1103515245 + 12345) % 2**31
+            out.append(0 if h < 7 or h > 17 else a * (h - 7) * (17 - h) + v % 9)
+    return np.array(out, np.int64)
+
+
 def write_additions() -> None:
     from signals.numcodecs_codec import UBPECodec, _varints
     codec = UBPECodec()
@@ -35,6 +46,10 @@ def write_additions() -> None:
         head = bytes([0x20, 3, 2]) + _varints([300, 2])
         (HERE / "zarr_chunk_v2_int16.bin").write_bytes(head + signals.compress(CHUNK.T.copy()))
     (HERE / "zarr_chunk_v3_int16.bin").write_bytes(codec.encode(CHUNK))
+    if not (HERE / "signal_model_v3_vocab.json").exists():  # a model with a vocabulary stage
+        model = signals.SignalModel(64, 80, progress=False).fit([solar()], names=["ghi"])
+        model.save(HERE / "signal_model_v3_vocab.json")
+        (HERE / "packet_v2_vocab.bin").write_bytes(model.compress_packet(solar()[:256]))
     if not (HERE / "container_v2_cm.ubpe").exists():  # written before mode 7 existed: level 9
         (HERE / "container_v2_cm.ubpe").write_bytes(signals.compress(RESIDUES, level=9))  # chose 6
     (HERE / "container_v2_cm_lpc.ubpe").write_bytes(signals.compress(TEETH, level=9))
