@@ -147,9 +147,10 @@ def cm_code(sym, n, m, order, u, tbits, buf, decode, limit, lpc, block, kinds, o
     one, most significant first. Encoding reads ``sym`` and writes ``buf``;
     it stops and returns ``(-1, True)`` once ``limit`` bytes are written (the
     caller keeps a smaller alternative). Decoding reads ``buf`` and writes
-    ``sym``. Returns ``(bytes used, ok)``; decoding is not ok when it would
-    read past ``buf``, leaves bytes unread, or decodes a symbol outside
-    ``0..m-1``.
+    ``sym``; there ``limit`` is the most binary decisions the code may hold.
+    Returns ``(bytes used, ok)``; decoding is not ok when it would read past
+    ``buf``, leaves bytes unread, makes more than ``limit`` decisions, or
+    decodes a symbol outside ``0..m-1``.
 
     With ``lpc``, ``sym`` holds the samples themselves (any int64 whose
     residuals stay below 2**62 in magnitude) and the prediction is the block
@@ -194,6 +195,7 @@ def cm_code(sym, n, m, order, u, tbits, buf, decode, limit, lpc, block, kinds, o
     z1 = 0
     z2 = 0
     z3 = 0
+    nd = 0
     for i in range(n):
         p1 = sym[i - 1] if i >= 1 else -1
         p2 = sym[i - 2] if i >= 2 else -1
@@ -283,6 +285,10 @@ def cm_code(sym, n, m, order, u, tbits, buf, decode, limit, lpc, block, kinds, o
             if p > 4095:
                 p = 4095
             xmid = x1 + ((x2 - x1) >> 12) * p
+            if decode:
+                nd += 1
+                if nd > limit:  # more decisions than the code's bits can hold: inconsistent
+                    return pos, False
             if decode:
                 y = 1 if x <= xmid else 0
             elif unary:
@@ -379,6 +385,12 @@ def table_bits(n: int, m: int) -> int:
     return int(min(MAX_TBITS, max(12, (n * (2 * m).bit_length()).bit_length() + 1)))
 
 
+def _max_decisions(code: bytes) -> int:
+    """The most binary decisions a code of this length can hold (each costs at least
+    ``-log2(4095/4096)`` bits): decoding stops past it, so its time is bounded by the input."""
+    return int((8 * len(code) + 64) / MIN_DECISION_BITS) + 1
+
+
 def cm_encode(sym: np.ndarray, values: np.ndarray, order: int, limit: int) -> bytes | None:
     """Code ranks with context mixing; None once the code exceeds ``limit`` bytes.
 
@@ -429,8 +441,8 @@ def cm_decode(code: bytes, n: int, values: np.ndarray, order: int) -> np.ndarray
         raise ValueError(f"{n} symbols cannot fit in {len(code)} bytes of context-mixing code")
     sym = np.zeros(n, np.int64)
     buf = np.frombuffer(code, np.uint8).copy()
-    _, ok = cm_code(sym, n, m, order, u, table_bits(n, m), buf, True, 0, False, 1, NO_BLOCKS,
-                    NO_BLOCKS, NO_BLOCKS, NO_COEFS)
+    _, ok = cm_code(sym, n, m, order, u, table_bits(n, m), buf, True, _max_decisions(code), False,
+                    1, NO_BLOCKS, NO_BLOCKS, NO_BLOCKS, NO_COEFS)
     if not ok:
         raise ValueError("inconsistent context-mixing code")
     return sym
@@ -477,7 +489,8 @@ def cm_decode_lpc(code: bytes, n: int, block: int, params: tuple) -> np.ndarray:
     kinds, orders, shifts, coefs = params
     x = np.zeros(n, np.int64)
     buf = np.frombuffer(code, np.uint8).copy()
-    _, ok = cm_code(x, n, 1, 0, NO_BLOCKS, table_bits(n, 1 << MAX_NB), buf, True, 0, True, block,
+    _, ok = cm_code(x, n, 1, 0, NO_BLOCKS, table_bits(n, 1 << MAX_NB), buf, True,
+                    _max_decisions(code), True, block,
                     kinds, orders, shifts, coefs)
     if not ok:
         raise ValueError("inconsistent context-mixing code")

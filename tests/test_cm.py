@@ -66,6 +66,18 @@ def test_the_limit_gives_up_and_the_decoder_checks_lengths():
         cm.cm_decode(code, 1000, np.arange((1 << cm.MAX_NB) + 1), 0)
 
 
+def test_decoding_stops_past_the_decisions_a_code_can_hold():
+    sym, u = np.arange(500) % 7, np.arange(7)
+    code = cm.cm_encode(sym, u, 0, 10**6)
+    buf = np.frombuffer(code, np.uint8).copy()
+    out = np.zeros(500, np.int64)
+    args = (0, u, cm.table_bits(500, 7), buf, True)
+    rest = (False, 1, cm.NO_BLOCKS, cm.NO_BLOCKS, cm.NO_BLOCKS, cm.NO_COEFS)
+    assert cm.cm_code(out, 500, 7, *args, cm._max_decisions(code), *rest)[1]
+    assert out.tolist() == sym.tolist()
+    assert not cm.cm_code(out, 500, 7, *args, 100, *rest)[1]  # 500 symbols need more than 100
+
+
 def test_a_symbol_outside_the_alphabet_is_an_error():
     # the same code read with a smaller alphabet decodes some rank >= m, or fails otherwise
     code = cm.cm_encode(np.array([0, 9, 9, 3] * 50), np.arange(10), 1, 10**6)
