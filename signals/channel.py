@@ -1189,9 +1189,10 @@ def _decode_vocab(rd: _Reader, n: int, m: ChannelModel) -> np.ndarray:
                                 np.zeros(E.CTX_RANGE, np.int64), f, cum, lookup)
     if not ok:
         raise ValueError("inconsistent rANS stream")
-    tokens = tok.decode(ids.astype(np.int64))
-    if tokens.size != n:
-        raise ValueError(f"the token ids expand to {tokens.size} samples, {n} expected")
+    ids = ids.astype(np.int64)
+    if ids.size and (ids.max() >= tok.n_tokens_ or int(tok.token_lengths()[ids].sum()) != n):
+        raise ValueError(f"the token ids do not expand to {n} samples")  # checked before expanding
+    tokens = tok.decode(ids)
     need = int(E.token_raw_bits(m.k, m.msb, E.alphabet_size(m.k, m.msb))[tokens].sum())
     rest = rd.take(rd.remaining())
     if len(rest) != (need + 7) // 8:
