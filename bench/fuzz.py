@@ -21,7 +21,9 @@ the body of one section of a ``.ubpe`` file and rewrite the section with
 its new length and a valid CRC-32 (what a forger can do, issue 13 item
 12): no crash and no allocation above the cap is allowed; wrong data is
 (no checksum can stop a forger), and is counted as ``ok``. ``cm`` and
-``cm_lpc`` mutate the same containers without forging.
+``cm_lpc`` mutate the same containers without forging; ``packet_vocab`` the
+frozen packet of a model with a vocabulary stage (payload mode 8), and
+``packet_vocab_forged`` the same with its check recomputed.
 
 Prints one line per target: mutations, outcomes, findings (new ones are
 written to ``--out``), and mutations per second.
@@ -80,6 +82,21 @@ def _targets():
     cm_lpc = F.Target("cm_lpc", (frozen / "container_v2_cm_lpc.ubpe").read_bytes(), base.load,
                       F._always)
     targets["cm"], targets["cm_lpc"] = cm, cm_lpc
+    from signals import SignalModel
+    vocab_model = SignalModel.load(frozen / "signal_model_v3_vocab.json")
+    # a packet's 16-bit check is no guarantee: only crashes and allocations count there
+    packet = (frozen / "packet_v2_vocab.bin").read_bytes()
+    load_packet = lambda d: F._arrays(vocab_model.decompress_packet(d))  # noqa: E731
+    targets["packet_vocab"] = F.Target("packet_vocab", packet, load_packet, F._never)
+    targets["packet_vocab_forged"] = F.Target("packet_vocab_forged", packet, load_packet, F._never)
+
+    def forge_packet(data: bytes, ops) -> bytes:
+        """Mutate a packet and recompute its check (seeded with the model id)."""
+        body = F.mutate(data[:-2], ops)
+        seed = zlib.crc32(vocab_model.model_id())
+        return body + struct.pack("<H", zlib.crc32(body, seed) & 0xFFFF)
+
+    targets["packet_vocab_forged"].forge_bytes = forge_packet  # type: ignore[attr-defined]
     for name, t in (("container_forged", base), ("cm_forged", cm), ("cm_lpc_forged", cm_lpc)):
         targets[name] = F.Target(name, t.data, t.load, F._never, known=known)
         targets[name].forge_bytes = forge_container  # type: ignore[attr-defined]
