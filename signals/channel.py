@@ -438,13 +438,7 @@ def _decode_fused(words, raw, total_bits, n, cmap, nc, dtab, block, kinds, order
             else:
                 pred = P._lpc_predict(x, i, kind, order, shift, coefs, blk)
             x[i] = r + pred
-            if ptr >= 0:
-                if x[ptr] == x[i]:
-                    mlen += 1
-                    ptr += 1
-                else:
-                    ptr = -1
-                    mlen = 0
+            ptr, mlen = P.follow_match(x, i, ptr, mlen)
             if h >= 0:
                 table[h] = i
     return x, wpos == nw and st == low and total_bits - np.int64(bpos) < 8

@@ -355,12 +355,7 @@ def cm_code(sym, n, m, order, u, tbits, buf, decode, limit, lpc, block, kinds, o
         z2 = z1
         z1 = zz
         # the match model: follow the match, or look the context up
-        if ptr >= 0 and sym[ptr] == v:
-            mlen += 1
-            ptr += 1
-        else:
-            mlen = 0
-            ptr = -1
+        ptr, mlen = P.follow_match(sym, i, ptr, mlen)
         if i + 1 >= MATCH_MIN:
             hm = _hash(hs[7], v) & (hsize - 1)
             if ptr < 0:

@@ -793,6 +793,17 @@ def _block_residual(x, s, e, kind, order, shift, coefs, b, r):
             out[i] = xa[i] - (4 * x1[i] - 6 * x2[i] + 4 * x3[i] - x4[i])
 
 
+@njit(cache=True, inline="always")
+def follow_match(x, i, ptr, mlen):
+    """The match model after sample ``i``: ``(ptr, mlen)`` moved on where ``x[ptr]`` predicted
+    ``x[i]``, else off (``(-1, 0)``); the encoders and decoders share it."""
+    if ptr < 0:
+        return ptr, mlen
+    if x[ptr] == x[i]:
+        return ptr + 1, mlen + 1
+    return -1, 0
+
+
 @njit(cache=True)
 def predict_fused(x, block, kinds, orders, shifts, coefs, mh, t, tbits):
     """Residuals (int64) and match buckets (uint8) of the block LPC + match predictor.
@@ -836,13 +847,7 @@ def predict_fused_gain(x, block, kinds, orders, shifts, coefs, mh, t, tbits):
             mb[i] = _bucket(mlen, t)
             gain += np.log2(1.0 + abs(float(r[i]))) - np.log2(1.0 + abs(float(x[i] - pred)))
             r[i] = x[i] - pred
-        if ptr >= 0:
-            if x[ptr] == x[i]:
-                mlen += 1
-                ptr += 1
-            else:
-                ptr = -1
-                mlen = 0
+        ptr, mlen = follow_match(x, i, ptr, mlen)
         if h >= 0:
             table[h] = i
     return r, mb, gain
