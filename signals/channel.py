@@ -84,6 +84,7 @@ MAX_EMA_SHIFT = 8
 MATCH_PROBE = 1 << 16  # samples on which the default levels compare match-model candidates
 MATCH_SCREEN = 1 << 14  # samples on which a match candidate must show a gain to be compared
 LMS_PROBE = 1 << 14  # samples on which the default levels choose the adaptive cascade
+LMS_MIN_GAIN = 0.15  # levels 4-5 keep the cascade where it saves this (estimated bits/sample)
 EST_CONTEXTS = 6  # contexts of the quick size estimate that compares candidates
 MAX_TBITS = 16  # match-model hash table: at most 2**16 entries (512 KiB, cache-friendly)
 SMALL_INPUT, SMALL_LEVEL_FROM, SMALL_LEVEL = 32768, 4, 7  # short inputs at levels 4-6: a
@@ -105,6 +106,8 @@ class _Preset:
     lms: bool = False  # try the adaptive NLMS / sign-LMS cascade after the LPC
     ctx: tuple[int, ...] = (0, 3)  # context kinds tried: 0 recent bit lengths, s > 0 average (decay 2**-s)
     max_lag: int = 0  # lag (period) predictors 2..max_lag tried per block
+    lms_gain: float = 0.0  # the cascade is kept where it saves at least this (estimated bits
+    # per sample on the probe, LMS_PROBE): the decoder spends on it more than on the rest
 
 
 _M3 = ((1, 0), (2, 0), (2, 1))
@@ -114,9 +117,10 @@ PRESETS = {
     1: _Preset("fixed", 1024, (), (1, 4, 8), ((4, 2),)),
     2: _Preset("linear", 4096, (8,), (1, 4, 8), ((4, 2),), ((2, 0),)),
     3: _Preset("linear", 4096, (16,), (1, 4, 8, 12), ((4, 2),), _M3, max_lag=16),
-    4: _Preset("linear", 4096, (8, 16), (1, 4, 8, 12), ((4, 2),), _M3, lms=True, max_lag=32),
+    4: _Preset("linear", 4096, (8, 16), (1, 4, 8, 12), ((4, 2),), _M3, lms=True, max_lag=32,
+               lms_gain=LMS_MIN_GAIN),
     5: _Preset("linear", 4096, (8, 16, 32), (1, 4, 8, 12, 16), ((4, 2),), _M3, lms=True,
-               max_lag=32),
+               max_lag=32, lms_gain=LMS_MIN_GAIN),
     6: _Preset("linear", 4096, (8, 16, 24, 32), (1, 4, 8, 12, 16), ((4, 2), (3, 2)), _M,
                lms=True, max_lag=64),
     7: _Preset("linear", 4096, (8, 16, 24, 32), (1, 2, 4, 6, 8, 12, 16, 24),
@@ -752,11 +756,12 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
                 # the cascade variant and whether it pays, from a prefix; the winner runs on all
                 p = min(x.size, LMS_PROBE)
                 cost = P.residual_cost(r[:p])
+                need = cost - preset.lms_gain * p
                 pick: Any = None
                 for v in (1, 3):
                     r3 = P.cascade_forward(r0[:p], v)
                     c3 = P.residual_cost(r3)
-                    if c3 < 0.99 * cost:
+                    if c3 < 0.99 * cost and c3 <= need:
                         pick, cost = (v, r3), c3
                 if pick is not None:
                     lms, mh, t, mb, side = pick[0], 0, 0, mb0, side_lpc
