@@ -994,10 +994,24 @@ def _dot(w, h, lo, m):
 
 
 @njit(cache=True, inline="always")
+def _floordiv_pos(a, d):
+    """``a // d`` (floor) for ``d > 0`` and ``|a| + d < 2**63``, through an unsigned division
+    of the magnitude: LLVM divides in 32 bits where both operands fit, behind a branch
+    on ``(a | d) >> 32``; a negative ``a`` would take the slow side of that branch at
+    random (its sign), a magnitude takes the same side sample after sample. In the
+    cascade ``|a| <= 2**52`` (a clamped residual, shifted) and ``d <= 2**51``."""
+    neg = a < 0
+    na = d - 1 - a if neg else a
+    q = np.int64(np.uint64(na) // np.uint64(d))
+    return -q if neg else q
+
+
+@njit(cache=True, inline="always")
 def _step_update(w, sg, lo, m, step):
     sv = sg[lo:lo + m]
-    for q in range(m):
-        w[q] = min(max(w[q] + sv[q] * step, -_WCLAMP), _WCLAMP)
+    for q in range(m):  # sv[q] * step as a select (an int64 multiply is slow in vectors)
+        sq = sv[q]
+        w[q] = min(max(w[q] + (step if sq > 0 else (-step if sq < 0 else 0)), -_WCLAMP), _WCLAMP)
 
 
 @njit(cache=True)
@@ -1088,7 +1102,7 @@ def cascade_forward(e1, variant=1):
     for i in range(n):
         b = pad + i
         v2 = e1[i] - _dot(w1, h1, b - m1, m1)
-        _step_update(w1, s1, b - m1, m1, (_clamp(v2, _CLAMP) << LMS_SHIFT) // (en * d1))
+        _step_update(w1, s1, b - m1, m1, _floordiv_pos(_clamp(v2, _CLAMP) << LMS_SHIFT, en * d1))
         en += _sat_abs(h1[b]) - _sat_abs(h1[b - m1])
         v3 = v2 - _dot(w2, h2, b - m2, m2)
         _step_update(w2, s2, b - m2, m2, mu * _sign(v3))
@@ -1116,7 +1130,7 @@ def cascade_inverse(e3, variant=1):
         h2[b] = v2
         s2[b] = _sign(v2)
         v1 = v2 + _dot(w1, h1, b - m1, m1)
-        _step_update(w1, s1, b - m1, m1, (_clamp(v2, _CLAMP) << LMS_SHIFT) // (en * d1))
+        _step_update(w1, s1, b - m1, m1, _floordiv_pos(_clamp(v2, _CLAMP) << LMS_SHIFT, en * d1))
         h1[b] = v1
         s1[b] = _sign(v1)
         en += _sat_abs(v1) - _sat_abs(h1[b - m1])

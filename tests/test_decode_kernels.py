@@ -347,3 +347,16 @@ def test_model_packets_decode_as_with_the_replaced_kernels(models, which, xs, da
             if g is not None:
                 assert np.array_equal(g, one)
         assert cmp.calls >= sum(b[:1] == bytes([C.MODEL]) for b in bad)
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=st.integers(-2**62, 2**62), d=st.integers(1, 2**62 - 1))
+def test_floordiv_pos_is_floor_division(a, d):
+    # the cascade's NLMS step: an unsigned division of the magnitude, floored like Python's //
+    assert P._floordiv_pos(a, d) == a // d
+
+
+@pytest.mark.parametrize("a", [0, 1, -1, 4095, -4096, 2**52, -2**52, 2**40 << 12, -(2**40 << 12)])
+@pytest.mark.parametrize("d", [1, 8, 9, 2**31 - 1, 2**32, 2**32 + 1, 2**51])
+def test_floordiv_pos_edges(a, d):
+    assert P._floordiv_pos(a, d) == a // d
