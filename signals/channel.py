@@ -306,6 +306,9 @@ def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk):
     one = np.uint64(1)
     fmask = np.uint64(E.DT_FREQ_MASK)
     bmask = np.uint64(E.SCALE - 1)
+    zero = np.uint64(0)
+    last = nw - 1
+    crow = cmap.astype(np.uint64) << sb  # first slot of each context's table row
     tb = np.uint64(total_bits)
     bpos = np.uint64(0)
     b1 = np.int64(0)
@@ -314,16 +317,20 @@ def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk):
     acc = 0
     for i in range(n):
         ctx = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat_fast(acc, ctxk)
-        ent = dtab[(np.uint64(cmap[ctx]) << sb) | (st & mask)]
+        ent = dtab[crow[ctx] | (st & mask)]
         f = ent & fmask
         if f == 0:
             return r, False
         st = f * (st >> sb) + ((ent >> np.uint64(13)) & bmask)
-        if st < low:
-            if wpos >= nw:
-                return r, False
-            st = (st << np.uint64(16)) | np.uint64(words[wpos])
-            wpos += 1
+        # renormalisation without a branch (it is taken at random, every few tokens):
+        # the next word is read at a clamped index and shifted in where st < low
+        under = st < low
+        if under and wpos >= nw:
+            return r, False
+        nxt = np.uint64(words[min(wpos, last)])
+        u = np.uint64(under)
+        st = (st << (u << np.uint64(4))) | (nxt & (zero - u))
+        wpos += int(under)
         nb = (ent >> np.uint64(32)) & np.uint64(63)
         if bpos + nb > tb:
             return r, False
