@@ -1665,8 +1665,8 @@ def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelMo
     x = x.astype(np.int64)
     if not 0 <= level <= MAX_LEVEL:
         raise ValueError(f"level must be in 0..{MAX_LEVEL}, got {level}")
-    raw = bytes([RAW]) + x.astype("<i8").tobytes()
     if model is not None:
+        raw = bytes([RAW]) + x.astype("<i8").tobytes()
         cmap, f, cum, _ = model.tables()
         z, tokens, nbits, stat, mb = _model_tokens(x, model)
         rows = cmap[stat] + (model.thresholds.size + 1) * mb.astype(np.int64)
@@ -1683,7 +1683,6 @@ def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelMo
 
 def _encode_plain(x: np.ndarray, level: int, inner: bool = False) -> bytes:
     """Modes 0, 1, 4 and (unless ``inner``) 5 for int64 ``x``."""
-    raw = bytes([RAW]) + x.astype("<i8").tobytes()
     if x.size == 0:
         return bytes([RAW])
     if x.size == 1 or (x == x[0]).all():
@@ -1701,7 +1700,7 @@ def _encode_plain(x: np.ndarray, level: int, inner: bool = False) -> bytes:
         for mixed in (_encode_cm(x, level, len(out)), _encode_cm_lpc(x, level, len(out))):
             if mixed is not None and len(mixed) < len(out):
                 out = mixed
-    return out if len(out) < len(raw) else raw
+    return out if len(out) < 1 + 8 * x.size else bytes([RAW]) + x.astype("<i8").tobytes()
 
 
 def _sparse_values(x: np.ndarray) -> np.ndarray | None:
