@@ -84,6 +84,41 @@ def test_match_model_and_ranks_are_used():
     assert np.array_equal(decode_channel(q, y.size), y)
 
 
+def _cascade_flag(payload):
+    """The adaptive-cascade byte of a mode-4 payload (after the predictor side and the
+    match parameters)."""
+    assert payload[0] == 4
+    pos = 1
+    for _ in range(2):  # block size, then the side's length (varints)
+        v = shift = 0
+        while True:
+            b = payload[pos]
+            pos += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                break
+    return payload[pos + v + 3]
+
+
+def test_default_levels_keep_the_cascade_only_where_it_saves_enough():
+    # a chirp in noise: the cascade's estimated saving on the probe is ~0.34 bits/sample
+    # with the quieter noise, ~0.12 with the louder (below LMS_MIN_GAIN = 0.15)
+    t = np.arange(40000)
+    rng = np.random.default_rng(0)
+    loud = np.round(3000 * np.sin(2 * np.pi * (0.01 + 0.05 * t / t.size) * t)
+                    + rng.normal(0, 20, t.size)).astype(np.int64)
+    rng = np.random.default_rng(0)
+    faint = np.round(1000 * np.sin(2 * np.pi * (0.01 + 0.05 * t / t.size) * t)
+                     + rng.normal(0, 40, t.size)).astype(np.int64)
+    for x, at_5 in ((loud, True), (faint, False)):
+        p5, p6 = encode_channel(x, level=5), encode_channel(x, level=6)
+        assert (_cascade_flag(p5) != 0) == at_5
+        assert _cascade_flag(p6) != 0  # level 6 keeps any saving of 1% or more
+        assert np.array_equal(decode_channel(p5, x.size), x)
+        assert np.array_equal(decode_channel(p6, x.size), x)
+
+
 def test_golden_small_cases():
     assert encode_channel(np.zeros(0, np.int64)) == b"\x00"
     # a constant: mode 1 and the zigzag varint (-3 -> 5)
