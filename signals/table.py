@@ -41,7 +41,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from numba import njit
-from numba.typed import List
 
 __all__ = ["CsvError", "CsvParts", "encode_csv", "decode_csv", "sniff", "parse_table", "Sniffed"]
 
@@ -1379,19 +1378,21 @@ class _ColumnPrinter:
 
 
 @njit(cache=True)
-def _join_rows(offs, datas, quote_all, scan, delim, eol):  # pragma: no cover - compiled
+def _join_rows(offs, d, quote_all, scan, delim, eol):  # pragma: no cover - compiled
     """CSV rows from columns of fields: (row offsets int64 (n + 1,), bytes uint8).
 
-    ``offs[j]`` (n + 1,) are offsets into ``datas[j]``. A field is quoted when
+    ``offs[j]`` (n + 1,), row ``j`` of an int64 array of shape (ncol, n + 1),
+    are the offsets of column ``j``'s fields into ``d`` (every column's bytes
+    in one uint8 array: a 2-D array, not a typed list, so that no list code is
+    compiled in each process). A field is quoted when
     its column's ``quote_all`` is set or, for columns with ``scan`` set, it
     holds the delimiter, a quote, CR or LF (RFC 4180); quotes inside are doubled.
     """
-    ncol = len(offs)
-    n = offs[0].size - 1
+    ncol = offs.shape[0]
+    n = offs.shape[1] - 1
     row_len = np.full(n, ncol - 1 + eol.size, np.int64)
     for j in range(ncol):
         o = offs[j]
-        d = datas[j]
         if not quote_all[j] and not scan[j]:
             row_len += o[1:] - o[:-1]
             continue
@@ -1423,7 +1424,6 @@ def _join_rows(offs, datas, quote_all, scan, delim, eol):  # pragma: no cover - 
     pos = row_off[:n].copy()
     for j in range(ncol):
         o = offs[j]
-        d = datas[j]
         last = j == ncol - 1
         for i in range(n):
             k = pos[i]
@@ -1460,6 +1460,19 @@ def _join_rows(offs, datas, quote_all, scan, delim, eol):  # pragma: no cover - 
                 k += 1
             pos[i] = k
     return row_off, out
+
+
+def _stack_fields(cols: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
+    """Columns of fields (binary arrays of one length ``n``) as ``_join_rows`` takes them: int64
+    offsets of shape (ncol, n + 1) into one uint8 array holding every column's bytes."""
+    bufs = [_binary_buffers(c) for c in cols]
+    n = len(cols[0])
+    offs = np.empty((len(bufs), n + 1), np.int64)
+    base = 0
+    for j, (o, d) in enumerate(bufs):
+        np.add(o, base, out=offs[j], casting="unsafe")
+        base += d.size
+    return offs, np.concatenate([d for _, d in bufs])  # one writable array: one signature
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1503,13 +1516,8 @@ def _iter_body(layout: dict, ints: list[np.ndarray], blobs: list[bytes]) -> Iter
     while True:
         hi = min(n, lo + step)
         if hi > lo:
-            cols = [p(lo, hi) for p in printers]
-            offs, datas = List(), List()
-            for c in cols:
-                o, d = _binary_buffers(c)
-                offs.append(o.astype(np.int64, copy=False))
-                datas.append(d)
-            row_off, out = _join_rows(offs, datas, quote_all, scan, delim[0], eol)
+            row_off, out = _join_rows(*_stack_fields([p(lo, hi) for p in printers]),
+                                      quote_all, scan, delim[0], eol)
         else:
             row_off, out = np.zeros(1, np.int64), np.zeros(0, np.uint8)
         r0, r1 = np.searchsorted(rep_rows, [lo, hi])
