@@ -172,7 +172,7 @@ def csv_pieces(src: IO[bytes], first: bytes = b"", frame_bytes: int = FRAME_BYTE
     frame_bytes : int
         Target size of a piece, in bytes.
     """
-    buf = first
+    buf, first = first, b""  # held once, not for the generator's life
     eof = False
     while not eof or buf:
         while not eof and len(buf) < frame_bytes:
@@ -235,7 +235,9 @@ def _ordered_map(fn: Callable, ctx: dict[str, Any], jobs: Iterable[tuple], threa
     ``jobs`` a round at a time; an error comes out in order, after the results before it."""
     it = iter(jobs)
     for job in islice(it, 1 if threads > 1 else None):
-        yield fn(ctx, *job)
+        result = fn(ctx, *job)
+        del job  # not held while the next job is drawn
+        yield result
     if threads <= 1:
         return
     from concurrent.futures import ProcessPoolExecutor
@@ -250,8 +252,10 @@ def _ordered_map(fn: Callable, ctx: dict[str, Any], jobs: Iterable[tuple], threa
                 mine, error = fn(ctx, *batch[-1]), None
             except Exception as e:  # raised after the results of the jobs before it
                 mine, error = None, e
+            del batch
             for f in futures:
                 yield f.result()
+            del futures
             if error is not None:
                 raise error
             yield mine
@@ -318,23 +322,28 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
            "later": {**(csv_options or {}), "skip_rows": 0, "comment": None}}
     sizes: list[int] = []
 
-    def jobs() -> Iterator[tuple]:
+    def jobs(pieces: Iterator[bytes]) -> Iterator[tuple]:
         n_in, prefix = 0, b""
-        for k, piece in enumerate(csv_pieces(src, first, frame_bytes)):
+        for k, piece in enumerate(pieces):
             sizes.append(len(piece))
             if not k:
                 s = table.sniff(piece, path=path, **{
                     key: v for key, v in (csv_options or {}).items()
                     if key in ("skip_rows", "comment", "delimiter")})
                 prefix = s.header or b""
-                yield piece, path, False, 0
+                job: tuple = (piece, path, False, 0)
             else:
-                yield prefix + piece, f"{path} (the piece at byte {n_in:,})", True, len(prefix)
-            n_in += len(piece)
+                job = (prefix + piece, f"{path} (the piece at byte {n_in:,})", True, len(prefix))
+            del piece  # the piece is held once while it is coded (in the job)
+            yield job
+            del job
+            n_in += sizes[-1]
 
     container.write_stream_head(dst)
     out, n_frames, values = 10, 0, 0
-    for frame, n in _ordered_map(_encode_piece, ctx, jobs(), threads):
+    pieces = csv_pieces(src, first, frame_bytes)
+    first = b""  # the caller's first bytes are held by the pieces alone
+    for frame, n in _ordered_map(_encode_piece, ctx, jobs(pieces), threads):
         container.write_stream_frame(dst, frame)
         values += n
         out += 8 + len(frame)
@@ -343,13 +352,27 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
     return {"frames": n_frames, "bytes_in": sum(sizes), "bytes_out": out + 20, "values": values}
 
 
-def _decode_frame(ctx: dict[str, Any], frame: bytes) -> tuple[Any, int, bytes]:
-    """A frame's source; for a CSV frame, the length of its header copy and its text (that copy
-    included)."""
+def _decode_frame(ctx: dict[str, Any], frame: bytes) -> tuple[Any, int, list[bytes]]:
+    """A frame's source; for a CSV frame, the length of its header copy and its text in pieces
+    (that copy included; not joined: one copy less held)."""
     header, columns, blobs = decode_columns(frame, ctx["model"])
     if header.get("source") != "csv":
-        return header.get("source"), 0, b""
-    return "csv", header.get("frame_prefix", 0), _csv_bytes(header, columns, blobs)
+        return header.get("source"), 0, []
+    pieces = table.decode_csv_pieces(table.CsvParts(
+        header["csv"], [(c.name, c.values) for c in columns], blobs))
+    del columns, blobs
+    return "csv", _frame_prefix(header, sum(len(x) for x in pieces)), pieces
+
+
+def _head(pieces: list[bytes], n: int) -> bytes:
+    """The first ``n`` bytes of the concatenation of ``pieces``."""
+    out, k = [], 0
+    for x in pieces:
+        if k >= n:
+            break
+        out.append(x[:n - k])
+        k += len(out[-1])
+    return b"".join(out)
 
 
 def decompress_csv_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None,
@@ -382,24 +405,29 @@ def decompress_csv_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None,
     threads = default_threads() if threads == 0 else threads
     n, out, head, copy = 0, 0, b"", None
     frames = ((f,) for f in container.iter_stream_frames(src))
-    for source, p, text in _ordered_map(_decode_frame, {"model": model}, frames, threads):
+    for source, p, pieces in _ordered_map(_decode_frame, {"model": model}, frames, threads):
         if source != "csv":
             raise SignalFormatError(f"frame {n} holds {source!r} data, not CSV; read it with "
                                     f"signals.decompress_stream")
         if n == 0:
-            head = text[:1 << 20]
+            head = _head(pieces, 1 << 20)
             if p:
                 raise SignalFormatError("the first frame of a CSV stream has a header copy")
         elif copy is None:
-            copy = text[:p]
+            copy = _head(pieces, p)
             if copy not in head:
                 raise SignalFormatError(f"frame {n}: its copy of the header line is not in the "
                                         f"first frame")
-        elif text[:p] != copy:
+        elif _head(pieces, p) != copy:
             raise SignalFormatError(f"frame {n}: its copy of the header line differs from the "
                                     f"previous frames'")
-        dst.write(memoryview(text)[p:])
-        out += len(text) - p
+        skip = p
+        for x in pieces:
+            if skip < len(x):
+                dst.write(memoryview(x)[skip:])
+            out += max(0, len(x) - skip)
+            skip = max(0, skip - len(x))
+        del pieces
         n += 1
     return {"frames": n, "bytes_out": out}
 
@@ -590,13 +618,19 @@ def decompress_file(data: bytes, *, model: Any = None) -> Decoded:
 
 def _csv_bytes(header: dict, columns: list, blobs: list[bytes]) -> bytes:
     """The CSV text of a container, its frame prefix included (checked)."""
-    p = header.get("frame_prefix", 0)
     text = table.decode_csv(table.CsvParts(header["csv"], [(c.name, c.values) for c in columns],
                                            blobs))
-    if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p <= len(text):
-        raise SignalFormatError(f"header: frame_prefix {p!r} does not fit the "
-                                f"{len(text):,} bytes decoded")
+    _frame_prefix(header, len(text))
     return text
+
+
+def _frame_prefix(header: dict, size: int) -> int:
+    """The header's ``frame_prefix`` (0 if none), checked against the ``size`` bytes decoded."""
+    p = header.get("frame_prefix", 0)
+    if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p <= size:
+        raise SignalFormatError(f"header: frame_prefix {p!r} does not fit the "
+                                f"{size:,} bytes decoded")
+    return p
 
 
 # ---------------------------------------------------------------- WAV

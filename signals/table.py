@@ -1772,6 +1772,21 @@ def decode_csv(parts: CsvParts) -> bytes:
         raise ValueError(f"corrupt CSV parts: {type(e).__name__}: {e}") from None
 
 
+def decode_csv_pieces(parts: CsvParts) -> list[bytes]:
+    """The file of :func:`decode_csv` in pieces of about 1 MB (their concatenation), without
+    the copy that joins them.
+
+    Raises
+    ------
+    ValueError
+        As :func:`decode_csv`.
+    """
+    try:
+        return list(_iter_file(parts))
+    except (pa.ArrowException, KeyError, TypeError, IndexError, AttributeError, OverflowError) as e:
+        raise ValueError(f"corrupt CSV parts: {type(e).__name__}: {e}") from None
+
+
 def _decode(parts: CsvParts) -> bytes:
     return b"".join(_iter_file(parts))
 

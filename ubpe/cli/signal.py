@@ -283,9 +283,11 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
                 raw = src.read(signals.files.FRAME_BYTES + 1)
                 kind = signals.files.kind_of(job.source if job.source != STDIO else "", raw)
                 if kind == "csv" and len(raw) > signals.files.FRAME_BYTES and packet_size is None:
+                    box, raw = [raw], b""  # its bytes held by the stream's reader alone
                     with open_output(job.output) as dst:  # a stream of frames: bounded memory
                         s = signals.files.compress_csv_stream(
-                            src, dst, first=raw, path=job.name, level=level, max_error=max_error,
+                            src, dst, first=box.pop(), path=job.name, level=level,
+                            max_error=max_error,
                             frame_bytes=signals.files.FRAME_BYTES,
                             csv_options=csv_options, model=model, threads=threads)
                     report.info(f"{job.name}: {s['bytes_in']:,} -> {s['bytes_out']:,} bytes "
