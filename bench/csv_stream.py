@@ -144,11 +144,11 @@ def main(argv=None) -> None:
             for threads in args.threads:
                 packed, back = tmpd / f"{name}.csv.ubpe", tmpd / f"{name}.out.csv"
                 tree = threads != 1
-                tc, mc, sc = best(UBPE + ["compress", "-q", "-f", "--level", str(args.level),
-                                          "-T", str(threads), str(csv), "-o", str(packed)],
-                                  args.repeat, tree=tree)
-                td, md, sd = best(UBPE + ["decompress", "-q", "-f", "-T", str(threads),
-                                          str(packed), "-o", str(back)], args.repeat, tree=tree)
+                t_opt = ["-T", str(threads)] if tree else []  # none for 1: older ubpe runs it too
+                tc, mc, sc = best(UBPE + ["compress", "-q", "-f", "--level", str(args.level)]
+                                  + t_opt + [str(csv), "-o", str(packed)], args.repeat, tree=tree)
+                td, md, sd = best(UBPE + ["decompress", "-q", "-f"] + t_opt
+                                  + [str(packed), "-o", str(back)], args.repeat, tree=tree)
                 exact = filecmp.cmp(csv, back, shallow=False)
                 row = {"name": name, "threads": threads, "size": size,
                        "ours": packed.stat().st_size, "tc": tc, "td": td, "mc": mc, "md": md,
