@@ -212,3 +212,18 @@ def test_cli_threads(tmp_path, monkeypatch):
     assert outs[0] == outs[1] == outs[2] and F.is_stream(outs[0])
     r = CliRunner().invoke(main, ["compress", str(src), "-T", "-1"])
     assert r.exit_code == 2
+
+
+@pytest.mark.slow
+def test_threads_through_a_fork_server(monkeypatch):
+    """Where forking is not used (not Linux), workers start afresh: the same bytes."""
+    import multiprocessing as mp
+    monkeypatch.setattr(F, "_pool_context", lambda: mp.get_context("forkserver"))
+    data = (DATA / "seattle_weather_150.csv").read_bytes()
+    packed, info = stream_round_trip(data, frame_bytes=len(data) // 5)
+    out = io.BytesIO()
+    F.compress_csv_stream(io.BytesIO(data), out, frame_bytes=len(data) // 5, level=1, threads=2)
+    assert out.getvalue() == packed
+    back = io.BytesIO()
+    F.decompress_csv_stream(io.BytesIO(packed), back, threads=2)
+    assert back.getvalue() == data
