@@ -30,6 +30,7 @@ from ._common import (
     read_input,
     run_jobs,
     split_list,
+    start_numba,
     strip_suffix_name,
     suffix_name,
     threads_option,
@@ -248,6 +249,7 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
     scaling. FILE '-' reads standard input and writes standard output unless
     -o is given.
     """
+    start_numba()
     jobs = plan(sources, output=output, to_stdout=to_stdout, force=force,
                 name_rule=lambda p: suffix_name(p, SUFFIX),
                 other_inputs=[model_path] if model_path else [])
@@ -345,6 +347,7 @@ def decompress(sources, output, to_stdout, force, report: Reporter, model_path, 
 
     FILE '-' reads standard input and writes standard output unless -o is given.
     """
+    start_numba()
     jobs = plan(sources, output=output, to_stdout=to_stdout, force=force,
                 name_rule=lambda p: strip_suffix_name(p, SUFFIX, ""),
                 other_inputs=[model_path] if model_path else [])
