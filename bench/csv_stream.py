@@ -2,14 +2,19 @@
 beside xz and zstd, measured in the same run (issue 13).
 
     .venv/bin/python bench/csv_stream.py [--mb 50] [--only NAME ...] [--level 5]
+                                         [--threads 1 2] [--repeat 5]
 
 Each real CSV of ``bench/csv_speed.py`` is tiled to ``--mb`` megabytes (its
 header and the lines above it once, its rows repeated). Each command runs
-once, as a fresh process, with the file in the page cache; its wall time and
-its peak resident memory (``wait4``'s ``ru_maxrss``) are reported. The
-baseline row is the same ``ubpe`` command on a 10 kB file: the memory any
-``ubpe`` process holds (Python, numpy, numba's compiled kernels, pyarrow),
-whatever the input (peak RSS is measured by ``/usr/bin/time``). Peers:
+``--repeat`` times, as a fresh process, with the file in the page cache; the
+least wall time is reported (the machine is shared: the least disturbed run),
+with its peak memory: the largest process's resident memory (``wait4``'s
+``ru_maxrss``, as ``/usr/bin/time`` gives it) and, for ``ubpe -T N`` with N > 1
+(this process and N - 1 forked workers), the peak of the process tree's
+summed resident memory, sampled every 10 ms (an upper bound: the workers
+share pages with the process they were forked from). The baseline row is the same ``ubpe``
+command on a 10 kB file: the memory any ``ubpe`` process holds (Python,
+numpy, numba's compiled kernels, pyarrow), whatever the input. Peers:
 ``xz -6`` and ``zstd -3`` (their defaults), one thread. The decompressed
 file is compared with the input byte for byte.
 
@@ -26,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -37,17 +43,65 @@ from csv_speed import FILES, find_shared, tile  # noqa: E402
 UBPE = [sys.executable, "-m", "ubpe"]
 
 
-def measure(cmd: list[str], stdout=None) -> tuple[float, int]:
-    """(seconds, peak RSS in bytes) of one command, run under ``/usr/bin/time`` (a child forked
-    from this process would inherit its high-water mark)."""
+class _TreeMemory(threading.Thread):
+    """Samples the summed RSS of a process and its descendants every 10 ms (from ``statm``:
+    cheap, it takes no lock the process needs); ``peak`` in bytes. An upper bound: forked
+    workers share their parent's pages until they write them."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.done = pid, 0, threading.Event()
+
+    def run(self) -> None:
+        import psutil
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.Error:
+            return
+        while not self.done.wait(0.01):
+            total = 0
+            try:
+                procs = [root] + root.children(recursive=True)
+            except psutil.Error:
+                return
+            for p in procs:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.peak = max(self.peak, total)
+
+
+def measure(cmd: list[str], stdout=None, tree: bool = False) -> tuple[float, int, int]:
+    """(seconds, peak RSS of the largest process, peak summed RSS of the tree or 0) of one
+    command, run under ``/usr/bin/time`` (a child forked from this process would inherit its
+    high-water mark); its ``%M`` is ``wait4``'s ``ru_maxrss``, which covers the command and
+    its reaped descendants: the largest of them."""
     with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
         t = time.perf_counter()
-        p = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name] + cmd, stdout=stdout,
-                           stderr=subprocess.PIPE, cwd=HERE.parent)
+        p = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss.name] + cmd, stdout=stdout,
+                             stderr=subprocess.PIPE, cwd=HERE.parent)
+        sampler = _TreeMemory(p.pid) if tree else None
+        if sampler:
+            sampler.start()
+        _, err = p.communicate()
         dt = time.perf_counter() - t
+        if sampler:
+            sampler.done.set()
+            sampler.join()
         if p.returncode:
-            raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.decode()}")
-        return dt, int(rss.read().split()[-1]) * 1024
+            raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}): {err.decode()}")
+        return dt, int(rss.read().split()[-1]) * 1024, sampler.peak if sampler else 0
+
+
+def best(cmd: list[str], repeat: int, stdout_path: Path | None = None, tree: bool = False
+         ) -> tuple[float, int, int]:
+    """The least time of ``repeat`` runs, and the largest peaks seen."""
+    runs = []
+    for _ in range(repeat):
+        with open(stdout_path or os.devnull, "wb") as f:
+            runs.append(measure(cmd, stdout=f, tree=tree))
+    return min(r[0] for r in runs), max(r[1] for r in runs), max(r[2] for r in runs)
 
 
 def main(argv=None) -> None:
@@ -56,6 +110,9 @@ def main(argv=None) -> None:
     ap.add_argument("--mb", type=float, default=50.0)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--level", type=int, default=5)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+                    help="ubpe -T values to measure (each a row)")
+    ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args(argv)
     tools = [t for t in ("xz", "zstd") if shutil.which(t)]
     rows = []
@@ -64,11 +121,11 @@ def main(argv=None) -> None:
         small = tmpd / "small.csv"
         small.write_bytes((HERE.parent / "tests" / "data" / "daphnet_accel_150.csv").read_bytes())
         measure(UBPE + ["compress", "-q", "-f", str(small)])  # warm the numba cache
-        _, base_c = measure(UBPE + ["compress", "-q", "-f", str(small)])
-        _, base_d = measure(UBPE + ["decompress", "-q", "-f", str(small) + ".ubpe", "-o",
-                                    str(tmpd / "small.out.csv")])
-        print(f"baseline (10 kB file): compress {base_c / 1e6:.0f} MB, decompress "
-              f"{base_d / 1e6:.0f} MB peak RSS", file=sys.stderr)
+        tb_c, base_c, _ = best(UBPE + ["compress", "-q", "-f", str(small)], args.repeat)
+        tb_d, base_d, _ = best(UBPE + ["decompress", "-q", "-f", str(small) + ".ubpe", "-o",
+                                       str(tmpd / "small.out.csv")], args.repeat)
+        print(f"baseline (10 kB file): compress {tb_c:.2f} s, {base_c / 1e6:.0f} MB, decompress "
+              f"{tb_d:.2f} s, {base_d / 1e6:.0f} MB peak RSS", file=sys.stderr)
         for name, (rel, skip) in FILES.items():
             if args.only and name not in args.only:
                 continue
@@ -78,37 +135,49 @@ def main(argv=None) -> None:
                 continue
             csv = tmpd / f"{name}.csv"
             size = tile(src, skip, args.mb, csv)
-            packed, back = tmpd / f"{name}.csv.ubpe", tmpd / f"{name}.out.csv"
-            tc, mc = measure(UBPE + ["compress", "-q", "-f", "--level", str(args.level),
-                                     str(csv), "-o", str(packed)])
-            td, md = measure(UBPE + ["decompress", "-q", "-f", str(packed), "-o", str(back)])
-            exact = filecmp.cmp(csv, back, shallow=False)
-            row = {"name": name, "size": size, "ours": packed.stat().st_size, "tc": tc, "td": td,
-                   "mc": mc, "md": md, "exact": exact, "peers": {}}
+            peers = {}
             for tool in tools:
                 out = tmpd / f"{name}.{tool}"
-                with open(out, "wb") as f:
-                    pc, pmc = measure([tool, "-c", "-T1", str(csv)], stdout=f)
-                with open(os.devnull, "wb") as f:
-                    pd, pmd = measure([tool, "-d", "-c", "-T1", str(out)], stdout=f)
-                row["peers"][tool] = (out.stat().st_size, pc, pd, pmc, pmd)
-            rows.append(row)
-            print(row, file=sys.stderr)
+                pc, pmc, _ = best([tool, "-c", "-T1", str(csv)], args.repeat, out)
+                pd, pmd, _ = best([tool, "-d", "-c", "-T1", str(out)], args.repeat)
+                peers[tool] = (out.stat().st_size, pc, pd, pmc, pmd)
+            for threads in args.threads:
+                packed, back = tmpd / f"{name}.csv.ubpe", tmpd / f"{name}.out.csv"
+                tree = threads != 1
+                t_opt = ["-T", str(threads)] if tree else []  # none for 1: older ubpe runs it too
+                tc, mc, sc = best(UBPE + ["compress", "-q", "-f", "--level", str(args.level)]
+                                  + t_opt + [str(csv), "-o", str(packed)], args.repeat, tree=tree)
+                td, md, sd = best(UBPE + ["decompress", "-q", "-f"] + t_opt
+                                  + [str(packed), "-o", str(back)], args.repeat, tree=tree)
+                exact = filecmp.cmp(csv, back, shallow=False)
+                row = {"name": name, "threads": threads, "size": size,
+                       "ours": packed.stat().st_size, "tc": tc, "td": td, "mc": mc, "md": md,
+                       "sc": sc, "sd": sd, "exact": exact, "peers": peers}
+                rows.append(row)
+                print(row, file=sys.stderr)
     mb = 1e6
-    print(f"`python bench/csv_stream.py --mb {args.mb:g} --level {args.level}`; ubpe runs as "
-          f"`python -m ubpe`; baseline peak RSS of the same commands on a 10 kB file: compress "
-          f"{base_c / mb:.0f} MB, decompress {base_d / mb:.0f} MB\n")
-    head = ("| file | MB | ubpe bytes | compress MB/s | decompress MB/s | compress peak MB (x file; "
-            "above baseline x file) | decompress peak MB (x output; above baseline) | exact |")
+    print(f"`python bench/csv_stream.py --mb {args.mb:g} --level {args.level} --repeat "
+          f"{args.repeat}`; ubpe runs as `python -m ubpe`, best of {args.repeat} runs each "
+          f"(peers too); baseline of the same commands on a 10 kB file: compress {tb_c:.2f} s, "
+          f"{base_c / mb:.0f} MB peak RSS, decompress {tb_d:.2f} s, {base_d / mb:.0f} MB\n")
+    head = ("| file | MB | -T | ubpe bytes | compress MB/s | decompress MB/s | compress peak MB "
+            "(x file; above baseline x file) | decompress peak MB (x output; above baseline) "
+            "| exact |")
     peers = " | ".join(f"{t} bytes, c/d MB/s, c/d peak MB" for t in tools)
     print(head + (f" {peers} |" if tools else ""))
-    print("|" + "---|" * (8 + len(tools)))
+    print("|" + "---|" * (9 + len(tools)))
+
+    def peak(m: int, tree: int, base: int, s: int) -> str:
+        if tree:  # the tree's summed RSS; the largest process's beside it
+            return (f"{tree / mb:.0f} summed, {m / mb:.0f} largest ({tree / s:.1f}x; "
+                    f"{(tree - base) / s:.1f}x)")
+        return f"{m / mb:.0f} ({m / s:.1f}x; {(m - base) / s:.1f}x)"
+
     for r in rows:
         s = r["size"]
-        cells = [r["name"], f"{s / mb:.1f}", f"{r['ours']:,}", f"{s / mb / r['tc']:.1f}",
-                 f"{s / mb / r['td']:.1f}",
-                 f"{r['mc'] / mb:.0f} ({r['mc'] / s:.1f}x; {(r['mc'] - base_c) / s:.1f}x)",
-                 f"{r['md'] / mb:.0f} ({r['md'] / s:.1f}x; {(r['md'] - base_d) / s:.1f}x)",
+        cells = [r["name"], f"{s / mb:.1f}", str(r["threads"]), f"{r['ours']:,}",
+                 f"{s / mb / r['tc']:.1f}", f"{s / mb / r['td']:.1f}",
+                 peak(r["mc"], r["sc"], base_c, s), peak(r["md"], r["sd"], base_d, s),
                  "yes" if r["exact"] else "NO"]
         for t in tools:
             b, pc, pd, pmc, pmd = r["peers"][t]

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import struct
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import IO, Any
 
@@ -170,7 +172,7 @@ def csv_pieces(src: IO[bytes], first: bytes = b"", frame_bytes: int = FRAME_BYTE
     frame_bytes : int
         Target size of a piece, in bytes.
     """
-    buf = first
+    buf, first = first, b""  # held once, not for the generator's life
     eof = False
     while not eof or buf:
         while not eof and len(buf) < frame_bytes:
@@ -188,11 +190,93 @@ def csv_pieces(src: IO[bytes], first: bytes = b"", frame_bytes: int = FRAME_BYTE
             yield piece
 
 
+def default_threads() -> int:
+    """The worker processes that ``threads=0`` means: the CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _pool_context() -> Any:
+    """Processes forked from this one on Linux (they start at once, with its modules and
+    compiled kernels loaded; the pool is made before a frame is coded, while the threads
+    that NumPy's BLAS and pyarrow start at import are idle, and both libraries reset their
+    thread pools in a forked child), else started afresh (fork server or spawn: then, as
+    for any multiprocessing, a script must guard its main code with
+    ``if __name__ == "__main__"``)."""
+    import multiprocessing as mp
+    import sys
+    methods = mp.get_all_start_methods()
+    if sys.platform == "linux" and "fork" in methods:
+        return mp.get_context("fork")
+    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+_CONTEXT: dict[str, Any] = {}  # a worker's fixed arguments (options, model), set once
+
+
+def _set_context(ctx: dict[str, Any]) -> None:
+    _CONTEXT.clear()
+    _CONTEXT.update(ctx)
+
+
+def _in_context(fn: Callable, args: tuple) -> Any:
+    return fn(_CONTEXT, *args)
+
+
+def _ordered_map(fn: Callable, ctx: dict[str, Any], jobs: Iterable[tuple], threads: int
+                 ) -> Iterator[Any]:
+    """``fn(ctx, *job)`` for each job, in order, ``threads`` jobs at a time: this process takes
+    one job of each round of ``threads`` and a pool of ``threads - 1`` processes the others (so
+    at most ``threads`` frames are held at a time: memory stays bounded). The first job runs
+    here alone, before the pool is made: forked workers then inherit the kernels it loaded
+    (each process would otherwise load them, about 0.3 s of CPU). Jobs are drawn from
+    ``jobs`` a round at a time; an error comes out in order, after the results before it."""
+    it = iter(jobs)
+    for job in islice(it, 1 if threads > 1 else None):
+        result = fn(ctx, *job)
+        del job  # not held while the next job is drawn
+        yield result
+    if threads <= 1:
+        return
+    from concurrent.futures import ProcessPoolExecutor
+    pool = None
+    try:
+        while batch := list(islice(it, threads)):
+            if pool is None and len(batch) > 1:
+                pool = ProcessPoolExecutor(threads - 1, mp_context=_pool_context(),
+                                           initializer=_set_context, initargs=(ctx,))
+            futures = [pool.submit(_in_context, fn, job) for job in batch[:-1]] if pool else []
+            try:
+                mine, error = fn(ctx, *batch[-1]), None
+            except Exception as e:  # raised after the results of the jobs before it
+                mine, error = None, e
+            del batch
+            for f in futures:
+                yield f.result()
+            del futures
+            if error is not None:
+                raise error
+            yield mine
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _encode_piece(ctx: dict[str, Any], text: bytes, where: str, later: bool, prefix: int
+                  ) -> tuple[bytes, int]:
+    """One frame of a CSV stream, and the values it holds."""
+    csv_options = ctx["later"] if later else ctx["csv_options"]
+    frame = _compress_csv(text, where, ctx["max_error"], csv_options, ctx["opts"], prefix)
+    return frame, container.read_container(frame)[2]
+
+
 def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
                         path: str = "<stream>", frame_bytes: int = FRAME_BYTES,
                         level: int = DEFAULT_LEVEL, max_error: float | None = None,
                         csv_options: dict | None = None, channel_options: dict | None = None,
-                        model: Any = None) -> dict:
+                        model: Any = None, threads: int = 1) -> dict:
     """Compress a CSV text of any size in bounded memory, as a stream of containers.
 
     The text is cut into pieces of about ``frame_bytes`` (whole lines); each
@@ -215,6 +299,11 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
     level, max_error, csv_options, channel_options, model
         As for :func:`compress_file`; ``skip_rows`` and ``comment`` apply
         to the first piece.
+    threads : int
+        Frames coded at a time, each in a worker process (0: one per CPU;
+        1, the default: in this process). The stream is the same bytes
+        whatever the number; memory grows with it (each worker holds a
+        frame and its own copy of the codec).
 
     Returns
     -------
@@ -227,30 +316,78 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
         On input that cannot be read; the message names the file and the
         byte offset of the piece.
     """
+    threads = default_threads() if threads == 0 else threads
     opts: dict[str, Any] = {"level": level, "channel_options": channel_options, "model": model}
-    later = {**(csv_options or {}), "skip_rows": 0, "comment": None}
+    ctx = {"opts": opts, "max_error": max_error, "csv_options": csv_options,
+           "later": {**(csv_options or {}), "skip_rows": 0, "comment": None}}
+    sizes: list[int] = []
+
+    def jobs(pieces: Iterator[bytes]) -> Iterator[tuple]:
+        n_in, prefix = 0, b""
+        for k, piece in enumerate(pieces):
+            sizes.append(len(piece))
+            if not k:
+                s = table.sniff(piece, path=path, **{
+                    key: v for key, v in (csv_options or {}).items()
+                    if key in ("skip_rows", "comment", "delimiter")})
+                prefix = s.header or b""
+                job: tuple = (piece, path, False, 0)
+            else:
+                job = (prefix + piece, f"{path} (the piece at byte {n_in:,})", True, len(prefix))
+            del piece  # the piece is held once while it is coded (in the job)
+            yield job
+            del job
+            n_in += sizes[-1]
+
     container.write_stream_head(dst)
-    out, n_in, n_frames, values, prefix = 10, 0, 0, 0, b""
-    for piece in csv_pieces(src, first, frame_bytes):
-        where = path if not n_frames else f"{path} (the piece at byte {n_in:,})"
-        if not n_frames:
-            frame = _compress_csv(piece, where, max_error, csv_options, opts)
-            s = table.sniff(piece, path=path, **{k: v for k, v in (csv_options or {}).items()
-                                                  if k in ("skip_rows", "comment", "delimiter")})
-            prefix = s.header or b""
-        else:
-            frame = _compress_csv(prefix + piece, where, max_error, later, opts, len(prefix))
+    out, n_frames, values = 10, 0, 0
+    pieces = csv_pieces(src, first, frame_bytes)
+    first = b""  # the caller's first bytes are held by the pieces alone
+    for frame, n in _ordered_map(_encode_piece, ctx, jobs(pieces), threads):
         container.write_stream_frame(dst, frame)
-        values += container.read_container(frame)[2]
-        n_in += len(piece)
+        values += n
         out += 8 + len(frame)
         n_frames += 1
     container.write_stream_end(dst, n_frames)
-    return {"frames": n_frames, "bytes_in": n_in, "bytes_out": out + 20, "values": values}
+    return {"frames": n_frames, "bytes_in": sum(sizes), "bytes_out": out + 20, "values": values}
 
 
-def decompress_csv_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None) -> dict:
+def _decode_frame(ctx: dict[str, Any], frame: bytes) -> tuple[Any, int, list[bytes]]:
+    """A frame's source; for a CSV frame, the length of its header copy and its text in pieces
+    (that copy included; not joined: one copy less held)."""
+    header, columns, blobs = decode_columns(frame, ctx["model"])
+    if header.get("source") != "csv":
+        return header.get("source"), 0, []
+    pieces = table.decode_csv_pieces(table.CsvParts(
+        header["csv"], [(c.name, c.values) for c in columns], blobs))
+    del columns, blobs
+    return "csv", _frame_prefix(header, sum(len(x) for x in pieces)), pieces
+
+
+def _head(pieces: list[bytes], n: int) -> bytes:
+    """The first ``n`` bytes of the concatenation of ``pieces``."""
+    out, k = [], 0
+    for x in pieces:
+        if k >= n:
+            break
+        out.append(x[:n - k])
+        k += len(out[-1])
+    return b"".join(out)
+
+
+def decompress_csv_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None,
+                          threads: int = 1) -> dict:
     """Write back the CSV text of a stream made by :func:`compress_csv_stream`, frame by frame.
+
+    Parameters
+    ----------
+    src, dst : binary file objects
+        The stream is read from ``src``; the CSV text is written to ``dst``.
+    model : SignalModel, optional
+        The model the stream was made with, if any.
+    threads : int
+        Frames decoded at a time, each in a worker process (0: one per CPU;
+        1, the default: in this process); the text is the same.
 
     Returns
     -------
@@ -265,28 +402,32 @@ def decompress_csv_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None) 
         that is not CSV, or a frame whose header copy differs from the
         first frame's header line.
     """
+    threads = default_threads() if threads == 0 else threads
     n, out, head, copy = 0, 0, b"", None
-    for frame in container.iter_stream_frames(src):
-        header, columns, blobs = decode_columns(frame, model)
-        if header.get("source") != "csv":
-            raise SignalFormatError(f"frame {n} holds {header.get('source')!r} data, not CSV; "
-                                    f"read it with signals.decompress_stream")
-        text = _csv_bytes(header, columns, blobs)
-        p = header.get("frame_prefix", 0)
+    frames = ((f,) for f in container.iter_stream_frames(src))
+    for source, p, pieces in _ordered_map(_decode_frame, {"model": model}, frames, threads):
+        if source != "csv":
+            raise SignalFormatError(f"frame {n} holds {source!r} data, not CSV; read it with "
+                                    f"signals.decompress_stream")
         if n == 0:
-            head = text[:1 << 20]
+            head = _head(pieces, 1 << 20)
             if p:
                 raise SignalFormatError("the first frame of a CSV stream has a header copy")
         elif copy is None:
-            copy = text[:p]
+            copy = _head(pieces, p)
             if copy not in head:
                 raise SignalFormatError(f"frame {n}: its copy of the header line is not in the "
                                         f"first frame")
-        elif text[:p] != copy:
+        elif _head(pieces, p) != copy:
             raise SignalFormatError(f"frame {n}: its copy of the header line differs from the "
                                     f"previous frames'")
-        dst.write(text[p:])
-        out += len(text) - p
+        skip = p
+        for x in pieces:
+            if skip < len(x):
+                dst.write(memoryview(x)[skip:])
+            out += max(0, len(x) - skip)
+            skip = max(0, skip - len(x))
+        del pieces
         n += 1
     return {"frames": n, "bytes_out": out}
 
@@ -477,13 +618,19 @@ def decompress_file(data: bytes, *, model: Any = None) -> Decoded:
 
 def _csv_bytes(header: dict, columns: list, blobs: list[bytes]) -> bytes:
     """The CSV text of a container, its frame prefix included (checked)."""
-    p = header.get("frame_prefix", 0)
     text = table.decode_csv(table.CsvParts(header["csv"], [(c.name, c.values) for c in columns],
                                            blobs))
-    if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p <= len(text):
-        raise SignalFormatError(f"header: frame_prefix {p!r} does not fit the "
-                                f"{len(text):,} bytes decoded")
+    _frame_prefix(header, len(text))
     return text
+
+
+def _frame_prefix(header: dict, size: int) -> int:
+    """The header's ``frame_prefix`` (0 if none), checked against the ``size`` bytes decoded."""
+    p = header.get("frame_prefix", 0)
+    if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p <= size:
+        raise SignalFormatError(f"header: frame_prefix {p!r} does not fit the "
+                                f"{size:,} bytes decoded")
+    return p
 
 
 # ---------------------------------------------------------------- WAV

@@ -41,7 +41,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from numba import njit
-from numba.typed import List
 
 __all__ = ["CsvError", "CsvParts", "encode_csv", "decode_csv", "sniff", "parse_table", "Sniffed"]
 
@@ -351,6 +350,30 @@ def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     if base:
         offs = offs - odt(base)
     return offs, data[base:base + int(offs[-1])]
+
+
+def _int_values(arr: pa.Array) -> np.ndarray:
+    """An integer array without nulls as int64, read from its buffer (``Array.to_numpy``
+    imports pandas: about 0.4 s and 50 MB in a process that had not)."""
+    if arr.null_count or not pa.types.is_integer(arr.type):  # pragma: no cover - not made here
+        return np.asarray(arr.to_numpy(zero_copy_only=False), np.int64)
+    width = arr.type.bit_width // 8
+    kind = "i" if pa.types.is_signed_integer(arr.type) else "u"
+    return np.frombuffer(arr.buffers()[1], f"<{kind}{width}", len(arr),
+                         arr.offset * width).astype(np.int64)
+
+
+def _arrow_ints(x: np.ndarray) -> pa.Array:
+    """An int64 arrow array over ``x`` (``pa.array`` of a NumPy array imports pandas)."""
+    x = np.ascontiguousarray(x, np.int64)
+    return pa.Array.from_buffers(pa.int64(), x.size, [None, pa.py_buffer(x)])
+
+
+def _arrow_mask(m: np.ndarray) -> pa.Array:
+    """A boolean arrow array of ``m`` (bits packed, least significant first, as Arrow's)."""
+    m = np.asarray(m, np.bool_)
+    return pa.Array.from_buffers(pa.bool_(), m.size,
+                                 [None, pa.py_buffer(np.packbits(m, bitorder="little"))])
 
 
 def _from_buffers(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
@@ -663,7 +686,7 @@ def _ragged_line(s: Sniffed, path: str) -> CsvError:
     return CsvError(f"{path}: the rows cannot be split into {width} fields")
 
 
-def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.ChunkedArray]:
+def parse_table(s: Sniffed, path: str = "<bytes>", *, threads: bool = True) -> list[pa.ChunkedArray]:
     """Split the body of a sniffed CSV into fields with pyarrow: one binary array per column.
 
     Parameters
@@ -671,6 +694,10 @@ def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.ChunkedArray]:
     s : Sniffed
     path : str
         Named in error messages.
+    threads : bool
+        Parse blocks on pyarrow's thread pool (faster with idle cores; each
+        thread's blocks and allocator cache cost memory: about 20-50 MB more
+        on an 8 MiB piece of CSV).
 
     Returns
     -------
@@ -691,7 +718,8 @@ def parse_table(s: Sniffed, path: str = "<bytes>") -> list[pa.ChunkedArray]:
     try:
         table = pacsv.read_csv(
             pa.BufferReader(pa.py_buffer(s.text)[s.start:]),
-            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 20),
+            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 20,
+                                           use_threads=threads),
             parse_options=pacsv.ParseOptions(delimiter=s.delimiter, quote_char='"' if has_quote else False,
                                              double_quote=True, newlines_in_values=has_quote,
                                              ignore_empty_lines=False),
@@ -778,7 +806,7 @@ def _exceptions(b: _Builder, name: str, col: pa.Array, bad: np.ndarray, spec: di
     spec["n_exceptions"] = int(rows.size)
     if rows.size:
         spec["exception_rows"] = b.col(f"{name}#exception_rows", rows)
-        spec["exception_text"] = b.blob(_pack(col.take(pa.array(rows))))
+        spec["exception_text"] = b.blob(_pack(col.take(_arrow_ints(rows))))
 
 
 def _code_decimal(b: _Builder, name: str, col: pa.Array) -> dict | None:
@@ -1080,7 +1108,7 @@ def _code_category(b: _Builder, name: str, col: pa.Array) -> dict:
     enc = pc.dictionary_encode(col)
     dictionary = enc.dictionary
     if len(dictionary) <= min(_MAX_DICT, max(16, len(col) // 4)):
-        codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        codes = _int_values(enc.indices)
         return {"kind": "category", "values": b.col(name, codes),
                 "dictionary": b.blob(_pack(dictionary)), "n_categories": len(dictionary)}
     return {"kind": "text", "text": b.blob(_pack(col))}
@@ -1370,28 +1398,30 @@ class _ColumnPrinter:
         elif kind == "time":
             arr = _print_time(spec, self.ints, skip, lo, hi)
         elif kind == "category":
-            arr = self.dictionary.take(pa.array(self.ints[spec["values"]][lo:hi]))
+            arr = self.dictionary.take(_arrow_ints(self.ints[spec["values"]][lo:hi]))
         else:
             arr = self.text.slice(lo, hi - lo)
         if k1 > k0:
-            arr = pc.replace_with_mask(arr, pa.array(skip), self.exc.slice(k0, k1 - k0))
+            arr = pc.replace_with_mask(arr, _arrow_mask(skip), self.exc.slice(k0, k1 - k0))
         return arr
 
 
 @njit(cache=True)
-def _join_rows(offs, datas, quote_all, scan, delim, eol):  # pragma: no cover - compiled
+def _join_rows(offs, d, quote_all, scan, delim, eol):  # pragma: no cover - compiled
     """CSV rows from columns of fields: (row offsets int64 (n + 1,), bytes uint8).
 
-    ``offs[j]`` (n + 1,) are offsets into ``datas[j]``. A field is quoted when
+    ``offs[j]`` (n + 1,), row ``j`` of an int64 array of shape (ncol, n + 1),
+    are the offsets of column ``j``'s fields into ``d`` (every column's bytes
+    in one uint8 array: a 2-D array, not a typed list, so that no list code is
+    compiled in each process). A field is quoted when
     its column's ``quote_all`` is set or, for columns with ``scan`` set, it
     holds the delimiter, a quote, CR or LF (RFC 4180); quotes inside are doubled.
     """
-    ncol = len(offs)
-    n = offs[0].size - 1
+    ncol = offs.shape[0]
+    n = offs.shape[1] - 1
     row_len = np.full(n, ncol - 1 + eol.size, np.int64)
     for j in range(ncol):
         o = offs[j]
-        d = datas[j]
         if not quote_all[j] and not scan[j]:
             row_len += o[1:] - o[:-1]
             continue
@@ -1423,7 +1453,6 @@ def _join_rows(offs, datas, quote_all, scan, delim, eol):  # pragma: no cover - 
     pos = row_off[:n].copy()
     for j in range(ncol):
         o = offs[j]
-        d = datas[j]
         last = j == ncol - 1
         for i in range(n):
             k = pos[i]
@@ -1462,15 +1491,30 @@ def _join_rows(offs, datas, quote_all, scan, delim, eol):  # pragma: no cover - 
     return row_off, out
 
 
+def _stack_fields(cols: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
+    """Columns of fields (binary arrays of one length ``n``) as ``_join_rows`` takes them: int64
+    offsets of shape (ncol, n + 1) into one uint8 array holding every column's bytes."""
+    bufs = [_binary_buffers(c) for c in cols]
+    n = len(cols[0])
+    offs = np.empty((len(bufs), n + 1), np.int64)
+    base = 0
+    for j, (o, d) in enumerate(bufs):
+        np.add(o, base, out=offs[j], casting="unsafe")
+        base += d.size
+    return offs, np.concatenate([d for _, d in bufs])  # one writable array: one signature
+
+
 # ----------------------------------------------------------------------------------------------
 # encode / decode
 
 
-_CHUNK_BYTES = 1 << 23
+_CHUNK_BYTES = 1 << 20  # printed text per piece: small enough to stay in cache (faster than 8 MB,
+# and the columns' printed fields, their offsets and the rows of a piece held at once are 1/8)
 
 
 def _iter_body(layout: dict, ints: list[np.ndarray], blobs: list[bytes]) -> Iterator[bytes]:
-    """The body, in pieces of about 8 MB: rows printed, replaced rows and inserted lines put in."""
+    """The body, in pieces of about ``_CHUNK_BYTES``: rows printed, replaced rows and inserted
+    lines put in."""
     eol = np.frombuffer(_b(layout["eol"]), np.uint8)
     n = int(layout["n_rows"])
     delim = _b(layout["delimiter"])
@@ -1503,13 +1547,8 @@ def _iter_body(layout: dict, ints: list[np.ndarray], blobs: list[bytes]) -> Iter
     while True:
         hi = min(n, lo + step)
         if hi > lo:
-            cols = [p(lo, hi) for p in printers]
-            offs, datas = List(), List()
-            for c in cols:
-                o, d = _binary_buffers(c)
-                offs.append(o.astype(np.int64, copy=False))
-                datas.append(d)
-            row_off, out = _join_rows(offs, datas, quote_all, scan, delim[0], eol)
+            row_off, out = _join_rows(*_stack_fields([p(lo, hi) for p in printers]),
+                                      quote_all, scan, delim[0], eol)
         else:
             row_off, out = np.zeros(1, np.int64), np.zeros(0, np.uint8)
         r0, r1 = np.searchsorted(rep_rows, [lo, hi])
@@ -1524,12 +1563,12 @@ def _iter_body(layout: dict, ints: list[np.ndarray], blobs: list[bytes]) -> Iter
             if r1 > r0:
                 mask = np.zeros(hi - lo, np.bool_)
                 mask[rep_rows[r0:r1] - lo] = True
-                rows = pc.replace_with_mask(rows, pa.array(mask), rep_text.slice(r0, r1 - r0))
+                rows = pc.replace_with_mask(rows, _arrow_mask(mask), rep_text.slice(r0, r1 - r0))
             if i1 > i0:
                 # a line inserted at position p goes before row p: sort keys 2p (lines), 2r + 1 (rows)
                 keys = np.concatenate([np.arange(lo, hi, dtype=np.int64) * 2 + 1, ins_pos[i0:i1] * 2])
                 order = np.argsort(keys, kind="stable")
-                rows = pa.concat_arrays([rows, ins_text.slice(i0, i1 - i0)]).take(pa.array(order))
+                rows = pa.concat_arrays([rows, ins_text.slice(i0, i1 - i0)]).take(_arrow_ints(order))
             yield _binary_buffers(rows)[1].tobytes()
         if last:
             return
@@ -1639,7 +1678,7 @@ def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None
         s = sniff(data, skip_rows=skip_rows, comment=comment, delimiter=delimiter, path=path)
     except CsvError as e:  # no table in it (only comments, or every line skipped)
         return _raw_parts(data, str(e))
-    cols = parse_table(s, path)
+    cols = parse_table(s, path, threads=False)  # its memory matters more here than its speed
     width = len(s.names)
     numeric = [True] * width
     if columns:
@@ -1729,6 +1768,21 @@ def decode_csv(parts: CsvParts) -> bytes:
     """
     try:
         return _decode(parts)
+    except (pa.ArrowException, KeyError, TypeError, IndexError, AttributeError, OverflowError) as e:
+        raise ValueError(f"corrupt CSV parts: {type(e).__name__}: {e}") from None
+
+
+def decode_csv_pieces(parts: CsvParts) -> list[bytes]:
+    """The file of :func:`decode_csv` in pieces of about 1 MB (their concatenation), without
+    the copy that joins them.
+
+    Raises
+    ------
+    ValueError
+        As :func:`decode_csv`.
+    """
+    try:
+        return list(_iter_file(parts))
     except (pa.ArrowException, KeyError, TypeError, IndexError, AttributeError, OverflowError) as e:
         raise ValueError(f"corrupt CSV parts: {type(e).__name__}: {e}") from None
 

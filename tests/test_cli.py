@@ -376,3 +376,18 @@ def test_a_ragged_csv_names_its_line_and_leaves_no_output(tmp_path):
     assert r.exit_code == 1 and "line 3: 1 fields, expected 2" in r.stderr
     assert "Traceback" not in r.output and not (tmp_path / "rag.csv.ubpe").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rag.csv"]  # no temporary file either
+
+
+def test_start_numba_skips_blas_and_leaves_scipy_importable():
+    code = ("import sys\n"
+            "from ubpe.cli._common import start_numba\n"
+            "start_numba(); start_numba()\n"
+            "assert 'numba.np.arraymath' in sys.modules\n"
+            "assert sys.modules.get('scipy.linalg.cython_blas', 0) is not None\n"
+            "import numpy as np, scipy.linalg\n"
+            "assert abs(scipy.linalg.solve_toeplitz([2.0, 1.0], [3.0, 3.0]) - 1).max() < 1e-12\n"
+            "from signals.table import _trailing_zeros\n"
+            "assert _trailing_zeros(np.array([100, 7, -120], np.int64), 2).tolist() == [0, 2, 1]\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 0, r.stderr

@@ -152,3 +152,78 @@ def test_cli_writes_a_stream_above_the_frame_size(tmp_path, monkeypatch):
     r = CliRunner().invoke(main, ["decompress", str(tmp_path / "cut.csv.ubpe")])
     assert r.exit_code == 1 and "Traceback" not in r.output and "end marker" in r.stderr
     assert not (tmp_path / "cut.csv").exists()
+
+
+# ---------------------------------------------------------------- frames in worker processes
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threads_give_the_same_stream_and_text(threads):
+    data = (DATA / "seattle_weather_150.csv").read_bytes()
+    packed, info = stream_round_trip(data, frame_bytes=len(data) // 7)
+    out = io.BytesIO()
+    got = F.compress_csv_stream(io.BytesIO(data), out, frame_bytes=len(data) // 7, level=1,
+                                threads=threads)
+    assert out.getvalue() == packed and got == info and info["frames"] >= 6
+    back = io.BytesIO()
+    assert F.decompress_csv_stream(io.BytesIO(packed), back, threads=threads)["frames"] == \
+        info["frames"]
+    assert back.getvalue() == data
+
+
+def test_threads_report_the_first_damaged_frame_after_the_frames_before_it():
+    data = (DATA / "daphnet_accel_150.csv").read_bytes()
+    packed, info = stream_round_trip(data, frame_bytes=len(data) // 5)
+    frames = list(iter_stream_frames(io.BytesIO(packed)))
+    good = io.BytesIO()
+    F.decompress_csv_stream(io.BytesIO(packed), good)
+    assert len(frames) >= 4
+    for k in (1, 2):  # with threads=2: this process's frame (odd ones), a worker's (even)
+        bad = bytearray(frames[k])
+        bad[len(bad) // 2] ^= 0xFF  # the section checksums catch it
+        spliced = io.BytesIO()
+        F.container.write_stream_head(spliced)
+        for j, f in enumerate(frames):
+            F.container.write_stream_frame(spliced, bytes(bad) if j == k else f)
+        F.container.write_stream_end(spliced, len(frames))
+        for threads in (1, 2):
+            back = io.BytesIO()
+            with pytest.raises(SignalFormatError):
+                F.decompress_csv_stream(io.BytesIO(spliced.getvalue()), back, threads=threads)
+            written = back.getvalue()
+            assert len(written) > 0 and good.getvalue().startswith(written)
+            assert F.decompress_csv_stream(io.BytesIO(packed), io.BytesIO(),
+                                           threads=threads)["frames"] == len(frames)
+
+
+def test_cli_threads(tmp_path, monkeypatch):
+    data = (DATA / "seattle_weather_150.csv").read_bytes()
+    monkeypatch.setattr(F, "FRAME_BYTES", len(data) // 4)
+    src = tmp_path / "big.csv"
+    src.write_bytes(data)
+    outs = []
+    for t in ("1", "2", "0"):
+        r = CliRunner().invoke(main, ["compress", str(src), "--level", "1", "-T", t, "-o",
+                                      str(tmp_path / f"{t}.ubpe")])
+        assert r.exit_code == 0, r.output
+        outs.append((tmp_path / f"{t}.ubpe").read_bytes())
+        r = CliRunner().invoke(main, ["decompress", str(tmp_path / f"{t}.ubpe"), "--threads", t,
+                                      "-o", str(tmp_path / f"{t}.csv")])
+        assert r.exit_code == 0, r.output
+        assert (tmp_path / f"{t}.csv").read_bytes() == data
+    assert outs[0] == outs[1] == outs[2] and F.is_stream(outs[0])
+    r = CliRunner().invoke(main, ["compress", str(src), "-T", "-1"])
+    assert r.exit_code == 2
+
+
+@pytest.mark.slow
+def test_threads_through_a_fork_server(monkeypatch):
+    """Where forking is not used (not Linux), workers start afresh: the same bytes."""
+    import multiprocessing as mp
+    monkeypatch.setattr(F, "_pool_context", lambda: mp.get_context("forkserver"))
+    data = (DATA / "seattle_weather_150.csv").read_bytes()
+    packed, info = stream_round_trip(data, frame_bytes=len(data) // 5)
+    out = io.BytesIO()
+    F.compress_csv_stream(io.BytesIO(data), out, frame_bytes=len(data) // 5, level=1, threads=2)
+    assert out.getvalue() == packed
+    back = io.BytesIO()
+    F.decompress_csv_stream(io.BytesIO(packed), back, threads=2)
+    assert back.getvalue() == data

@@ -360,3 +360,82 @@ def test_any_bytes_come_back_or_raise_csv_error(data):
     except CsvError:
         return
     assert decode_csv(parts) == data
+
+
+# ---------------------------------------------------------------- the row joiner and arrow helpers
+def _join_reference(cols: list[list[bytes]], quote_all: list[bool], scan: list[bool],
+                    delim: bytes, eol: bytes) -> bytes:
+    """RFC 4180 rows, written the slow way."""
+    out = []
+    for row in zip(*cols):
+        fields = []
+        for j, f in enumerate(row):
+            need = quote_all[j] or (scan[j] and any(c in f for c in (b'"', delim, b"\n", b"\r")))
+            fields.append(b'"' + f.replace(b'"', b'""') + b'"' if need else f)
+        out.append(delim.join(fields) + eol)
+    return b"".join(out)
+
+
+_field = st.lists(st.sampled_from([b"a", b"1", b'"', b",", b";", b"\n", b"\r", b"", b"\xff"]),
+                  max_size=6).map(b"".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 5).flatmap(lambda w: st.tuples(
+    st.lists(st.lists(_field, min_size=w, max_size=w), max_size=30),
+    st.lists(st.booleans(), min_size=w, max_size=w),
+    st.lists(st.booleans(), min_size=w, max_size=w),
+    st.sampled_from([b",", b";"]), st.sampled_from([b"\n", b"\r\n", b"\r"]))))
+def test_join_rows_matches_rfc4180(case):
+    import pyarrow as pa
+
+    from signals.table import _join_rows, _stack_fields
+    rows, quote_all, scan, delim, eol = case
+    width = len(quote_all)
+    cols = [[r[j] for r in rows] for j in range(width)]
+    arrays = [pa.array(c, pa.binary()) if j % 2 else pa.array(c, pa.large_binary())
+              for j, c in enumerate(cols)]  # int32 and int64 offsets, as the printers give
+    offs, data = _stack_fields(arrays)
+    assert offs.shape == (width, len(rows) + 1) and offs.dtype == np.int64
+    row_off, out = _join_rows(offs, data, np.array(quote_all), np.array(scan), delim[0],
+                              np.frombuffer(eol, np.uint8))
+    want = _join_reference(cols, quote_all, scan, delim, eol)
+    assert out.tobytes() == want
+    assert row_off[0] == 0 and row_off[-1] == len(want) and row_off.size == len(rows) + 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(-2**63, 2**63 - 1), max_size=40), st.integers(0, 5))
+def test_arrow_int_helpers_round_trip(values, cut):
+    import pyarrow as pa
+
+    from signals.table import _arrow_ints, _arrow_mask, _int_values
+    x = np.array(values, np.int64)
+    a = _arrow_ints(x)
+    assert a.type == pa.int64() and a.to_pylist() == values
+    assert _int_values(a).tolist() == values
+    assert _int_values(a.slice(min(cut, len(values)))).tolist() == values[cut:]
+    for t, lo, hi in [(pa.int8(), -128, 127), (pa.int32(), -2**31, 2**31 - 1),
+                      (pa.uint16(), 0, 2**16 - 1), (pa.uint32(), 0, 2**32 - 1)]:
+        v = [min(max(int(u), lo), hi) for u in values]
+        assert _int_values(pa.array(v, t)).tolist() == v
+    m = x % 3 == 0
+    assert _arrow_mask(m).to_pylist() == m.tolist()
+    assert _arrow_mask(m).slice(min(cut, m.size)).to_pylist() == m[cut:].tolist()
+
+
+def test_arrow_int_helpers_edges():
+    from signals.table import _arrow_ints, _arrow_mask, _int_values
+    for v in [[], [0], [2**63 - 1], [-2**63], [7] * 1000]:
+        assert _int_values(_arrow_ints(np.array(v, np.int64))).tolist() == v
+        assert _arrow_mask(np.array(v, np.int64) > 0).to_pylist() == [u > 0 for u in v]
+
+
+def test_decoded_pieces_join_to_the_file():
+    from signals.table import decode_csv_pieces
+    for name in FIXTURES:
+        data = (DATA / name).read_bytes()
+        pieces = decode_csv_pieces(encode_csv(data))
+        assert b"".join(pieces) == data and all(pieces)
+    with pytest.raises(ValueError, match="corrupt CSV parts"):
+        decode_csv_pieces(CsvParts({"format": "ubpe-csv", "version": 99}, [], []))

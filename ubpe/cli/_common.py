@@ -145,6 +145,42 @@ def output_options(help_output: str):
     return decorate
 
 
+def start_numba() -> None:
+    """Start numba's CPU target without the BLAS of scipy.linalg.
+
+    numba's first compiled call (cached or not) imports ``numba.np.arraymath``,
+    which imports ``scipy.linalg.cython_blas`` only to learn whether
+    ``np.correlate``/``np.convolve`` may call BLAS: about 0.12 s and 15 MB of
+    each ``ubpe compress``/``decompress`` process, for functions ubpe does not
+    compile. Here that first call is made with the import refused (numba
+    takes it as "no BLAS": those two functions, if ever compiled in this
+    process, use a plain loop), and the refusal is lifted at once: scipy.linalg
+    imports normally afterwards. Nothing is done once numba's target is
+    started or scipy.linalg is loaded.
+    """
+    blas = "scipy.linalg.cython_blas"
+    if blas in sys.modules or "numba.np.arraymath" in sys.modules:
+        return
+    from signals.table import _trailing_zeros  # a small cached kernel
+    sys.modules[blas] = None  # type: ignore[assignment]  # import refused
+    try:
+        _trailing_zeros(np.zeros(0, np.int64), 0)
+    finally:
+        if blas in sys.modules and sys.modules[blas] is None:
+            del sys.modules[blas]
+
+
+def threads_option(what: str):
+    """Add ``-T/--threads N`` (as xz's and zstd's): ``N`` frames of a large CSV coded at a
+    time, in ``N`` processes (this one and ``N - 1`` workers); 0 is one per CPU. The command
+    receives ``threads``."""
+    return click.option("-T", "--threads", default=1, show_default=True, type=click.IntRange(0),
+                        metavar="N",
+                        help=f"{what} N frames of a CSV larger than a frame (8 MiB) at a time, "
+                             f"in N processes (0: one per CPU). The output is the same bytes "
+                             f"whatever N; memory grows with it.")
+
+
 # -------------------------------------------------------------- output names
 def suffix_name(source: Path, suffix: str) -> Path:
     """``a/x.csv`` -> ``a/x.csv.ubpe``: the input's name and ``suffix``, in the input's folder."""

@@ -30,8 +30,10 @@ from ._common import (
     read_input,
     run_jobs,
     split_list,
+    start_numba,
     strip_suffix_name,
     suffix_name,
+    threads_option,
     verbosity_options,
     write_output,
 )
@@ -233,9 +235,10 @@ def _model_option(f):
 @click.option("--scheduler", metavar="ADDRESS", default=None,
               help="Compress the files on this Dask scheduler (tcp://host:8786); inputs and "
                    "outputs must be on a file system the workers share.")
+@threads_option("Compress")
 def compress(sources, output, to_stdout, force, report: Reporter, model_path, level, max_error,
              quantizer, levels, skip_rows, comment, delimiter, columns, exclude, packet_size,
-             workers, scheduler):
+             workers, scheduler, threads):
     """Compress files (CSV, .npy/.npz arrays, PCM .wav) into .ubpe files, losslessly.
 
     What comes back from 'ubpe decompress' is the same file: a CSV byte for
@@ -246,6 +249,7 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
     scaling. FILE '-' reads standard input and writes standard output unless
     -o is given.
     """
+    start_numba()
     jobs = plan(sources, output=output, to_stdout=to_stdout, force=force,
                 name_rule=lambda p: suffix_name(p, SUFFIX),
                 other_inputs=[model_path] if model_path else [])
@@ -281,11 +285,13 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
                 raw = src.read(signals.files.FRAME_BYTES + 1)
                 kind = signals.files.kind_of(job.source if job.source != STDIO else "", raw)
                 if kind == "csv" and len(raw) > signals.files.FRAME_BYTES and packet_size is None:
+                    box, raw = [raw], b""  # its bytes held by the stream's reader alone
                     with open_output(job.output) as dst:  # a stream of frames: bounded memory
                         s = signals.files.compress_csv_stream(
-                            src, dst, first=raw, path=job.name, level=level, max_error=max_error,
+                            src, dst, first=box.pop(), path=job.name, level=level,
+                            max_error=max_error,
                             frame_bytes=signals.files.FRAME_BYTES,
-                            csv_options=csv_options, model=model)
+                            csv_options=csv_options, model=model, threads=threads)
                     report.info(f"{job.name}: {s['bytes_in']:,} -> {s['bytes_out']:,} bytes "
                                 f"({s['bytes_in'] / s['bytes_out']:.2f}x, csv, {s['frames']} "
                                 f"frames, {s['values']:,} values) "
@@ -335,11 +341,13 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
 @output_options("File to write ('-': standard output). Default: each input's name without "
                 ".ubpe, in its folder (a/x.csv.ubpe -> a/x.csv).")
 @_model_option
-def decompress(sources, output, to_stdout, force, report: Reporter, model_path):
+@threads_option("Decompress")
+def decompress(sources, output, to_stdout, force, report: Reporter, model_path, threads):
     """Give back the files that 'ubpe compress' compressed, exactly.
 
     FILE '-' reads standard input and writes standard output unless -o is given.
     """
+    start_numba()
     jobs = plan(sources, output=output, to_stdout=to_stdout, force=force,
                 name_rule=lambda p: strip_suffix_name(p, SUFFIX, ""),
                 other_inputs=[model_path] if model_path else [])
@@ -349,7 +357,8 @@ def decompress(sources, output, to_stdout, force, report: Reporter, model_path):
         data = read_input(job.source)
         if signals.files.is_stream(data):
             with open_output(job.output) as dst:
-                s = signals.files.decompress_csv_stream(io.BytesIO(data), dst, model=model)
+                s = signals.files.decompress_csv_stream(io.BytesIO(data), dst, model=model,
+                                                        threads=threads)
             report.info(f"{job.name}: {len(data):,} -> {s['bytes_out']:,} bytes "
                         f"({s['frames']} frames); wrote {_where(job.output)}")
             return
