@@ -1645,11 +1645,18 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
     arrs = [a.view(np.int64) if a.dtype == np.uint64 else a.astype(np.int64, copy=False) for a in arrs]
     if not arrs:
         return []
-    if model.merges is not None:  # token ids: one packet at a time
-        return [encode_channel(a, level=level, model=model) for a in arrs]
     offsets = np.zeros(len(arrs) + 1, np.int64)
     np.cumsum([a.size for a in arrs], out=offsets[1:])
-    x = np.concatenate(arrs)
+    return _encode_batch(np.concatenate(arrs), offsets, model, level)
+
+
+def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level: int) -> list[bytes]:
+    """:func:`encode_packets` of the packets ``x[offsets[j]:offsets[j+1]]`` (int64, checked)."""
+    if not 0 <= level <= MAX_LEVEL:
+        raise ValueError(f"level must be in 0..{MAX_LEVEL}, got {level}")
+    if model.merges is not None:  # token ids: one packet at a time
+        return [encode_channel(x[a:b], level=level, model=model)
+                for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
     cmap, f, cum, _ = model.tables()
     kinds, orders, shifts, coefs, bl, nc, _ = model.batch_params()
     buf, off = _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, model.mh, model.t,
@@ -1657,8 +1664,14 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
     blob = buf.tobytes()
     ends = off.tolist()
     out = [blob[a:b] for a, b in zip(ends, ends[1:])]
-    if level > 0:
-        out = [_try_own(a, o, model, level) for a, o in zip(arrs, out)]
+    if level > 0:  # the packets that may try their own coding (_try_own's first tests, at once)
+        ns = np.diff(offsets)
+        costly = 8 * np.diff(off) > model.fallback_bits * ns + 64
+        long = ns >= OWN_TRY_SIZE
+        if model.own_gain is not None and model.own_gain < OWN_GAIN_MIN:
+            long[:] = False
+        for j in np.flatnonzero((costly | long) & (ns > 0)).tolist():
+            out[j] = _try_own(x[offsets[j]:offsets[j + 1]], out[j], model, level)
     return out
 
 
@@ -1680,6 +1693,24 @@ def decode_packets(payloads: list[bytes], ns: ArrayLike, model: ChannelModel, *,
     -------
     list of ndarray of int64 (or None for a damaged packet with ``on_error="none"``)
     """
+    x, off, errors = _decode_batch(payloads, ns, model)
+    if not errors:  # views of one array (distinct memory each)
+        return list(np.split(x, off[1:-1]))
+    out: list[np.ndarray | None] = []
+    for j in range(len(payloads)):
+        if j in errors:
+            if on_error == "raise":
+                raise ValueError(f"packet {j}: {errors[j]}")
+            out.append(None)
+        else:
+            out.append(x[off[j]:off[j + 1]])
+    return out
+
+
+def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
+                  ) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+    """The packets of :func:`decode_packets` as one array ``x`` (packet j is
+    ``x[off[j]:off[j+1]]``, zeros where damaged), ``off``, and {index: error} of the damaged."""
     ns_a = np.asarray(ns, np.int64).reshape(-1)
     if ns_a.size != len(payloads):
         raise ValueError(f"{len(payloads)} payloads, {ns_a.size} sample counts")
@@ -1688,34 +1719,29 @@ def decode_packets(payloads: list[bytes], ns: ArrayLike, model: ChannelModel, *,
     lens = np.array([len(p) for p in payloads], np.int64)
     # bound the allocation: a payload of b bytes holds at most this many samples
     cap = (16 * lens + 64) / E.MIN_TOKEN_BITS + 1
-    # (a constant, mode 1, holds any count: decode_channel reads it so)
-    too_many = (ns_a > cap) & np.array([not (len(p) and p[0] == CONST) for p in payloads], bool)
+    too_many = ns_a > cap
+    for j in np.flatnonzero(too_many).tolist():  # a constant (mode 1) holds any count, as
+        too_many[j] = not (lens[j] and payloads[j][0] == CONST)  # decode_channel reads it
     offsets = np.zeros(len(payloads) + 1, np.int64)
-    offsets[1:] = np.cumsum(lens)
-    buf = np.frombuffer(b"".join(bytes(p) for p in payloads), np.uint8)
+    np.cumsum(lens, out=offsets[1:])
+    buf = np.frombuffer(b"".join(payloads), np.uint8)
     cmap = model.tables()[0]
     kinds, orders, shifts, coefs, _, nc, dtab = model.batch_params()
     ns_safe = np.where(too_many, 0, ns_a)
     x, off, status = _decode_model_batch(buf, offsets, ns_safe, kinds, orders, shifts, coefs,
                                          model.mh, model.t, MODEL_TBITS, cmap, nc, dtab, model.lms)
-    if not too_many.any() and not status.any():  # every packet decoded in the loop
-        return list(np.split(x, off[1:-1]))  # views of one array (distinct memory each)
-    out: list[np.ndarray | None] = []
-    for j in range(len(payloads)):
-        try:
-            if too_many[j]:
-                raise ValueError(f"{ns_a[j]} samples cannot fit in {lens[j]} bytes")
-            if status[j] == 0:
-                out.append(x[off[j]:off[j + 1]])
-            elif status[j] == 1:
-                out.append(decode_channel(payloads[j], int(ns_a[j]), model=model))
-            else:
-                raise ValueError("damaged packet")
-        except ValueError as e:
-            if on_error == "raise":
-                raise ValueError(f"packet {j}: {e}") from None
-            out.append(None)
-    return out
+    errors: dict[int, str] = {}
+    if too_many.any() or status.any():  # (the loop gave the too many no room in x)
+        for j in np.flatnonzero(too_many | (status != 0)).tolist():
+            try:
+                if too_many[j]:
+                    raise ValueError(f"{ns_a[j]} samples cannot fit in {lens[j]} bytes")
+                if status[j] == 2:
+                    raise ValueError("damaged packet")
+                x[off[j]:off[j + 1]] = decode_channel(payloads[j], int(ns_a[j]), model=model)
+            except ValueError as e:
+                errors[j] = str(e)
+    return x, off, errors
 
 
 # ------------------------------------------------------------------ API

@@ -212,3 +212,44 @@ def test_vocabulary_packets_round_trip_any_values(vocab_model, x):
     coded = encode_packets(packets, vocab_model)
     back = decode_packets(coded, [p.size for p in packets], vocab_model)
     assert all(np.array_equal(a, b) for a, b in zip(back, packets))
+
+
+@pytest.fixture(scope="module")
+def three_channel_model():
+    rng = np.random.default_rng(11)
+    t = np.arange(30_000)
+    a = (500 * np.sin(t / 17) + rng.normal(0, 4, t.size)).astype(np.int32)
+    b = 5 * np.cumsum(rng.integers(-3, 4, t.size)).astype(np.int32)  # mapped with step 5
+    c = np.repeat(rng.integers(0, 9, t.size // 50), 50).astype(np.int32)
+    return SignalModel(64, 64, progress=False).fit([a, b, c], names=["a", "b", "c"]), (a, b, c)
+
+
+def test_many_packets_of_several_channels(three_channel_model):
+    """compress_packets maps each channel once for all packets: the same packets as
+    compress_packet one at a time; decompress_packets gives them back (dtype kept, for packets
+    of one length and of several), and a damaged packet fails alone or raises naming it."""
+    model, (a, b, c) = three_channel_model
+    assert list(model.codec_) == ["a", "b", "c"] and model.codec_["b"]["map"]["step"] == 5
+    x = np.stack([a, b, c])[:, 20_000:]
+    for cuts in ([0, 256, 512, 768], [0, 256, 512, 1536, 1537, 1537, 5633, 5700]):
+        packets = [x[:, i:j] for i, j in zip(cuts, cuts[1:])]
+        coded = model.compress_packets(packets)
+        # (compress_packet also tries the packet's own coding at the full level above 512)
+        assert all(k == model.compress_packet(p) for k, p in zip(coded, packets)
+                   if p.shape[1] <= 512)
+        back = model.decompress_packets(coded)
+        assert all(g.dtype == np.int32 and np.array_equal(g, p) for g, p in zip(back, packets))
+        bad = list(coded)
+        bad[1] = bad[1][:3] + bytes([bad[1][3] ^ 1]) + bad[1][4:]
+        kept = model.decompress_packets(bad, errors="keep")
+        assert isinstance(kept[1], SignalFormatError)
+        assert all(np.array_equal(k, p) for j, (k, p) in enumerate(zip(kept, packets)) if j != 1)
+        with pytest.raises(SignalFormatError, match="packet 1"):
+            model.decompress_packets(bad)
+    wrong = x[:, :8].copy()
+    wrong[1, 3] += 1  # not a multiple of 5
+    with pytest.raises(ValueError, match="'b'"):
+        model.compress_packets([x[:, :8], wrong])
+    with pytest.raises(ValueError, match="dtype"):
+        model.compress_packets([x[:, :8].astype(np.int64)])
+    assert model.compress_packets([]) == [] and model.decompress_packets([]) == []
