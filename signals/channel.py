@@ -1497,7 +1497,10 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
         words = E.rans_encode_rows(tokens, rows, freqs, cum)
         raw, total = E.pack_raw_bits(z, nbits)
         nw = words.shape[0]
-        size = 1 + 10 + 2 * nw + (total + 7) // 8
+        vl = 1
+        while nw >> (7 * vl) and vl < 10:
+            vl += 1
+        size = 1 + vl + 2 * nw + (total + 7) // 8  # as encode_channel measures it
         if size >= 1 + 8 * m:  # raw fallback
             buf[pos] = RAW
             pos += 1
