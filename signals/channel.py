@@ -929,6 +929,11 @@ def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> by
     if (x.size < OWN_TRY_SIZE or (model.own_gain is not None and model.own_gain < OWN_GAIN_MIN)) \
             and 8 * len(coded) <= model.fallback_bits * x.size + 64:
         return coded
+    return _own_or(x, coded, level)
+
+
+def _own_or(x: np.ndarray, coded: bytes, level: int) -> bytes:
+    """:func:`_try_own` past its first tests: the own coding where estimated smaller."""
     lv = _fallback_level(level, x.size)
     if _own_estimate(x, lv) >= 8 * len(coded) and (lv < RANK_LEVEL or _sparse_values(x) is None):
         return coded  # (the estimate knows nothing of mode 5: sparse values always try)
@@ -937,6 +942,10 @@ def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> by
 FALLBACK_QUANTILE = 0.98  # of the validation packets' cost: packets above it try their own coding
 OWN_GAIN_MIN = 0.005  # a model's own_gain below it: its long packets try their own coding only
 # where costly (as short ones do)
+OWN_PROBE, OWN_PROBE_WINS = 16, 2  # such a model's batches: every 16th long packet tries; the
+# others too where 2 of those gained (and OWN_GAIN_MIN of their bytes)
+OWN_SHIFT = 0.1  # a batch with this share of costly long packets (2% on the validation split)
+# is taken as other data than the model's: its long packets all try their own coding
 OWN_GAIN_SAMPLES = 1 << 16  # validation samples (at most) on which fit_channel_model measures it
 
 
@@ -1669,12 +1678,27 @@ def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level
     out = [blob[a:b] for a, b in zip(ends, ends[1:])]
     if level > 0:  # the packets that may try their own coding (_try_own's first tests, at once)
         ns = np.diff(offsets)
-        costly = 8 * np.diff(off) > model.fallback_bits * ns + 64
-        long = ns >= OWN_TRY_SIZE
-        if model.own_gain is not None and model.own_gain < OWN_GAIN_MIN:
-            long[:] = False
-        for j in np.flatnonzero((costly | long) & (ns > 0)).tolist():
-            out[j] = _try_own(x[offsets[j]:offsets[j + 1]], out[j], model, level)
+        lens = np.diff(off)
+        costly = (8 * lens > model.fallback_bits * ns + 64) & (ns > 0)
+        long = (ns >= OWN_TRY_SIZE) & ~costly
+        if model.own_gain is not None and model.own_gain < OWN_GAIN_MIN and long.any() and \
+                costly[ns >= OWN_TRY_SIZE].mean() < OWN_SHIFT:
+            # the model's validation packets did not gain from it, and these packets look like
+            # them (few costly): in a batch of OWN_PROBE long packets or more, a few probes
+            # first (every OWN_PROBE-th), and the other long packets only where they gain
+            idx = np.flatnonzero(long)
+            probes = idx[::OWN_PROBE].tolist() if idx.size >= OWN_PROBE else []
+            wins = saved = 0
+            for j in probes:
+                own = _own_or(x[offsets[j]:offsets[j + 1]], out[j], level)
+                wins += own is not out[j]
+                saved += len(out[j]) - len(own)
+                out[j] = own
+            long[probes] = False
+            if wins < OWN_PROBE_WINS or saved < OWN_GAIN_MIN * lens[probes].sum():
+                long[:] = False
+        for j in np.flatnonzero(costly | long).tolist():
+            out[j] = _own_or(x[offsets[j]:offsets[j + 1]], out[j], level)
     return out
 
 

@@ -295,5 +295,17 @@ def test_own_gain_hint(model):
     tried = encode_packets(saw, dataclasses.replace(noise, own_gain=None, fallback_bits=64.0))
     assert len(tried[0]) < len(plain[0]) / 4
     assert encode_packets(saw, dataclasses.replace(noise, own_gain=0.0, fallback_bits=64.0)) == plain
+    # a batch of 32 long packets: the probes (packets 0 and 16) gain, so all try
+    many = saw * 32
+    low, none = (dataclasses.replace(noise, own_gain=g, fallback_bits=64.0) for g in (0.0, None))
+    assert encode_packets(many, low) == encode_packets(many, none) == tried * 32
+    # ... and where they do not gain, none of the others tries
+    walks = [np.cumsum(rng.integers(-20, 21, 1024)) for _ in range(32)]
+    assert encode_packets(walks, m) == encode_packets(walks, m, level=0)
+    # a batch whose long packets are mostly costly under the model: all try
+    costly = dataclasses.replace(noise, own_gain=0.0, fallback_bits=1.0)
+    mixed = saw * 4 + [np.arange(4096) * 0 + np.arange(4096) % 7]
+    assert encode_packets(mixed, costly) == encode_packets(
+        mixed, dataclasses.replace(noise, own_gain=None, fallback_bits=1.0))
     with pytest.raises(ValueError, match="own_gain"):
         ChannelModel.from_config(m.get_config() | {"own_gain": 2.0})
