@@ -624,6 +624,8 @@ def _apply_mapping(x: np.ndarray, m: dict) -> np.ndarray | None:
         if x.dtype.kind not in "iub":
             return None
         ints = x.view(np.int64) if x.dtype == np.uint64 else x.astype(np.int64)
+        if step == 1:
+            return ints  # exact as it is: _undo_mapping gives x back
     else:
         if x.dtype.kind != "f" or not np.isfinite(x).all():
             return None
