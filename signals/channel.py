@@ -1542,17 +1542,25 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
 @njit(cache=True)
 def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, tbits, cmap, nc,
                         dtab, lms):
-    """Inverse of :func:`_encode_model_batch`; status per packet: 0 ok, 1 other mode, 2 damaged."""
+    """Inverse of :func:`_encode_model_batch`; status per packet: 0 ok, 1 other mode, 2 damaged,
+    3 more samples than its bytes can hold (given no room in ``x``: checked before allocating;
+    a constant, mode 1, holds any count)."""
     n_p = ns.shape[0]
     out_off = np.zeros(n_p + 1, np.int64)
-    for j in range(n_p):
-        out_off[j + 1] = out_off[j] + ns[j]
-    x = np.zeros(out_off[n_p], np.int64)
     status = np.zeros(n_p, np.int64)
+    for j in range(n_p):
+        size = offsets[j + 1] - offsets[j]
+        if ns[j] > (16 * size + 64) / E.MIN_TOKEN_BITS + 1 and not (size > 0 and
+                                                                   buf[offsets[j]] == CONST):
+            status[j] = 3
+        out_off[j + 1] = out_off[j] + (0 if status[j] == 3 else ns[j])
+    x = np.zeros(out_off[n_p], np.int64)
     for j in range(n_p):
         a = offsets[j]
         e = offsets[j + 1]
         n = ns[j]
+        if status[j] == 3:
+            continue
         if e <= a:
             status[j] = 2
             continue
@@ -1721,8 +1729,9 @@ def decode_packets(payloads: list[bytes], ns: ArrayLike, model: ChannelModel, *,
     list of ndarray of int64 (or None for a damaged packet with ``on_error="none"``)
     """
     x, off, errors = _decode_batch(payloads, ns, model)
+    ends = off.tolist()
     if not errors:  # views of one array (distinct memory each)
-        return list(np.split(x, off[1:-1]))
+        return [x[a:b] for a, b in zip(ends, ends[1:])]
     out: list[np.ndarray | None] = []
     for j in range(len(payloads)):
         if j in errors:
@@ -1730,7 +1739,7 @@ def decode_packets(payloads: list[bytes], ns: ArrayLike, model: ChannelModel, *,
                 raise ValueError(f"packet {j}: {errors[j]}")
             out.append(None)
         else:
-            out.append(x[off[j]:off[j + 1]])
+            out.append(x[ends[j]:ends[j + 1]])
     return out
 
 
@@ -1743,26 +1752,22 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
         raise ValueError(f"{len(payloads)} payloads, {ns_a.size} sample counts")
     if ns_a.size and ns_a.min() < 0:
         raise ValueError("negative sample count")
-    lens = np.array([len(p) for p in payloads], np.int64)
-    # bound the allocation: a payload of b bytes holds at most this many samples
-    cap = (16 * lens + 64) / E.MIN_TOKEN_BITS + 1
-    too_many = ns_a > cap
-    for j in np.flatnonzero(too_many).tolist():  # a constant (mode 1) holds any count, as
-        too_many[j] = not (lens[j] and payloads[j][0] == CONST)  # decode_channel reads it
     offsets = np.zeros(len(payloads) + 1, np.int64)
-    np.cumsum(lens, out=offsets[1:])
+    np.cumsum([len(p) for p in payloads], out=offsets[1:])
     buf = np.frombuffer(b"".join(payloads), np.uint8)
     cmap = model.tables()[0]
     kinds, orders, shifts, coefs, _, nc, dtab = model.batch_params()
-    ns_safe = np.where(too_many, 0, ns_a)
-    x, off, status = _decode_model_batch(buf, offsets, ns_safe, kinds, orders, shifts, coefs,
+    # (the loop bounds the allocation: a payload of b bytes holds at most
+    # (16 b + 64) / MIN_TOKEN_BITS + 1 samples, unless a constant)
+    x, off, status = _decode_model_batch(buf, offsets, ns_a, kinds, orders, shifts, coefs,
                                          model.mh, model.t, MODEL_TBITS, cmap, nc, dtab, model.lms)
     errors: dict[int, str] = {}
-    if too_many.any() or status.any():  # (the loop gave the too many no room in x)
-        for j in np.flatnonzero(too_many | (status != 0)).tolist():
+    if status.any():
+        for j in np.flatnonzero(status).tolist():
             try:
-                if too_many[j]:
-                    raise ValueError(f"{ns_a[j]} samples cannot fit in {lens[j]} bytes")
+                if status[j] == 3:
+                    raise ValueError(f"{ns_a[j]} samples cannot fit in "
+                                     f"{offsets[j + 1] - offsets[j]} bytes")
                 if status[j] == 2:
                     raise ValueError("damaged packet")
                 x[off[j]:off[j + 1]] = decode_channel(payloads[j], int(ns_a[j]), model=model)
