@@ -175,7 +175,7 @@ def decode_columns(coded: list[bytes], models: list[ChannelModel], model_id: byt
     """The packets' channels, each joined over the packets: ``(columns, offsets, errors)``.
 
     Packet ``j``'s channel ``c`` is ``columns[c][offsets[j]:offsets[j+1]]``; a damaged packet
-    has its error in ``errors`` (by index) and its samples in the columns are meaningless.
+    has its error in ``errors`` (by index) and no samples in the columns.
     """
     errors: dict[int, SignalFormatError] = {}
     frames: list[tuple[int, int, list[bytes]]] = []  # (index, n, payloads)
@@ -185,22 +185,28 @@ def decode_columns(coded: list[bytes], models: list[ChannelModel], model_id: byt
             frames.append((j, *_split(bytes(packet), len(models), model_id, model_name, seed)))
         except SignalFormatError as e:
             errors[j] = e
-    ns = np.zeros(len(coded), np.int64)  # (0 for the packets that failed their check)
-    for j, n, _ in frames:
-        ns[j] = n
-    offsets = np.zeros(len(coded) + 1, np.int64)
-    np.cumsum(ns, out=offsets[1:])
-    columns = []
+    decoded = []
     for c, m in enumerate(models):
         x, off, bad = _decode_batch([f[2][c] for f in frames], [f[1] for f in frames], m)
         for k in bad:
             j = frames[k][0]
             if j not in errors:
                 errors[j] = SignalFormatError(f"packet {j}: damaged payload of channel {c}")
-        if off[-1] != offsets[-1]:  # a payload too short for its count had no room in x
+        decoded.append((x, off))
+    # a packet's room: its n where every channel decoded it in full, else none (a declared
+    # count is never allocated before a payload was found to hold it)
+    ns = np.zeros(len(coded), np.int64)
+    for j, n, _ in frames:
+        if j not in errors:
+            ns[j] = n
+    offsets = np.zeros(len(coded) + 1, np.int64)
+    np.cumsum(ns, out=offsets[1:])
+    columns = []
+    for x, off in decoded:
+        if off[-1] != offsets[-1]:  # a damaged packet had room here: move the others
             full = np.zeros(int(offsets[-1]), np.int64)
-            for k, (j, n, _) in enumerate(frames):
-                if off[k + 1] - off[k] == n:
+            for k, (j, _, _) in enumerate(frames):
+                if ns[j]:
                     full[offsets[j]:offsets[j + 1]] = x[off[k]:off[k + 1]]
             x = full
         columns.append(x)

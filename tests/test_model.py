@@ -253,3 +253,29 @@ def test_many_packets_of_several_channels(three_channel_model):
     with pytest.raises(ValueError, match="dtype"):
         model.compress_packets([x[:, :8].astype(np.int64)])
     assert model.compress_packets([]) == [] and model.decompress_packets([]) == []
+
+
+def test_many_packets_with_forged_payloads(three_channel_model):
+    """Packets whose check is right but whose payloads are not (a forger's): each fails alone,
+    with the other packets of the batch intact, whatever the count they declare."""
+    from signals import packets as P
+    model, (a, b, c) = three_channel_model
+    names, models = model._codec_models()
+    mid = model.model_id()
+    x = np.stack([a, b, c])[:, 25_000:]
+    packets = [x[:, i:i + 300] for i in range(0, 1500, 300)]
+    coded = model.compress_packets(packets)
+    n, payloads = P._split(coded[1], 3, mid, "")
+    forged = list(coded)
+    forged[1] = P._frame(payloads, 10**9, mid)  # far more samples than the payloads hold
+    forged[3] = P._frame([payloads[0], b"\x03\xff", payloads[2]], n, mid)  # a damaged payload
+    kept = model.decompress_packets(forged, errors="keep")
+    assert isinstance(kept[1], SignalFormatError) and isinstance(kept[3], SignalFormatError)
+    assert "channel 1" in str(kept[3])
+    for j in (0, 2, 4):
+        assert np.array_equal(kept[j], packets[j])
+    many = P.decode_many(forged, models, mid)
+    assert isinstance(many[1], SignalFormatError) and isinstance(many[3], SignalFormatError)
+    for j in (0, 2, 4):
+        want = [model.map_channel(nm, ch)[0] for nm, ch in zip(names, packets[j])]
+        assert all(np.array_equal(g, w) for g, w in zip(many[j], want))
