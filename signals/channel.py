@@ -938,6 +938,8 @@ def _own_or(x: np.ndarray, coded: bytes, level: int) -> bytes:
     if _own_estimate(x, lv) >= 8 * len(coded) and (lv < RANK_LEVEL or _sparse_values(x) is None):
         return coded  # (the estimate knows nothing of mode 5: sparse values always try)
     own = encode_channel(x, level=lv)
+    if own[0] == CONST and x.size > CONST_MAX:
+        return coded  # (decode_packets bounds a payload's count by its bytes)
     return own if len(own) < len(coded) else coded
 FALLBACK_QUANTILE = 0.98  # of the validation packets' cost: packets above it try their own coding
 OWN_GAIN_MIN = 0.005  # a model's own_gain below it: its long packets try their own coding only
@@ -1544,14 +1546,13 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
                         dtab, lms):
     """Inverse of :func:`_encode_model_batch`; status per packet: 0 ok, 1 other mode, 2 damaged,
     3 more samples than its bytes can hold (given no room in ``x``: checked before allocating;
-    a constant, mode 1, holds any count)."""
+    so a constant above that count is refused here, and the encoders code none)."""
     n_p = ns.shape[0]
     out_off = np.zeros(n_p + 1, np.int64)
     status = np.zeros(n_p, np.int64)
     for j in range(n_p):
         size = offsets[j + 1] - offsets[j]
-        if ns[j] > (16 * size + 64) / E.MIN_TOKEN_BITS + 1 and not (size > 0 and
-                                                                   buf[offsets[j]] == CONST):
+        if ns[j] > (16 * size + 64) / E.MIN_TOKEN_BITS + 1:
             status[j] = 3
         out_off[j + 1] = out_off[j] + (0 if status[j] == 3 else ns[j])
     x = np.zeros(out_off[n_p], np.int64)
@@ -1758,7 +1759,7 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
     cmap = model.tables()[0]
     kinds, orders, shifts, coefs, _, nc, dtab = model.batch_params()
     # (the loop bounds the allocation: a payload of b bytes holds at most
-    # (16 b + 64) / MIN_TOKEN_BITS + 1 samples, unless a constant)
+    # (16 b + 64) / MIN_TOKEN_BITS + 1 samples)
     x, off, status = _decode_model_batch(buf, offsets, ns_a, kinds, orders, shifts, coefs,
                                          model.mh, model.t, MODEL_TBITS, cmap, nc, dtab, model.lms)
     errors: dict[int, str] = {}

@@ -269,6 +269,15 @@ def test_packets_batch_constant_payloads_damaged(model):
             one = None
         assert one == (None if g is None else g.tolist())
     assert decode_packets([good], [0], model, on_error="none") == [None]
+    # a long constant: the model's payload, whose bytes bound its count (the decoder refuses a
+    # count its bytes cannot hold, a constant's too)
+    from signals.channel import CONST, CONST_MAX, encode_packets
+    big = [np.full(CONST_MAX + 1, 7)]
+    for level in (0, 5):
+        (out,) = encode_packets(big, model, level=level)
+        assert out[0] != CONST and np.array_equal(decode_packets([out], [big[0].size], model)[0],
+                                                  big[0])
+    assert decode_packets([good], [10**7], model, on_error="none") == [None]
 
 
 def test_own_gain_hint(model):
