@@ -1686,28 +1686,36 @@ def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level
     ends = off.tolist()
     out = [blob[a:b] for a, b in zip(ends, ends[1:])]
     if level > 0:  # the packets that may try their own coding (_try_own's first tests, at once)
-        ns = np.diff(offsets)
-        lens = np.diff(off)
-        costly = (8 * lens > model.fallback_bits * ns + 64) & (ns > 0)
-        long = (ns >= OWN_TRY_SIZE) & ~costly
-        if model.own_gain is not None and model.own_gain < OWN_GAIN_MIN and long.any() and \
-                costly[ns >= OWN_TRY_SIZE].mean() < OWN_SHIFT:
+        starts = offsets.tolist()
+        fb = model.fallback_bits
+        costly, long = [], []
+        costly_long = 0
+        for j, (a, b) in enumerate(zip(starts, starts[1:])):
+            if b > a and 8 * len(out[j]) > fb * (b - a) + 64:
+                costly.append(j)
+                costly_long += b - a >= OWN_TRY_SIZE
+            elif b - a >= OWN_TRY_SIZE:
+                long.append(j)
+        if model.own_gain is not None and model.own_gain < OWN_GAIN_MIN and long and \
+                costly_long < OWN_SHIFT * (len(long) + costly_long):
             # the model's validation packets did not gain from it, and these packets look like
             # them (few costly): in a batch of OWN_PROBE long packets or more, a few probes
             # first (every OWN_PROBE-th), and the other long packets only where they gain
-            idx = np.flatnonzero(long)
-            probes = idx[::OWN_PROBE].tolist() if idx.size >= OWN_PROBE else []
-            wins = saved = 0
+            probes = long[::OWN_PROBE] if len(long) >= OWN_PROBE else []
+            wins = saved = spent = 0
             for j in probes:
-                own = _own_or(x[offsets[j]:offsets[j + 1]], out[j], level)
+                own = _own_or(x[starts[j]:starts[j + 1]], out[j], level)
                 wins += own is not out[j]
                 saved += len(out[j]) - len(own)
+                spent += len(out[j])
                 out[j] = own
-            long[probes] = False
-            if wins < OWN_PROBE_WINS or saved < OWN_GAIN_MIN * lens[probes].sum():
-                long[:] = False
-        for j in np.flatnonzero(costly | long).tolist():
-            out[j] = _own_or(x[offsets[j]:offsets[j + 1]], out[j], level)
+            if wins < OWN_PROBE_WINS or saved < OWN_GAIN_MIN * spent:
+                long = []
+            else:
+                done = set(probes)
+                long = [j for j in long if j not in done]
+        for j in sorted(costly + long):
+            out[j] = _own_or(x[starts[j]:starts[j + 1]], out[j], level)
     return out
 
 
