@@ -182,7 +182,8 @@ def decode_columns(coded: list[bytes], models: list[ChannelModel], model_id: byt
     seed = zlib.crc32(model_id)
     for j, packet in enumerate(coded):
         try:
-            frames.append((j, *_split(bytes(packet), len(models), model_id, model_name, seed)))
+            frames.append((j, *_split(packet if type(packet) is bytes else bytes(packet),
+                                      len(models), model_id, model_name, seed)))
         except SignalFormatError as e:
             errors[j] = e
     decoded = []
@@ -216,18 +217,24 @@ def decode_columns(coded: list[bytes], models: list[ChannelModel], model_id: byt
 def _split(packet: bytes, n_models: int, model_id: bytes, model_name: str,
            seed: int | None = None) -> tuple[int, list[bytes]]:
     """Check a packet and cut it into ``(n, payloads)``; ``seed`` as for :func:`_frame`."""
-    if len(packet) < 4:
-        raise SignalFormatError(f"truncated packet ({len(packet)} bytes)")
-    body, check = packet[:-2], int.from_bytes(packet[-2:], "little")
-    if zlib.crc32(body, zlib.crc32(model_id) if seed is None else seed) & 0xFFFF != check:
+    size = len(packet)
+    if size < 4:
+        raise SignalFormatError(f"truncated packet ({size} bytes)")
+    crc = zlib.crc32(memoryview(packet)[:-2], zlib.crc32(model_id) if seed is None else seed)
+    if crc & 0xFFFF != packet[-2] | packet[-1] << 8:
         raise SignalFormatError(f"packet check failed: the packet is corrupted, or was made with "
                                 f"another model than {model_name or model_id.hex()}")
-    tag = body[0]
+    tag = packet[0]
     if tag & 0xF0 != TAG:
         raise SignalFormatError(f"not a ubpe packet (tag {tag:#04x})")
     n_ch = (tag & 0x0F) + 1
     if n_ch != n_models:
         raise SignalFormatError(f"the packet holds {n_ch} channels, the model {n_models}")
+    if n_ch == 1 and size >= 5 and packet[1] < 0x80:  # one channel, a 1-byte count
+        return packet[1], [packet[2:-2]]
+    if n_ch == 1 and size >= 6 and packet[2] < 0x80:  # one channel, a 2-byte count
+        return (packet[1] & 0x7F) | packet[2] << 7, [packet[3:-2]]
+    body = packet[:-2]
     n, pos = read_varint(body, 1, "packet sample count")
     if n > MAX_SAMPLES:
         raise SignalFormatError(f"the packet declares {n:,} samples")

@@ -279,3 +279,18 @@ def test_many_packets_with_forged_payloads(three_channel_model):
     for j in (0, 2, 4):
         want = [model.map_channel(nm, ch)[0] for nm, ch in zip(names, packets[j])]
         assert all(np.array_equal(g, w) for g, w in zip(many[j], want))
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 2**40), payloads=st.lists(st.binary(min_size=1, max_size=40), min_size=1,
+                                                  max_size=3), cut=st.integers(0, 60))
+def test_packet_framing_round_trip_and_truncation(n, payloads, cut):
+    """_split inverts _frame for any count and channel count (its one-channel shortcuts
+    included), and a truncated or altered packet fails its check or its reading."""
+    from signals import packets as P
+    mid = bytes(range(16))
+    pk = P._frame(payloads, n, mid)
+    assert P._split(pk, len(payloads), mid, "") == (n, payloads)
+    short = pk[:max(0, len(pk) - 1 - cut)]
+    with pytest.raises(SignalFormatError):
+        P._split(short, len(payloads), mid, "")
