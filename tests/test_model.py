@@ -286,11 +286,13 @@ def test_many_packets_with_forged_payloads(three_channel_model):
                                                   max_size=3), cut=st.integers(0, 60))
 def test_packet_framing_round_trip_and_truncation(n, payloads, cut):
     """_split inverts _frame for any count and channel count (its one-channel shortcuts
-    included), and a truncated or altered packet fails its check or its reading."""
+    included), and a truncated packet fails its check or its reading."""
     from signals import packets as P
     mid = bytes(range(16))
     pk = P._frame(payloads, n, mid)
     assert P._split(pk, len(payloads), mid, "") == (n, payloads)
     short = pk[:max(0, len(pk) - 1 - cut)]
-    with pytest.raises(SignalFormatError):
-        P._split(short, len(payloads), mid, "")
+    try:  # (a 16-bit check passes by chance once in 65,536: then the content differs)
+        assert P._split(short, len(payloads), mid, "") != (n, payloads)
+    except SignalFormatError:
+        pass
