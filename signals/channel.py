@@ -909,6 +909,7 @@ SHORT_FALLBACK_LEVEL = 2  # the same for packets below OWN_TRY_SIZE (cheaper: no
 
 def _fallback_level(level: int, n: int) -> int:
     return min(level, FALLBACK_LEVEL if n >= OWN_TRY_SIZE else SHORT_FALLBACK_LEVEL)
+CONST_MAX = 1 << 16  # constant packets up to this size are coded as such (mode 1) by the batch
 OWN_TRY_SIZE = 1024  # packets from this size also try their own coding where it may be smaller
 
 
@@ -937,14 +938,49 @@ def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> by
     are sparse (mode 5 may win; the estimate does not see it)."""
     if level <= 0 or not x.size:
         return coded
-    if x.size < OWN_TRY_SIZE and 8 * len(coded) <= model.fallback_bits * x.size + 64:
+    if (x.size < OWN_TRY_SIZE or (model.own_gain is not None and model.own_gain < OWN_GAIN_MIN)) \
+            and 8 * len(coded) <= model.fallback_bits * x.size + 64:
         return coded
+    return _own_or(x, coded, level)
+
+
+def _own_or(x: np.ndarray, coded: bytes, level: int) -> bytes:
+    """:func:`_try_own` past its first tests: the own coding where estimated smaller."""
     lv = _fallback_level(level, x.size)
     if _own_estimate(x, lv) >= 8 * len(coded) and (lv < RANK_LEVEL or _sparse_values(x) is None):
         return coded  # (the estimate knows nothing of mode 5: sparse values always try)
     own = encode_channel(x, level=lv)
+    if own[0] == CONST and x.size > CONST_MAX:
+        return coded  # (decode_packets bounds a payload's count by its bytes)
     return own if len(own) < len(coded) else coded
 FALLBACK_QUANTILE = 0.98  # of the validation packets' cost: packets above it try their own coding
+OWN_GAIN_MIN = 0.005  # a model's own_gain below it: its long packets try their own coding only
+# where costly (as short ones do)
+OWN_PROBE, OWN_PROBE_WINS = 16, 2  # such a model's batches: every 16th long packet tries; the
+# others too where 2 of those gained (and OWN_GAIN_MIN of their bytes)
+OWN_SHIFT = 0.1  # a batch with this share of costly long packets (2% on the validation split)
+# is taken as other data than the model's: its long packets all try their own coding
+OWN_GAIN_SAMPLES = 1 << 16  # validation samples (at most) on which fit_channel_model measures it
+
+
+def _own_gain(m: ChannelModel, val: list[np.ndarray], size: int) -> float | None:
+    """The share of the model's bits that coding each packet of ``val`` with its own tables (as
+    :func:`_try_own` would, where smaller) saves; None where ``val`` holds fewer than
+    ``OWN_TRY_SIZE`` samples. The recordings are joined (many short recordings are streamed
+    so) and cut in packets of ``size`` samples, or of all of them where fewer; at most
+    ``OWN_GAIN_SAMPLES`` samples, in evenly spread packets."""
+    joined = np.concatenate(val) if val else np.zeros(0, np.int64)
+    if joined.size < OWN_TRY_SIZE:
+        return None
+    size = min(size, joined.size)
+    pk = [p for p in _packets([joined], size) if p.size == size]
+    budget = max(1, OWN_GAIN_SAMPLES // size)
+    if len(pk) > budget:
+        pk = [pk[i] for i in np.linspace(0, len(pk) - 1, budget).astype(int)]
+    coded = encode_packets(pk, m, level=0)
+    lv = _fallback_level(DEFAULT_LEVEL, size)
+    saved = sum(max(0, len(c) - len(encode_channel(p, level=lv))) for p, c in zip(pk, coded))
+    return round(saved / max(1, sum(map(len, coded))), 4)
 
 
 def _read_hybrid_and_contexts(rd: _Reader) -> tuple[int, int, int, np.ndarray]:
@@ -992,6 +1028,13 @@ class ChannelModel:
     lms : int
         0, or the variant (``signals.predict.CASCADES``) of the NLMS / sign-LMS
         cascade that follows the predictor (match model off).
+    own_gain : float or None
+        An encoder hint (payloads do not depend on it): the share of the
+        validation bits, in packets of at least ``OWN_TRY_SIZE`` samples, that
+        coding a packet with its own tables saved, where smaller. Below
+        ``OWN_GAIN_MIN`` long packets try their own coding only as short ones
+        do (above ``fallback_bits``); None (models fitted before the hint):
+        every long packet may try it.
     stages_ : list of dict
         Set by :func:`fit_channel_model`: per stage (``stage``: predictor,
         match model, adaptive cascade, contexts) what was ``kept`` and its
@@ -1013,8 +1056,10 @@ class ChannelModel:
     lms: int = 0
     merges: np.ndarray | None = None
     vcodes: np.ndarray | None = None
+    own_gain: float | None = None
     _tables: Any = field(default=None, repr=False, compare=False)
     _vtables: Any = field(default=None, repr=False, compare=False)
+    _batch: Any = field(default=None, repr=False, compare=False)
     # how fit_channel_model chose each stage (not part of the config, nor of the content id)
     stages_: list = field(default_factory=list, repr=False, compare=False)
 
@@ -1042,6 +1087,15 @@ class ChannelModel:
             self._vtables = (tok, f, cum, lookup)
         return self._vtables
 
+    def batch_params(self) -> tuple:
+        """What the packet kernels take besides the tables, built once: (kinds, orders,
+        shifts, coefs, token bit lengths, context count, decode table)."""
+        if self._batch is None:
+            cmap, f, _, _ = self.tables()
+            self._batch = (*self.block_params(), E.token_bitlen(self.k, self.msb, f.shape[1]),
+                           self.thresholds.size + 1, E.decode_table(f, self.k, self.msb))
+        return self._batch
+
     def block_params(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(kinds, orders, shifts, coefs) of the predictor as one block."""
         c = np.zeros((1, 32), np.int64)
@@ -1057,6 +1111,7 @@ class ChannelModel:
                 "thresholds": [int(t) for t in self.thresholds],
                 "rows": int(self.codes.shape[0]), "fallback_bits": float(self.fallback_bits),
                 "codes": base64.b64encode(self.codes.astype(np.uint8).tobytes()).decode()} | (
+            {} if self.own_gain is None else {"own_gain": float(self.own_gain)}) | (
             {} if self.merges is None or self.vcodes is None else {"vocabulary": {
                 "merges": base64.b64encode(self.merges.astype("<i4").tobytes()).decode(),
                 "codes": base64.b64encode(self.vcodes.astype(np.uint8).tobytes()).decode()}})
@@ -1114,9 +1169,15 @@ class ChannelModel:
             merges = vcodes = None
             if config.get("vocabulary") is not None:
                 merges, vcodes = _read_vocabulary(config["vocabulary"], width, mh)
+            own = config.get("own_gain")
+            if own is not None:
+                own = float(own)
+                if not 0 <= own <= 1:
+                    raise ValueError("own_gain must be in 0..1")
         except (KeyError, TypeError, AttributeError, binascii.Error) as e:
             raise ValueError(f"malformed channel model config ({type(e).__name__}: {e})") from None
-        return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes, fb, lms, merges, vcodes)
+        return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes, fb, lms, merges, vcodes,
+                   own)
 
     def content_id(self) -> str:
         """SHA-256 (hex, first 16 digits) of the canonical JSON config."""
@@ -1401,6 +1462,11 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         m.merges, m.vcodes, _ = _fit_vocabulary(toks, E.alphabet_size(k, msb), vocab)
     per = [_packet_bits(m, [p]) / p.size for p in va_p if p.size]
     m.fallback_bits = float(min(64.0, np.quantile(per, FALLBACK_QUANTILE))) if per else 64.0
+    # the own-coding hint, measured with the tables of the training split alone (and no
+    # vocabulary stage: its bits are the higher, so that the hint errs towards trying)
+    mt = fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, n_ctx, tr_p, c.lms)
+    mt.fallback_bits = m.fallback_bits
+    m.own_gain = _own_gain(mt, val, max(packet_size, OWN_TRY_SIZE))
     m.stages_ = stages
     return m
 
@@ -1413,7 +1479,8 @@ def _predictor_name(m: ChannelModel) -> str:
 @njit(cache=True)
 def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, k, msb, bl, cmap,
                         nc, freqs, cum, lms):
-    """Mode-3 payloads of every packet ``x[offsets[j]:offsets[j+1]]``, concatenated."""
+    """Mode-3 payloads of every packet ``x[offsets[j]:offsets[j+1]]``, concatenated (mode 1
+    for a constant packet, mode 0 where the model codes it above 64 bits a sample)."""
     n_p = offsets.shape[0] - 1
     buf = np.empty(9 * x.shape[0] + 16 * n_p + 16, np.uint8)
     out_off = np.zeros(n_p + 1, np.int64)
@@ -1421,6 +1488,26 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
     for j in range(n_p):
         seg = x[offsets[j]:offsets[j + 1]]
         m = seg.shape[0]
+        same = m > 0
+        for i in range(1, m):
+            if seg[i] != seg[0]:
+                same = False
+                break
+        u = (np.uint64(seg[0]) << np.uint64(1)) ^ np.uint64(seg[0] >> 63) if same else np.uint64(0)
+        nb = 1
+        while same and (u >> np.uint64(7 * nb)) > np.uint64(0) and nb < 10:
+            nb += 1
+        if same and nb < 8 * m and m <= CONST_MAX:  # a constant: mode 1, a zigzag varint
+            buf[pos] = CONST
+            pos += 1
+            while u >= np.uint64(0x80):
+                buf[pos] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
+                pos += 1
+                u >>= np.uint64(7)
+            buf[pos] = np.uint8(u)
+            pos += 1
+            out_off[j + 1] = pos
+            continue
         r, mb = P.predict_fused(seg, max(m, 1), kinds, orders, shifts, coefs, mh, t, tbits)
         if lms:
             r = P.cascade_forward(r, lms)
@@ -1433,7 +1520,10 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
         words = E.rans_encode_rows(tokens, rows, freqs, cum)
         raw, total = E.pack_raw_bits(z, nbits)
         nw = words.shape[0]
-        size = 1 + 10 + 2 * nw + (total + 7) // 8
+        vl = 1
+        while nw >> (7 * vl) and vl < 10:
+            vl += 1
+        size = 1 + vl + 2 * nw + (total + 7) // 8  # as encode_channel measures it
         if size >= 1 + 8 * m:  # raw fallback
             buf[pos] = RAW
             pos += 1
@@ -1466,17 +1556,24 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
 @njit(cache=True)
 def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, tbits, cmap, nc,
                         dtab, lms):
-    """Inverse of :func:`_encode_model_batch`; status per packet: 0 ok, 1 other mode, 2 damaged."""
+    """Inverse of :func:`_encode_model_batch`; status per packet: 0 ok, 1 other mode, 2 damaged,
+    3 more samples than its bytes can hold (given no room in ``x``: checked before allocating;
+    so a constant above that count is refused here, and the encoders code none)."""
     n_p = ns.shape[0]
     out_off = np.zeros(n_p + 1, np.int64)
-    for j in range(n_p):
-        out_off[j + 1] = out_off[j] + ns[j]
-    x = np.zeros(out_off[n_p], np.int64)
     status = np.zeros(n_p, np.int64)
+    for j in range(n_p):
+        size = offsets[j + 1] - offsets[j]
+        if ns[j] > (16 * size + 64) / E.MIN_TOKEN_BITS + 1:
+            status[j] = 3
+        out_off[j + 1] = out_off[j] + (0 if status[j] == 3 else ns[j])
+    x = np.zeros(out_off[n_p], np.int64)
     for j in range(n_p):
         a = offsets[j]
         e = offsets[j + 1]
         n = ns[j]
+        if status[j] == 3:
+            continue
         if e <= a:
             status[j] = 2
             continue
@@ -1489,6 +1586,28 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
                 v = np.int64(0)
                 for b in range(8):
                     v |= np.int64(buf[a + 1 + 8 * i + b]) << (8 * b)
+                x[out_off[j] + i] = v
+            continue
+        if mode == CONST:  # as _decode reads it: a zigzag varint below 2**64, nothing after
+            u = np.uint64(0)
+            sh = 0
+            pos = a + 1
+            ok = False
+            while pos < e and sh <= 63:
+                byte = np.uint64(buf[pos])
+                pos += 1
+                if sh == 63 and byte > np.uint64(1):
+                    break  # 2**64 or more
+                u |= (byte & np.uint64(0x7F)) << np.uint64(sh)
+                sh += 7
+                if byte < np.uint64(0x80):
+                    ok = pos == e
+                    break
+            if not ok or n < 1:
+                status[j] = 1  # the general reader names what is wrong
+                continue
+            v = np.int64(u >> np.uint64(1)) ^ -np.int64(u & np.uint64(1))
+            for i in range(n):
                 x[out_off[j] + i] = v
             continue
         if mode != MODEL:
@@ -1537,15 +1656,20 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
     packets : list of 1-D integer arrays
     model : ChannelModel
     level : int, default 5
-        Packets of 1024 samples or more, and shorter ones whose model coding
-        is far above the model's typical cost, are also coded on their own
-        (at most at level 3) where a one-pass estimate of that coding is below
-        the model payload; the smaller payload is kept (0: never).
+        Packets whose model coding is far above the model's typical cost
+        (``model.fallback_bits``), and packets of 1024 samples or more where
+        the model's ``own_gain`` hint is absent or at least ``OWN_GAIN_MIN``,
+        are also coded on their own (at most at level 3) where a one-pass
+        estimate of that coding is below the model payload; the smaller
+        payload is kept (0: never).
 
     Returns
     -------
     list of bytes
-        Payloads, each decodable with ``decode_channel(p, n, model=model)``.
+        Payloads, each decodable with ``decode_channel(p, n, model=model)``
+        (the same bytes as ``encode_channel(p, level=level, model=model)``).
+        A constant packet (up to ``CONST_MAX`` samples) is coded as a
+        constant (mode 1).
     """
     arrs = [np.asarray(p) for p in packets]
     for a in arrs:
@@ -1554,21 +1678,56 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
     arrs = [a.view(np.int64) if a.dtype == np.uint64 else a.astype(np.int64, copy=False) for a in arrs]
     if not arrs:
         return []
-    if model.merges is not None:  # token ids: one packet at a time
-        return [encode_channel(a, level=level, model=model) for a in arrs]
     offsets = np.zeros(len(arrs) + 1, np.int64)
-    offsets[1:] = np.cumsum([a.size for a in arrs])
-    x = np.concatenate(arrs)
+    np.cumsum([a.size for a in arrs], out=offsets[1:])
+    return _encode_batch(np.concatenate(arrs), offsets, model, level)
+
+
+def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level: int) -> list[bytes]:
+    """:func:`encode_packets` of the packets ``x[offsets[j]:offsets[j+1]]`` (int64, checked)."""
+    if not 0 <= level <= MAX_LEVEL:
+        raise ValueError(f"level must be in 0..{MAX_LEVEL}, got {level}")
+    if model.merges is not None:  # token ids: one packet at a time
+        return [encode_channel(x[a:b], level=level, model=model)
+                for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
     cmap, f, cum, _ = model.tables()
-    kinds, orders, shifts, coefs = model.block_params()
-    bl = E.token_bitlen(model.k, model.msb, f.shape[1])
+    kinds, orders, shifts, coefs, bl, nc, _ = model.batch_params()
     buf, off = _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, model.mh, model.t,
-                                   MODEL_TBITS, model.k, model.msb, bl, cmap,
-                                   model.thresholds.size + 1, f, cum, model.lms)
+                                   MODEL_TBITS, model.k, model.msb, bl, cmap, nc, f, cum, model.lms)
     blob = buf.tobytes()
-    out = [blob[off[j]:off[j + 1]] for j in range(len(arrs))]
-    if level > 0:
-        out = [_try_own(a, o, model, level) for a, o in zip(arrs, out)]
+    ends = off.tolist()
+    out = [blob[a:b] for a, b in zip(ends, ends[1:])]
+    if level > 0:  # the packets that may try their own coding (_try_own's first tests, at once)
+        starts = offsets.tolist()
+        fb = model.fallback_bits
+        costly, long = [], []
+        costly_long = 0
+        for j, (a, b) in enumerate(zip(starts, starts[1:])):
+            if b > a and 8 * len(out[j]) > fb * (b - a) + 64:
+                costly.append(j)
+                costly_long += b - a >= OWN_TRY_SIZE
+            elif b - a >= OWN_TRY_SIZE:
+                long.append(j)
+        if model.own_gain is not None and model.own_gain < OWN_GAIN_MIN and long and \
+                costly_long < OWN_SHIFT * (len(long) + costly_long):
+            # the model's validation packets did not gain from it, and these packets look like
+            # them (few costly): in a batch of OWN_PROBE long packets or more, a few probes
+            # first (every OWN_PROBE-th), and the other long packets only where they gain
+            probes = long[::OWN_PROBE] if len(long) >= OWN_PROBE else []
+            wins = saved = spent = 0
+            for j in probes:
+                own = _own_or(x[starts[j]:starts[j + 1]], out[j], level)
+                wins += own is not out[j]
+                saved += len(out[j]) - len(own)
+                spent += len(out[j])
+                out[j] = own
+            if wins < OWN_PROBE_WINS or saved < OWN_GAIN_MIN * spent:
+                long = []
+            else:
+                done = set(probes)
+                long = [j for j in long if j not in done]
+        for j in sorted(costly + long):
+            out[j] = _own_or(x[starts[j]:starts[j + 1]], out[j], level)
     return out
 
 
@@ -1590,41 +1749,52 @@ def decode_packets(payloads: list[bytes], ns: ArrayLike, model: ChannelModel, *,
     -------
     list of ndarray of int64 (or None for a damaged packet with ``on_error="none"``)
     """
+    x, off, errors = _decode_batch(payloads, ns, model)
+    ends = off.tolist()
+    if not errors:  # views of one array (distinct memory each)
+        return [x[a:b] for a, b in zip(ends, ends[1:])]
+    out: list[np.ndarray | None] = []
+    for j in range(len(payloads)):
+        if j in errors:
+            if on_error == "raise":
+                raise ValueError(f"packet {j}: {errors[j]}")
+            out.append(None)
+        else:
+            out.append(x[ends[j]:ends[j + 1]])
+    return out
+
+
+def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
+                  ) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+    """The packets of :func:`decode_packets` as one array ``x`` (packet j is
+    ``x[off[j]:off[j+1]]``, zeros where damaged), ``off``, and {index: error} of the damaged."""
     ns_a = np.asarray(ns, np.int64).reshape(-1)
     if ns_a.size != len(payloads):
         raise ValueError(f"{len(payloads)} payloads, {ns_a.size} sample counts")
     if ns_a.size and ns_a.min() < 0:
         raise ValueError("negative sample count")
-    lens = np.array([len(p) for p in payloads], np.int64)
-    # bound the allocation: a payload of b bytes holds at most this many samples
-    cap = (16 * lens + 64) / E.MIN_TOKEN_BITS + 1
-    too_many = ns_a > cap
     offsets = np.zeros(len(payloads) + 1, np.int64)
-    offsets[1:] = np.cumsum(lens)
-    buf = np.frombuffer(b"".join(bytes(p) for p in payloads), np.uint8)
-    cmap, f, _, _ = model.tables()
-    kinds, orders, shifts, coefs = model.block_params()
-    ns_safe = np.where(too_many, 0, ns_a)
-    x, off, status = _decode_model_batch(buf, offsets, ns_safe, kinds, orders, shifts, coefs,
-                                         model.mh, model.t, MODEL_TBITS, cmap,
-                                         model.thresholds.size + 1,
-                                         _decode_table(f, model.k, model.msb), model.lms)
-    out: list[np.ndarray | None] = []
-    for j in range(len(payloads)):
-        try:
-            if too_many[j]:
-                raise ValueError(f"{ns_a[j]} samples cannot fit in {lens[j]} bytes")
-            if status[j] == 0:
-                out.append(x[off[j]:off[j + 1]].copy())
-            elif status[j] == 1:
-                out.append(decode_channel(payloads[j], int(ns_a[j]), model=model))
-            else:
-                raise ValueError("damaged packet")
-        except ValueError as e:
-            if on_error == "raise":
-                raise ValueError(f"packet {j}: {e}") from None
-            out.append(None)
-    return out
+    np.cumsum([len(p) for p in payloads], out=offsets[1:])
+    buf = np.frombuffer(b"".join(payloads), np.uint8)
+    cmap = model.tables()[0]
+    kinds, orders, shifts, coefs, _, nc, dtab = model.batch_params()
+    # (the loop bounds the allocation: a payload of b bytes holds at most
+    # (16 b + 64) / MIN_TOKEN_BITS + 1 samples)
+    x, off, status = _decode_model_batch(buf, offsets, ns_a, kinds, orders, shifts, coefs,
+                                         model.mh, model.t, MODEL_TBITS, cmap, nc, dtab, model.lms)
+    errors: dict[int, str] = {}
+    if status.any():
+        for j in np.flatnonzero(status).tolist():
+            try:
+                if status[j] == 3:
+                    raise ValueError(f"{ns_a[j]} samples cannot fit in "
+                                     f"{offsets[j + 1] - offsets[j]} bytes")
+                if status[j] == 2:
+                    raise ValueError("damaged packet")
+                x[off[j]:off[j + 1]] = decode_channel(payloads[j], int(ns_a[j]), model=model)
+            except ValueError as e:
+                errors[j] = str(e)
+    return x, off, errors
 
 
 # ------------------------------------------------------------------ API
@@ -1667,6 +1837,9 @@ def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelMo
         raise ValueError(f"level must be in 0..{MAX_LEVEL}, got {level}")
     if model is not None:
         raw = bytes([RAW]) + x.astype("<i8").tobytes()
+        if 0 < x.size <= CONST_MAX and (x == x[0]).all():  # a constant, as encode_packets codes it
+            const = _encode_plain(x, 0)
+            return const if len(const) < len(raw) else raw
         cmap, f, cum, _ = model.tables()
         z, tokens, nbits, stat, mb = _model_tokens(x, model)
         rows = cmap[stat] + (model.thresholds.size + 1) * mb.astype(np.int64)

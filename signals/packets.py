@@ -21,7 +21,7 @@ from typing import IO
 
 import numpy as np
 
-from .channel import ChannelModel, decode_channel, decode_packets, encode_channel, encode_packets
+from .channel import ChannelModel, _decode_batch, _encode_batch, decode_channel, encode_channel
 from .container import MAX_SAMPLES, PACKET_STREAM_MAGIC, VERSION, SignalFormatError, read_varint, varint
 
 TAG = 0xB0
@@ -89,10 +89,20 @@ def decode_packet(packet: bytes, models: list[ChannelModel], model_id: bytes,
     return out
 
 
-def _frame(payloads: list[bytes], n: int, model_id: bytes) -> bytes:
-    body = bytes([TAG | (len(payloads) - 1)]) + varint(n)
-    body += b"".join(varint(len(p)) for p in payloads[:-1]) + b"".join(payloads)
-    return body + struct.pack("<H", zlib.crc32(body, zlib.crc32(model_id)) & 0xFFFF)
+def _frame(payloads: list[bytes], n: int, model_id: bytes, seed: int | None = None) -> bytes:
+    """The packet of ``payloads``; ``seed``: ``zlib.crc32(model_id)``, when already known."""
+    body = b"".join([bytes([TAG | (len(payloads) - 1)]), _varint(n),
+                     *[_varint(len(p)) for p in payloads[:-1]], *payloads])
+    crc = zlib.crc32(body, zlib.crc32(model_id) if seed is None else seed)
+    return body + (crc & 0xFFFF).to_bytes(2, "little")
+
+
+def _varint(v: int) -> bytes:
+    if v < 0x80:
+        return bytes((v,))
+    if v < 0x4000:
+        return bytes((v & 0x7F | 0x80, v >> 7))
+    return varint(v)
 
 
 def encode_many(packets: list[list[np.ndarray]], models: list[ChannelModel], model_id: bytes, *,
@@ -112,50 +122,119 @@ def encode_many(packets: list[list[np.ndarray]], models: list[ChannelModel], mod
             raise ValueError(f"the model has {len(models)} channels, a packet {len(chans)}")
         if len({c.size for c in chans}) != 1:
             raise ValueError("the channels of a packet must have one length")
-    per_channel = [encode_packets([p[c] for p in packets], m, level=level)
-                   for c, m in enumerate(models)]
-    return [_frame([pc[j] for pc in per_channel], packets[j][0].size, model_id)
-            for j in range(len(packets))]
+    ns = np.array([p[0].size for p in packets], np.int64)
+    offsets = np.zeros(ns.size + 1, np.int64)
+    np.cumsum(ns, out=offsets[1:])
+    columns = [np.concatenate([np.asarray(p[c], np.int64) for p in packets])
+               for c in range(len(models))]
+    return encode_columns(columns, offsets, models, model_id, level=level)
+
+
+def encode_columns(columns: list[np.ndarray], offsets: np.ndarray, models: list[ChannelModel],
+                   model_id: bytes, *, level: int = 5) -> list[bytes]:
+    """Packets ``j`` of ``columns[c][offsets[j]:offsets[j+1]]`` for every channel ``c``.
+
+    Parameters
+    ----------
+    columns : list of 1-D int64 arrays, one per model channel
+        Each channel's samples, all packets joined (as :meth:`SignalModel.compress_packets`
+        maps them: one call per channel).
+    offsets : 1-D int64 array
+        Packet bounds, the same for every channel.
+    models, model_id, level
+        As for :func:`encode_packet`.
+    """
+    if len(columns) != len(models):
+        raise ValueError(f"the model has {len(models)} channels, the packets {len(columns)}")
+    if not 1 <= len(models) <= MAX_CHANNELS:
+        raise ValueError(f"a packet holds 1 to {MAX_CHANNELS} channels, got {len(models)}")
+    per_channel = [_encode_batch(np.ascontiguousarray(x, np.int64), offsets, m, level)
+                   for x, m in zip(columns, models)]
+    ns = np.diff(offsets).tolist()
+    seed = zlib.crc32(model_id)
+    if len(per_channel) == 1:
+        return [_frame([p], n, model_id, seed) for p, n in zip(per_channel[0], ns)]
+    return [_frame([pc[j] for pc in per_channel], ns[j], model_id, seed) for j in range(len(ns))]
 
 
 def decode_many(coded: list[bytes], models: list[ChannelModel], model_id: bytes,
                 model_name: str = "") -> list[list[np.ndarray] | SignalFormatError]:
     """:func:`decode_packet` for many packets; a damaged packet gives its error in its place."""
+    columns, offsets, errors = decode_columns(coded, models, model_id, model_name)
     out: list[list[np.ndarray] | SignalFormatError] = []
-    frames: list[tuple[int, int, list[bytes]]] = []  # (index, n, payloads)
-    for j, packet in enumerate(coded):
-        try:
-            frames.append((j, *_split(bytes(packet), len(models), model_id, model_name)))
-            out.append([])
-        except SignalFormatError as e:
-            out.append(e)
-    for c, m in enumerate(models):
-        got = decode_packets([f[2][c] for f in frames], [f[1] for f in frames], m, on_error="none")
-        for (j, _, _), x in zip(frames, got):
-            slot = out[j]
-            if isinstance(slot, list):
-                if x is None:
-                    out[j] = SignalFormatError(f"packet {j}: damaged payload of channel {c}")
-                else:
-                    slot.append(x)
+    for j in range(len(coded)):
+        err = errors.get(j)
+        out.append(err if err is not None else
+                   [x[offsets[j]:offsets[j + 1]] for x in columns])
     return out
 
 
-def _split(packet: bytes, n_models: int, model_id: bytes, model_name: str
-           ) -> tuple[int, list[bytes]]:
-    """Check a packet and cut it into ``(n, payloads)``."""
-    if len(packet) < 4:
-        raise SignalFormatError(f"truncated packet ({len(packet)} bytes)")
-    body, (check,) = packet[:-2], struct.unpack("<H", packet[-2:])
-    if zlib.crc32(body, zlib.crc32(model_id)) & 0xFFFF != check:
+def decode_columns(coded: list[bytes], models: list[ChannelModel], model_id: bytes,
+                   model_name: str = "") -> tuple[list[np.ndarray], np.ndarray,
+                                                  dict[int, SignalFormatError]]:
+    """The packets' channels, each joined over the packets: ``(columns, offsets, errors)``.
+
+    Packet ``j``'s channel ``c`` is ``columns[c][offsets[j]:offsets[j+1]]``; a damaged packet
+    has its error in ``errors`` (by index) and no samples in the columns.
+    """
+    errors: dict[int, SignalFormatError] = {}
+    frames: list[tuple[int, int, list[bytes]]] = []  # (index, n, payloads)
+    seed = zlib.crc32(model_id)
+    for j, packet in enumerate(coded):
+        try:
+            frames.append((j, *_split(packet if type(packet) is bytes else bytes(packet),
+                                      len(models), model_id, model_name, seed)))
+        except SignalFormatError as e:
+            errors[j] = e
+    decoded = []
+    for c, m in enumerate(models):
+        x, off, bad = _decode_batch([f[2][c] for f in frames], [f[1] for f in frames], m)
+        for k in bad:
+            j = frames[k][0]
+            if j not in errors:
+                errors[j] = SignalFormatError(f"packet {j}: damaged payload of channel {c}")
+        decoded.append((x, off))
+    # a packet's room: its n where every channel decoded it in full, else none (a declared
+    # count is never allocated before a payload was found to hold it)
+    ns = np.zeros(len(coded), np.int64)
+    for j, n, _ in frames:
+        if j not in errors:
+            ns[j] = n
+    offsets = np.zeros(len(coded) + 1, np.int64)
+    np.cumsum(ns, out=offsets[1:])
+    columns = []
+    for x, off in decoded:
+        if off[-1] != offsets[-1]:  # a damaged packet had room here: move the others
+            full = np.zeros(int(offsets[-1]), np.int64)
+            for k, (j, _, _) in enumerate(frames):
+                if ns[j]:
+                    full[offsets[j]:offsets[j + 1]] = x[off[k]:off[k + 1]]
+            x = full
+        columns.append(x)
+    return columns, offsets, errors
+
+
+def _split(packet: bytes, n_models: int, model_id: bytes, model_name: str,
+           seed: int | None = None) -> tuple[int, list[bytes]]:
+    """Check a packet and cut it into ``(n, payloads)``; ``seed`` as for :func:`_frame`."""
+    size = len(packet)
+    if size < 4:
+        raise SignalFormatError(f"truncated packet ({size} bytes)")
+    crc = zlib.crc32(memoryview(packet)[:-2], zlib.crc32(model_id) if seed is None else seed)
+    if crc & 0xFFFF != packet[-2] | packet[-1] << 8:
         raise SignalFormatError(f"packet check failed: the packet is corrupted, or was made with "
                                 f"another model than {model_name or model_id.hex()}")
-    tag = body[0]
+    tag = packet[0]
     if tag & 0xF0 != TAG:
         raise SignalFormatError(f"not a ubpe packet (tag {tag:#04x})")
     n_ch = (tag & 0x0F) + 1
     if n_ch != n_models:
         raise SignalFormatError(f"the packet holds {n_ch} channels, the model {n_models}")
+    if n_ch == 1 and size >= 5 and packet[1] < 0x80:  # one channel, a 1-byte count
+        return packet[1], [packet[2:-2]]
+    if n_ch == 1 and size >= 6 and packet[2] < 0x80:  # one channel, a 2-byte count
+        return (packet[1] & 0x7F) | packet[2] << 7, [packet[3:-2]]
+    body = packet[:-2]
     n, pos = read_varint(body, 1, "packet sample count")
     if n > MAX_SAMPLES:
         raise SignalFormatError(f"the packet declares {n:,} samples")

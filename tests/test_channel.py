@@ -264,3 +264,92 @@ def test_crafted_nested_ranked_payload_raises_value_error():
         decode_channel(p, 10)
     with pytest.raises(ValueError):
         decode_channel(b"\x05\x02\x02\x01\x02" + b"\x05\x02\x02\x01\x02\x01\x00", 10)
+
+
+CONSTANTS = st.tuples(I64, st.integers(1, 300)).map(lambda vn: np.full(vn[1], vn[0], np.int64))
+
+
+@settings(max_examples=100, deadline=None)
+@given(xs=st.lists(st.one_of(CONSTANTS, any_ints, small_walk), max_size=8))
+def test_packets_batch_with_constants_round_trip(model, xs):
+    """Constant packets are coded as constants (mode 1) by the batch kernel and by the single
+    call alike, and the batch decoder reads them (full int64 range, one sample, empty)."""
+    from signals.channel import CONST, decode_packets, encode_packets
+    xs = xs + [np.array([-2**63]), np.array([2**63 - 1]), np.full(5, -2**63), np.full(3, 2**63 - 1),
+               np.zeros(0, np.int64), np.full(4096, -1)]
+    for level in (0, 5):
+        out = encode_packets(xs, model, level=level)
+        assert out == [encode_channel(x, model=model, level=level) for x in xs]
+        back = decode_packets(out, [x.size for x in xs], model)
+        assert all(np.array_equal(a, b) for a, b in zip(back, xs))
+        for x, o in zip(xs, out):
+            if x.size > 1 and (x == x[0]).all():
+                assert o[0] == CONST and len(o) <= 11
+            assert np.array_equal(decode_channel(o, x.size, model=model), x)
+
+
+def test_packets_batch_constant_payloads_damaged(model):
+    """A damaged constant payload fails in the batch as it does alone; others still decode."""
+    from signals.channel import decode_packets
+    good = b"\x01\x04"  # the constant 2
+    bad = [b"\x01", b"\x01\x80", b"\x01\x04\x00", b"\x01" + b"\xff" * 9 + b"\x02", good,
+           b"\x01" + b"\xff" * 9 + b"\x01"]  # the last: 2**64 - 1, zigzag of -2**63
+    got = decode_packets(bad, [3] * len(bad), model, on_error="none")
+    assert got[:4] == [None] * 4
+    assert got[4].tolist() == [2, 2, 2] and got[5].tolist() == [-2**63] * 3
+    for p, g in zip(bad, got):
+        try:
+            one = decode_channel(p, 3, model=model).tolist()
+        except ValueError:
+            one = None
+        assert one == (None if g is None else g.tolist())
+    assert decode_packets([good], [0], model, on_error="none") == [None]
+    # a long constant: the model's payload, whose bytes bound its count (the decoder refuses a
+    # count its bytes cannot hold, a constant's too)
+    from signals.channel import CONST, CONST_MAX, encode_packets
+    big = [np.full(CONST_MAX + 1, 7)]
+    for level in (0, 5):
+        (out,) = encode_packets(big, model, level=level)
+        assert out[0] != CONST and np.array_equal(decode_packets([out], [big[0].size], model)[0],
+                                                  big[0])
+    assert decode_packets([good], [10**7], model, on_error="none") == [None]
+
+
+def test_own_gain_hint(model):
+    """fit_channel_model records how much long packets gained from their own coding; the
+    hint is in the config (not in the payloads), and a low one skips the own coding of long
+    packets that the model codes at its usual cost."""
+    from signals.channel import OWN_GAIN_MIN, encode_packets
+    rng = np.random.default_rng(3)
+    walk = [np.cumsum(rng.integers(-20, 21, 20000))]
+    m = fit_channel_model(walk, packet_size=1024)
+    assert m.own_gain is not None and 0 <= m.own_gain < OWN_GAIN_MIN
+    back = ChannelModel.from_config(json.loads(json.dumps(m.get_config())))
+    assert back.own_gain == m.own_gain and back.content_id() == m.content_id()
+    old = ChannelModel.from_config({k: v for k, v in m.get_config().items() if k != "own_gain"})
+    assert old.own_gain is None  # a model fitted before the hint: every long packet may try
+    pk = [np.cumsum(rng.integers(-20, 21, 4096)) for _ in range(3)]
+    assert encode_packets(pk, m) == encode_packets(pk, m, level=0)
+    # a periodic signal, far smaller on its own than under a model of noise: tried where the
+    # hint is absent, not where it is low (the model's cost is below fallback_bits)
+    import dataclasses
+    noise = fit_channel_model([rng.integers(-1000, 1000, 20000)], packet_size=1024)
+    saw = [np.tile(np.arange(0, 1000, 37), 200)[:4096]]
+    plain = encode_packets(saw, noise, level=0)
+    tried = encode_packets(saw, dataclasses.replace(noise, own_gain=None, fallback_bits=64.0))
+    assert len(tried[0]) < len(plain[0]) / 4
+    assert encode_packets(saw, dataclasses.replace(noise, own_gain=0.0, fallback_bits=64.0)) == plain
+    # a batch of 32 long packets: the probes (packets 0 and 16) gain, so all try
+    many = saw * 32
+    low, none = (dataclasses.replace(noise, own_gain=g, fallback_bits=64.0) for g in (0.0, None))
+    assert encode_packets(many, low) == encode_packets(many, none) == tried * 32
+    # ... and where they do not gain, none of the others tries
+    walks = [np.cumsum(rng.integers(-20, 21, 1024)) for _ in range(32)]
+    assert encode_packets(walks, m) == encode_packets(walks, m, level=0)
+    # a batch whose long packets are mostly costly under the model: all try
+    costly = dataclasses.replace(noise, own_gain=0.0, fallback_bits=1.0)
+    mixed = saw * 4 + [np.arange(4096) * 0 + np.arange(4096) % 7]
+    assert encode_packets(mixed, costly) == encode_packets(
+        mixed, dataclasses.replace(noise, own_gain=None, fallback_bits=1.0))
+    with pytest.raises(ValueError, match="own_gain"):
+        ChannelModel.from_config(m.get_config() | {"own_gain": 2.0})

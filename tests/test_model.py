@@ -212,3 +212,87 @@ def test_vocabulary_packets_round_trip_any_values(vocab_model, x):
     coded = encode_packets(packets, vocab_model)
     back = decode_packets(coded, [p.size for p in packets], vocab_model)
     assert all(np.array_equal(a, b) for a, b in zip(back, packets))
+
+
+@pytest.fixture(scope="module")
+def three_channel_model():
+    rng = np.random.default_rng(11)
+    t = np.arange(30_000)
+    a = (500 * np.sin(t / 17) + rng.normal(0, 4, t.size)).astype(np.int32)
+    b = 5 * np.cumsum(rng.integers(-3, 4, t.size)).astype(np.int32)  # mapped with step 5
+    c = np.repeat(rng.integers(0, 9, t.size // 50), 50).astype(np.int32)
+    return SignalModel(64, 64, progress=False).fit([a, b, c], names=["a", "b", "c"]), (a, b, c)
+
+
+def test_many_packets_of_several_channels(three_channel_model):
+    """compress_packets maps each channel once for all packets: the same packets as
+    compress_packet one at a time; decompress_packets gives them back (dtype kept, for packets
+    of one length and of several), and a damaged packet fails alone or raises naming it."""
+    model, (a, b, c) = three_channel_model
+    assert list(model.codec_) == ["a", "b", "c"] and model.codec_["b"]["map"]["step"] == 5
+    x = np.stack([a, b, c])[:, 20_000:]
+    for cuts in ([0, 256, 512, 768], [0, 256, 512, 1536, 1537, 1537, 5633, 5700]):
+        packets = [x[:, i:j] for i, j in zip(cuts, cuts[1:])]
+        coded = model.compress_packets(packets)
+        # (compress_packet also tries the packet's own coding at the full level above 512)
+        assert all(k == model.compress_packet(p) for k, p in zip(coded, packets)
+                   if p.shape[1] <= 512)
+        back = model.decompress_packets(coded)
+        assert all(g.dtype == np.int32 and np.array_equal(g, p) for g, p in zip(back, packets))
+        bad = list(coded)
+        bad[1] = bad[1][:3] + bytes([bad[1][3] ^ 1]) + bad[1][4:]
+        kept = model.decompress_packets(bad, errors="keep")
+        assert isinstance(kept[1], SignalFormatError)
+        assert all(np.array_equal(k, p) for j, (k, p) in enumerate(zip(kept, packets)) if j != 1)
+        with pytest.raises(SignalFormatError, match="packet 1"):
+            model.decompress_packets(bad)
+    wrong = x[:, :8].copy()
+    wrong[1, 3] += 1  # not a multiple of 5
+    with pytest.raises(ValueError, match="'b'"):
+        model.compress_packets([x[:, :8], wrong])
+    with pytest.raises(ValueError, match="dtype"):
+        model.compress_packets([x[:, :8].astype(np.int64)])
+    assert model.compress_packets([]) == [] and model.decompress_packets([]) == []
+
+
+def test_many_packets_with_forged_payloads(three_channel_model):
+    """Packets whose check is right but whose payloads are not (a forger's): each fails alone,
+    with the other packets of the batch intact, whatever the count they declare."""
+    from signals import packets as P
+    model, (a, b, c) = three_channel_model
+    names, models = model._codec_models()
+    mid = model.model_id()
+    x = np.stack([a, b, c])[:, 25_000:]
+    packets = [x[:, i:i + 300] for i in range(0, 1500, 300)]
+    coded = model.compress_packets(packets)
+    n, payloads = P._split(coded[1], 3, mid, "")
+    forged = list(coded)
+    forged[1] = P._frame(payloads, 10**9, mid)  # far more samples than the payloads hold
+    forged[3] = P._frame([payloads[0], b"\x03\xff", payloads[2]], n, mid)  # a damaged payload
+    kept = model.decompress_packets(forged, errors="keep")
+    assert isinstance(kept[1], SignalFormatError) and isinstance(kept[3], SignalFormatError)
+    assert "channel 1" in str(kept[3])
+    for j in (0, 2, 4):
+        assert np.array_equal(kept[j], packets[j])
+    many = P.decode_many(forged, models, mid)
+    assert isinstance(many[1], SignalFormatError) and isinstance(many[3], SignalFormatError)
+    for j in (0, 2, 4):
+        want = [model.map_channel(nm, ch)[0] for nm, ch in zip(names, packets[j])]
+        assert all(np.array_equal(g, w) for g, w in zip(many[j], want))
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 2**40), payloads=st.lists(st.binary(min_size=1, max_size=40), min_size=1,
+                                                  max_size=3), cut=st.integers(0, 60))
+def test_packet_framing_round_trip_and_truncation(n, payloads, cut):
+    """_split inverts _frame for any count and channel count (its one-channel shortcuts
+    included), and a truncated packet fails its check or its reading."""
+    from signals import packets as P
+    mid = bytes(range(16))
+    pk = P._frame(payloads, n, mid)
+    assert P._split(pk, len(payloads), mid, "") == (n, payloads)
+    short = pk[:max(0, len(pk) - 1 - cut)]
+    try:  # (a 16-bit check passes by chance once in 65,536: then the content differs)
+        assert P._split(short, len(payloads), mid, "") != (n, payloads)
+    except SignalFormatError:
+        pass
