@@ -905,12 +905,12 @@ def _decode_words(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders,
 MODEL_TBITS = 10  # match-model hash table of a packet (1024 entries)
 FALLBACK_LEVEL = 3  # the level of a packet's own coding, where the model codes it badly
 SHORT_FALLBACK_LEVEL = 2  # the same for packets below OWN_TRY_SIZE (cheaper: no ranks, one match)
+CONST_MAX = 1 << 16  # constant packets up to this size are coded as such (mode 1) by the batch
+OWN_TRY_SIZE = 1024  # packets from this size also try their own coding where it may be smaller
 
 
 def _fallback_level(level: int, n: int) -> int:
     return min(level, FALLBACK_LEVEL if n >= OWN_TRY_SIZE else SHORT_FALLBACK_LEVEL)
-CONST_MAX = 1 << 16  # constant packets up to this size are coded as such (mode 1) by the batch
-OWN_TRY_SIZE = 1024  # packets from this size also try their own coding where it may be smaller
 
 
 def _own_estimate(x: np.ndarray, level: int) -> float:
@@ -953,6 +953,8 @@ def _own_or(x: np.ndarray, coded: bytes, level: int) -> bytes:
     if own[0] == CONST and x.size > CONST_MAX:
         return coded  # (decode_packets bounds a payload's count by its bytes)
     return own if len(own) < len(coded) else coded
+
+
 FALLBACK_QUANTILE = 0.98  # of the validation packets' cost: packets above it try their own coding
 OWN_GAIN_MIN = 0.005  # a model's own_gain below it: its long packets try their own coding only
 # where costly (as short ones do)
