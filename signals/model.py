@@ -12,6 +12,7 @@ A :class:`SignalModel` holds two fitted parts, both trained on one corpus:
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -35,6 +36,7 @@ FORMAT = "ubpe.signal-model"
 VERSION = 3
 VALIDATION = 0.3   # share of each channel held out to decide whether the model pays
 PACKET = 1024      # packet size of that decision
+STREAM_BATCH = 1024  # packets a packet stream codes at a time (write_packet_stream)
 
 
 class SignalModel:
@@ -365,9 +367,16 @@ class SignalModel:
         return out
 
     def write_packet_stream(self, xs: Iterable[ArrayLike], fileobj: IO[bytes]) -> int:
-        """Compress packets into a packet stream with an end marker; returns the count."""
-        return _packets.write_packet_stream((self.compress_packet(x) for x in xs), fileobj,
-                                            self.model_id())
+        """Compress packets into a packet stream with an end marker; returns the count.
+
+        The packets are coded as :meth:`compress_packets` codes them, up to
+        ``STREAM_BATCH`` at a time (so memory stays bounded for any count).
+        """
+        def coded() -> Iterator[bytes]:
+            it = iter(xs)
+            while batch := list(itertools.islice(it, STREAM_BATCH)):
+                yield from self.compress_packets(batch)
+        return _packets.write_packet_stream(coded(), fileobj, self.model_id())
 
     def read_packet_stream(self, fileobj: IO[bytes]) -> Iterator[np.ndarray]:
         """Yield the decoded packets of a stream written by :meth:`write_packet_stream`.
