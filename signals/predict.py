@@ -583,44 +583,46 @@ def _lpc_sum(x, s, e, q, o, sh):
 
 @njit(cache=True)
 def _autocorr(seg, pmax):
-    """``r[k] = sum_{i >= k} seg[i] * seg[i - k]``, k = 0..pmax, each summed in the order of i
-    (eight lags at a time: independent chains, the same floating-point result as one by one)."""
+    """``r[k] = sum_{i >= k} seg[i] * seg[i - k]``, k = 0..pmax, each summed in the order of i.
+
+    The lags run side by side (the inner loop over k vectorizes), four samples i
+    at a time, each lag's sum still taken in the order of i: the same
+    floating-point result as one lag at a time. The products with ``seg[i - k]``
+    for ``i < k`` read zeros of a reversed, padded copy (``+0.0`` added to a sum
+    that starts at ``+0.0``: no change)."""
     m = seg.shape[0]
-    r = np.zeros(pmax + 1)
-    acc = np.zeros(8)
-    for kb in range(0, pmax + 1, 8):
-        acc[:] = 0.0
-        h = min(m, kb + 7)
-        for i in range(kb, h):
-            for j in range(8):
-                if i >= kb + j:
-                    acc[j] += seg[i] * seg[i - kb - j]
-        a0, a1, a2, a3, a4, a5, a6, a7 = acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]
-        if h < m:
-            v = seg[h:m]
-            s0 = seg[h - kb:m - kb]
-            s1 = seg[h - kb - 1:m - kb - 1]
-            s2 = seg[h - kb - 2:m - kb - 2]
-            s3 = seg[h - kb - 3:m - kb - 3]
-            s4 = seg[h - kb - 4:m - kb - 4]
-            s5 = seg[h - kb - 5:m - kb - 5]
-            s6 = seg[h - kb - 6:m - kb - 6]
-            s7 = seg[h - kb - 7:m - kb - 7]
-            for i in range(m - h):
-                w = v[i]
-                a0 += w * s0[i]
-                a1 += w * s1[i]
-                a2 += w * s2[i]
-                a3 += w * s3[i]
-                a4 += w * s4[i]
-                a5 += w * s5[i]
-                a6 += w * s6[i]
-                a7 += w * s7[i]
-        out = (a0, a1, a2, a3, a4, a5, a6, a7)
-        for j in range(8):
-            if kb + j <= pmax:
-                r[kb + j] = out[j]
-    return r
+    L = (pmax // 8 + 1) * 8
+    rev = np.zeros(m + L + 4)
+    for t in range(m):
+        rev[t + 4] = seg[m - 1 - t]  # rev[m + 3 - i + k] is seg[i - k] (0 for i < k)
+    acc = np.zeros(L)
+    i = 0
+    while i + 4 <= m:
+        w0 = seg[i]
+        w1 = seg[i + 1]
+        w2 = seg[i + 2]
+        w3 = seg[i + 3]
+        base = m + 3 - i
+        v0 = rev[base:base + L]
+        v1 = rev[base - 1:base - 1 + L]
+        v2 = rev[base - 2:base - 2 + L]
+        v3 = rev[base - 3:base - 3 + L]
+        for k in range(L):
+            a = acc[k]
+            a += w0 * v0[k]
+            a += w1 * v1[k]
+            a += w2 * v2[k]
+            a += w3 * v3[k]
+            acc[k] = a
+        i += 4
+    while i < m:
+        w = seg[i]
+        base = m + 3 - i
+        v = rev[base:base + L]
+        for k in range(L):
+            acc[k] += w * v[k]
+        i += 1
+    return acc[:pmax + 1].copy()
 
 
 @njit(cache=True)
@@ -1085,10 +1087,8 @@ def _histories(m):
     return buf[0:m], buf[gap:gap + m], buf[2 * gap:2 * gap + m], buf[3 * gap:3 * gap + m]
 
 
-@njit(cache=True)
-def cascade_forward(e1, variant=1):
-    """LPC residual -> cascade residual (an NLMS, then a sign-sign LMS; see ``CASCADES``)."""
-    m1, d1, m2, mu = _CASCADE_TABLE[variant]
+@njit(cache=True, inline="always")
+def _cascade_run(e1, m1, d1, m2, mu):
     n = e1.shape[0]
     pad = LMS_MAX_ORDER
     h1, s1, h2, s2 = _histories(n + pad)
@@ -1110,6 +1110,36 @@ def cascade_forward(e1, variant=1):
         s2[b] = _sign(v2)
         e3[i] = v3
     return e3
+
+
+# one kernel per variant, its orders and steps constants (CASCADES): the compiler unrolls the
+# filters' fixed-length loops
+@njit(cache=True)
+def _cascade_v1(e1):
+    return _cascade_run(e1, 16, 8, 32, 16)
+
+
+@njit(cache=True)
+def _cascade_v2(e1):
+    return _cascade_run(e1, 16, 32, 32, 4)
+
+
+@njit(cache=True)
+def _cascade_v3(e1):
+    return _cascade_run(e1, 32, 64, 32, 2)
+
+
+@njit(cache=True)
+def cascade_forward(e1, variant=1):
+    """LPC residual -> cascade residual (an NLMS, then a sign-sign LMS; see ``CASCADES``)."""
+    if variant == 1:
+        return _cascade_v1(e1)
+    if variant == 2:
+        return _cascade_v2(e1)
+    if variant == 3:
+        return _cascade_v3(e1)
+    m1, d1, m2, mu = _CASCADE_TABLE[variant]
+    return _cascade_run(e1, m1, d1, m2, mu)
 
 
 @njit(cache=True)
