@@ -84,6 +84,7 @@ DEFAULT_LEVEL = 5
 MAX_EMA_SHIFT = 8
 MATCH_PROBE = 1 << 16  # samples on which the default levels compare match-model candidates
 MATCH_SCREEN = 1 << 14  # samples on which a match candidate must show a gain to be compared
+MATCH_KEEP = 0.9  # ... and at least this fraction of the best candidate's gain there
 LMS_PROBE = 1 << 14  # samples on which the default levels choose the adaptive cascade
 LMS_MIN_GAIN = 0.15  # levels 4-5 keep the cascade where it saves this (estimated bits/sample)
 EST_CONTEXTS = 6  # contexts of the quick size estimate that compares candidates
@@ -719,9 +720,10 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
         # match candidates: screened by their estimated gain on a short prefix, then compared
         # by their estimated size (_est_bits) on a longer one; the winner runs on all
         scr = min(x.size, MATCH_SCREEN)
-        cands = tuple((mh_, t_) for mh_, t_ in preset.match
-                      if P.predict_fused_gain(x[:scr], block, kinds, ords, shifts, coefs, mh_, t_,
-                                              tbits)[2] > 0)
+        gains = [P.predict_fused_gain(x[:scr], block, kinds, ords, shifts, coefs, mh_, t_,
+                                      tbits)[2] for mh_, t_ in preset.match]
+        top = max(gains, default=0.0)  # (a candidate well behind the best gain is not compared)
+        cands = tuple(c for c, g in zip(preset.match, gains) if g > 0 and g >= MATCH_KEEP * top)
         side_lpc = side
         whole: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # probes of all of x
         if cands:
@@ -776,7 +778,7 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
                 cost = P.residual_cost(r[:p])
                 need = cost - preset.lms_gain * p
                 pick: Any = None
-                for v in (1, 3):
+                for v in (1, 3) if need > 0 else ():  # (a cost is >= 0: else none can pay)
                     r3 = P.cascade_forward(r0[:p], v)
                     c3 = P.residual_cost(r3)
                     if c3 < 0.99 * cost and c3 <= need:
