@@ -470,7 +470,7 @@ def _fine_hist(tokens, z, bitlen, mb, n_mb, width, ctxk):
     b3 = 0
     acc = 0
     for i in range(tokens.shape[0]):
-        s = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat(acc, ctxk)
+        s = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat_fast(acc, ctxk)
         t = tokens[i]
         h[mb[i], s, t] += 1
         shist[s] += 1
@@ -651,7 +651,7 @@ def _table_rows(tokens, z, bitlen, mb, cmap, nc, ctxk):
     b3 = 0
     acc = 0
     for i in range(n):
-        s = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat(acc, ctxk)
+        s = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat_fast(acc, ctxk)
         rows[i] = cmap[s] + nc * np.int64(mb[i])
         if ctxk == 0:
             b3 = b2

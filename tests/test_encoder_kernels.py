@@ -144,3 +144,41 @@ def test_context_tables_match_the_numpy_fit(tokens, ctxk, n_mb, n_ctx, seed):
     assert np.array_equal(th, want_th) and np.array_equal(f, want_f)
     assert np.array_equal(table, E.write_codes(q))
     assert bits == E.coded_bits(counts, want_f) + 8 * (len(table) + want_th.size + 1)
+
+
+small_alphabet = arrays(np.int64, st.integers(1, 300), elements=st.sampled_from(
+    [-2**63, -2**62, -5, 0, 1, 3, 1000, 2**62, 2**63 - 1]))
+dense = arrays(np.int64, st.integers(1, 300), elements=st.integers(-40, 0)).map(
+    lambda a: a * 3 + np.int64(2**63 - 200))  # near the top of the range
+
+
+@settings(max_examples=150, deadline=None)
+@given(x=st.one_of(wide, walk, small_alphabet, dense, edge).filter(lambda a: a.size > 0))
+def test_distinct_values_and_ranks_match_numpy(x):
+    u = C._distinct(x)
+    assert np.array_equal(u, np.unique(x)) and u.dtype == np.int64
+    r = C._ranks(x, u)
+    assert r.dtype == np.int64 and np.array_equal(r, np.searchsorted(u, x))
+    span, lo = C._span(x)
+    true_span = int(x.max()) - int(x.min())
+    assert lo == x.min() and span == (true_span if true_span < 2**63 else -1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(x=signals, mh=st.integers(1, 3), t=st.integers(0, 2))
+def test_match_gain_is_the_fused_kernels_gain(x, mh, t):
+    kinds, orders, shifts, coefs = P.block_lpc_analyze(x, 32, np.array([2, 4]), 14, False, 8)
+    r0, _ = P.predict_fused(x, 32, kinds, orders, shifts, coefs, 0, 0, 10)
+    r, mb, gain = P.predict_fused_gain(x, 32, kinds, orders, shifts, coefs, mh, t, 10)
+    assert C._match_gain(r0, r, mb) == gain  # the same sum in the same order: equal floats
+
+
+@settings(max_examples=60, deadline=None)
+@given(e=signals, variant=st.sampled_from([1, 2, 3]))
+def test_cascade_variant_kernels_match_the_generic_one(e, variant):
+    m1, d1, m2, mu = P._CASCADE_TABLE[variant]
+    want = P._cascade_run.py_func(e, int(m1), int(d1), int(m2), int(mu)) if e.size < 40 else None
+    got = P.cascade_forward(e, variant)
+    assert np.array_equal(P.cascade_inverse(got, variant), e)
+    if want is not None:
+        assert np.array_equal(got, want)
