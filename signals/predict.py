@@ -641,8 +641,10 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
     shifts = np.zeros(nb, np.int64)
     coefs = np.zeros((nb, 32), np.int64)
     pmax = 0
+    omin = 1 << 30
     for o in lpc_orders:
         pmax = max(pmax, o)
+        omin = min(omin, o)
     sums = np.zeros(MAX_ORDER + 1, np.int64)
     win = np.zeros(0)
     for b in range(nb):
@@ -656,14 +658,15 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
             if c < best:
                 best = c
                 orders[b] = k
-        for lag in range(2, max_lag + 1):
+        # (a lag costs at least 16 bits and an LPC 16 * order + 24: none can beat a cheaper block)
+        for lag in range(2, max_lag + 1 if best > 16.0 else 2):
             tot = float(_lag_sum(x, s, e, lag))
             c = 16.0 + (e - s) * np.log2(1.0 + tot / (e - s))
             if c < best:
                 best = c
                 kinds[b] = 2
                 orders[b] = lag
-        if pmax == 0:
+        if pmax == 0 or best <= 16.0 * omin + 24:
             continue
         lo = max(0, s - pmax)
         m = e - lo
