@@ -551,34 +551,56 @@ def _fixed_sums(x, s, e, sums):
 
 
 @njit(cache=True)
-def _lag_sum(x, s, e, lag):
-    """Sum of |x[i] - x[i - lag]| over ``x[s:e]`` (the previous sample before ``lag``)."""
+def _lag_sum(x, s, e, lag, limit=-1):
+    """Sum of |x[i] - x[i - lag]| over ``x[s:e]`` (the previous sample before ``lag``); with
+    ``limit`` >= 0, any value above ``limit`` once the sum exceeds it (chunks of 512 samples:
+    the terms are >= 0, so the sum cannot come back below it)."""
     tot = 0
     lo = min(max(s, lag), e)
     for i in range(s, lo):
         tot += _abs_cap(x[i] - (x[i - 1] if i > 0 else 0))
-    xa = x[lo:e]
-    xb = x[lo - lag:e - lag]
-    for i in range(e - lo):
-        tot += _abs_cap(xa[i] - xb[i])
+    for c in range(lo, e, 512):
+        if 0 <= limit < tot:
+            return tot
+        ce = min(e, c + 512)
+        xa = x[c:ce]
+        xb = x[c - lag:ce - lag]
+        for i in range(ce - c):
+            tot += _abs_cap(xa[i] - xb[i])
     return tot
 
 
 @njit(cache=True)
-def _lpc_sum(x, s, e, q, o, sh):
-    """Sum of |residual| of the LPC ``q[0, :o] >> sh`` over ``x[s:e]``."""
+def _lpc_sum(x, s, e, q, o, sh, limit=-1):
+    """Sum of |residual| of the LPC ``q[0, :o] >> sh`` over ``x[s:e]``; with ``limit`` >= 0,
+    any value above ``limit`` once the sum exceeds it (as :func:`_lag_sum`)."""
     tot = 0
     lo = min(max(s, o), e)
     for i in range(s, lo):
         tot += _abs_cap(x[i] - _lpc_predict(x, i, 1, o, sh, q, 0))
     cr = q[0, :o][::-1].copy()  # cr[j] weighs x[i - o + j]
-    xs = x[lo - o:e]
-    for i in range(e - lo):
-        acc = 0
-        for j in range(o):
-            acc += cr[j] * xs[i + j]
-        tot += _abs_cap(xs[i + o] - (acc >> sh))
+    for c in range(lo, e, 512):
+        if 0 <= limit < tot:
+            return tot
+        ce = min(e, c + 512)
+        xs = x[c - o:ce]
+        for i in range(ce - c):
+            acc = 0
+            for j in range(o):
+                acc += cr[j] * xs[i + j]
+            tot += _abs_cap(xs[i + o] - (acc >> sh))
     return tot
+
+
+@njit(cache=True)
+def _sum_limit(best, side, n):
+    """The largest sum of |residual| over ``n`` samples at which a predictor of ``side`` bits
+    may still cost less than ``best`` (``side + n log2(1 + sum / n) < best``), with a margin:
+    a sum above it cannot; -1 (no limit) where the bound is not finite."""
+    t = n * (np.exp2((best - side) / n) - 1.0)
+    if not np.isfinite(t) or t >= 2.0 ** 62:
+        return -1
+    return max(np.int64(0), np.int64(t * (1.0 + 1e-9)) + 1)  # (t < 0: no sum but 0 may)
 
 
 @njit(cache=True)
@@ -660,7 +682,7 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
                 orders[b] = k
         # (a lag costs at least 16 bits and an LPC 16 * order + 24: none can beat a cheaper block)
         for lag in range(2, max_lag + 1 if best > 16.0 else 2):
-            tot = float(_lag_sum(x, s, e, lag))
+            tot = float(_lag_sum(x, s, e, lag, _sum_limit(best, 16.0, e - s)))
             c = 16.0 + (e - s) * np.log2(1.0 + tot / (e - s))
             if c < best:
                 best = c
@@ -717,7 +739,7 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
                 q[0, j] = np.int64(v)
             if not ok:
                 continue
-            tot = float(_lpc_sum(x, s, e, q, o, sh))
+            tot = float(_lpc_sum(x, s, e, q, o, sh, _sum_limit(best, 16.0 * o + 24, e - s)))
             c = 16.0 * o + 24 + (e - s) * np.log2(1.0 + tot / (e - s))
             if c < best:
                 best = c

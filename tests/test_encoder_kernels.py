@@ -182,3 +182,19 @@ def test_cascade_variant_kernels_match_the_generic_one(e, variant):
     assert np.array_equal(P.cascade_inverse(got, variant), e)
     if want is not None:
         assert np.array_equal(got, want)
+
+
+@settings(max_examples=100, deadline=None)
+@given(x=signals.filter(lambda a: a.size > 0), lag=st.integers(2, 40), o=st.integers(1, 8),
+       frac=st.floats(0.0, 2.0))
+def test_block_sums_with_a_limit_stop_only_above_it(x, lag, o, frac):
+    q = np.zeros((1, 32), np.int64)
+    q[0, :o] = np.arange(1, o + 1) - 3
+    for full, part in ((P._lag_sum(x, 0, x.size, lag), lambda lim: P._lag_sum(x, 0, x.size, lag, lim)),
+                       (P._lpc_sum(x, 0, x.size, q, o, 2),
+                        lambda lim: P._lpc_sum(x, 0, x.size, q, o, 2, lim))):
+        limit = int(full * frac)
+        got = part(limit)
+        assert got == full if full <= limit else got > limit
+        assert part(-1) == full
+    assert P._sum_limit(np.inf, 16.0, 100) == -1 and 0 <= P._sum_limit(10.0, 16.0, 100) <= 1
