@@ -579,11 +579,19 @@ def _lpc_sum(x, s, e, q, o, sh, limit=-1):
     for i in range(s, lo):
         tot += _abs_cap(x[i] - _lpc_predict(x, i, 1, o, sh, q, 0))
     cr = q[0, :o][::-1].copy()  # cr[j] weighs x[i - o + j]
+    fl = o <= 32 and _fits_float_dot(x[lo - o:e], cr)
+    res = np.empty(512, np.int64)
     for c in range(lo, e, 512):
         if 0 <= limit < tot:
             return tot
         ce = min(e, c + 512)
         xs = x[c - o:ce]
+        if fl:  # the same residuals, through exact float64 sums
+            rc = res[:ce - c]
+            _lpc_residual_float(xs, cr, o, sh, x[c:ce], rc)
+            for i in range(ce - c):
+                tot += _abs_cap(rc[i])
+            continue
         for i in range(ce - c):
             acc = 0
             for j in range(o):
@@ -769,6 +777,49 @@ def _bucket(mlen, t):
     return 3
 
 
+_FLOAT_DOT = 1 << 31  # |samples| below this: an LPC sum (<= 32 coefficients of |c| <= 2**15) is
+# exact in float64
+
+
+@njit(cache=True)
+def _fits_float_dot(xs, cr):
+    """Whether every sample of ``xs`` is below ``_FLOAT_DOT`` in magnitude and every
+    coefficient of ``cr`` at most 2**15."""
+    ok = True
+    for v in cr:
+        ok &= (v <= 32768) & (v >= -32768)
+    for v in xs:
+        ok &= (v < _FLOAT_DOT) & (v > -_FLOAT_DOT)
+    return ok
+
+
+@njit(cache=True, fastmath=True)
+def _float_lpc_sums(xf, cf, order, acc):
+    # every product and partial sum is an integer below 2**51 in magnitude: exact in float64 in
+    # any order of summation (so fastmath's reassociation changes nothing)
+    for i in range(acc.shape[0]):
+        a = 0.0
+        for j in range(order):
+            a += cf[j] * xf[i + j]
+        acc[i] = a
+
+
+@njit(cache=True)
+def _lpc_residual_float(xs, cr, order, shift, xa, out):
+    """``out[i] = xa[i] - (sum_j cr[j] * xs[i + j]) >> shift`` for ``|xs| < _FLOAT_DOT`` and
+    int16 ``cr`` (at most 32): the sums in float64 (exact: below 2**51), vectorized."""
+    xf = np.empty(xs.shape[0])
+    for i in range(xs.shape[0]):
+        xf[i] = float(xs[i])
+    cf = np.empty(order)
+    for j in range(order):
+        cf[j] = float(cr[j])
+    acc = np.empty(out.shape[0])
+    _float_lpc_sums(xf, cf, order, acc)
+    for i in range(out.shape[0]):
+        out[i] = xa[i] - (np.int64(acc[i]) >> shift)
+
+
 @njit(cache=True)
 def _block_residual(x, s, e, kind, order, shift, coefs, b, r):
     """``r[i] = x[i] - _lpc_predict(x, i, kind, order, shift, coefs, b)`` for i in [s, e), the
@@ -788,6 +839,9 @@ def _block_residual(x, s, e, kind, order, shift, coefs, b, r):
     elif kind == 1:
         cr = coefs[b, :order][::-1].copy()  # cr[j] weighs x[i - order + j]
         xs = x[lo - order:e]
+        if order <= 32 and _fits_float_dot(xs, cr):
+            _lpc_residual_float(xs, cr, order, shift, xa, out)
+            return
         for i in range(m):
             acc = 0
             for j in range(order):

@@ -198,3 +198,22 @@ def test_block_sums_with_a_limit_stop_only_above_it(x, lag, o, frac):
         assert got == full if full <= limit else got > limit
         assert part(-1) == full
     assert P._sum_limit(np.inf, 16.0, 100) == -1 and 0 <= P._sum_limit(10.0, 16.0, 100) <= 1
+
+
+near_float_bound = arrays(np.int64, st.integers(1, 200), elements=st.one_of(
+    st.integers(-2**31 + 1, 2**31 - 1), st.sampled_from([-2**31 + 1, 2**31 - 1, -2**31, 2**31])))
+
+
+@settings(max_examples=100, deadline=None)
+@given(x=st.one_of(near_float_bound, signals.filter(lambda a: a.size > 0)), o=st.integers(1, 32),
+       sh=st.integers(0, 30), data=st.data())
+def test_lpc_residuals_through_float_sums_are_exact(x, o, sh, data):
+    c = np.array(data.draw(st.lists(st.integers(-32768, 32767), min_size=o, max_size=o)), np.int64)
+    coefs = np.zeros((1, 32), np.int64)
+    coefs[0, :o] = c
+    r = np.empty(x.size, np.int64)
+    P._block_residual(x, 0, x.size, 1, o, sh, coefs, 0, r)
+    want = [_wrap(int(x[i]) - _ref_predict(x, i, 1, o, sh, coefs[0])) for i in range(x.size)]
+    assert r.tolist() == want
+    if np.abs(x.astype(float)).max() < 2.0**40:  # (sums that wrap: not compared)
+        assert P._lpc_sum(x, 0, x.size, coefs, o, sh) == sum(min(abs(v), P._SUM_CAP) for v in want)
