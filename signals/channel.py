@@ -1785,7 +1785,7 @@ def _ranks(x: np.ndarray, u: np.ndarray) -> np.ndarray:
 def _sparse_values(x: np.ndarray) -> np.ndarray | None:
     """The sorted distinct values of ``x`` where they are sparse enough for mode 5, else None."""
     if x.size > 4096:  # a quick look at a subsample (at most about 16k samples) first
-        us = np.unique(x[::max(8, x.size >> 14)])
+        us = _distinct(x[::max(8, x.size >> 14)])
         if us.size < 2:
             return None
         gs = np.diff(us)
