@@ -798,7 +798,7 @@ def _match_gain(r0, r, mb):
     gain = 0.0
     for i in range(r.shape[0]):
         if mb[i]:
-            gain += np.log2(1.0 + abs(float(r0[i]))) - np.log2(1.0 + abs(float(r[i])))
+            gain += P._cost1p(r0[i]) - P._cost1p(r[i])
     return gain
 
 

@@ -499,6 +499,27 @@ def _cost(e):
     return np.log2(1.0 + a)
 
 
+@njit(cache=True)
+def _log2_1p_table(m):
+    """``np.log2(1.0 + k)`` for k in 0..m-1, by the very expression of :func:`_cost`."""
+    t = np.empty(m)
+    for k in range(m):
+        t[k] = np.log2(1.0 + abs(float(k)))
+    return t
+
+
+_LOG2_1P = _log2_1p_table(4096)  # a constant of the kernels below (frozen when they compile)
+
+
+@njit(cache=True, inline="always")
+def _cost1p(v):
+    """``np.log2(1.0 + abs(float(v)))`` of an int64, from a table for ``|v| < 4096`` (the same
+    floats: the table holds that expression's values)."""
+    if -4096 < v < 4096:
+        return _LOG2_1P[abs(v)]
+    return np.log2(1.0 + abs(float(v)))
+
+
 _SUM_CAP = 1 << 36  # |residual| counted at most this much in the analysis sums (exact below it)
 
 
@@ -926,7 +947,7 @@ def predict_fused_gain(x, block, kinds, orders, shifts, coefs, mh, t, tbits):
         if ptr >= 0 and mlen >= t:  # r[i] holds the block predictor's residual until here
             pred = x[ptr]
             mb[i] = _bucket(mlen, t)
-            gain += np.log2(1.0 + abs(float(r[i]))) - np.log2(1.0 + abs(float(x[i] - pred)))
+            gain += _cost1p(r[i]) - _cost1p(x[i] - pred)
             r[i] = x[i] - pred
         ptr, mlen = follow_match(x, i, ptr, mlen)
         if h >= 0:
@@ -1251,5 +1272,5 @@ def residual_cost(r):
     """Estimated bits of residuals: ``sum log2(1 + |r|)``."""
     c = 0.0
     for i in range(r.shape[0]):
-        c += np.log2(1.0 + abs(float(r[i])))
+        c += _cost1p(r[i])
     return c

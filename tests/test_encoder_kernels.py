@@ -217,3 +217,11 @@ def test_lpc_residuals_through_float_sums_are_exact(x, o, sh, data):
     assert r.tolist() == want
     if np.abs(x.astype(float)).max() < 2.0**40:  # (sums that wrap: not compared)
         assert P._lpc_sum(x, 0, x.size, coefs, o, sh) == sum(min(abs(v), P._SUM_CAP) for v in want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(v=st.one_of(st.integers(-5000, 5000), st.integers(-2**63, 2**63 - 1),
+                   st.sampled_from([-2**63, 2**63 - 1, -4096, 4096, -4095, 4095, 0])))
+def test_log_cost_table_gives_the_same_floats(v):
+    assert P._cost1p(np.int64(v)) == P._cost(np.int64(v))
+    assert P._LOG2_1P[v % 4096] == P._cost(np.int64(v % 4096))
