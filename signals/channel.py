@@ -1763,9 +1763,9 @@ def _dense_ranks(x, u, lo, span):
 
 
 def _dense(x: np.ndarray) -> tuple[int, int] | None:
-    """(min, span) of ``x`` where a table of its span costs no more than a few times ``x``."""
+    """(min, span) of ``x`` where a table of its span (int64) is no larger than ``x``."""
     span, lo = _span(x)
-    return (int(lo), int(span)) if 0 <= span <= 4 * x.size + 1024 else None
+    return (int(lo), int(span)) if 0 <= span <= x.size + 1024 else None
 
 
 def _distinct(x: np.ndarray) -> np.ndarray:

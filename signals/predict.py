@@ -18,6 +18,8 @@ zigzag map (0, -1, 1, -2, ... -> 0, 1, 2, 3, ...).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike
@@ -499,16 +501,11 @@ def _cost(e):
     return np.log2(1.0 + a)
 
 
-@njit(cache=True)
-def _log2_1p_table(m):
-    """``np.log2(1.0 + k)`` for k in 0..m-1, by the very expression of :func:`_cost`."""
-    t = np.empty(m)
-    for k in range(m):
-        t[k] = np.log2(1.0 + abs(float(k)))
-    return t
-
-
-_LOG2_1P = _log2_1p_table(4096)  # a constant of the kernels below (frozen when they compile)
+# log2(1 + k) for k in 0..4095, by the C library's log2 (the function numba's np.log2 calls):
+# the very floats of the expression in :func:`_cost`; built without numba, so that importing
+# this module compiles nothing (the CLI starts numba's target only when it needs it). A
+# constant of the kernels below (frozen when they compile).
+_LOG2_1P = np.array([math.log2(1.0 + k) for k in range(4096)])
 
 
 @njit(cache=True, inline="always")
