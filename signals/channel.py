@@ -1762,21 +1762,29 @@ def _dense_ranks(x, u, lo, span):
     return out
 
 
-def _dense(x: np.ndarray) -> tuple[int, int] | None:
-    """(min, span) of ``x`` where a table of its span (int64) is no larger than ``x``."""
+def _dense(x: np.ndarray, per_sample: int) -> tuple[int, int] | None:
+    """(min, span) of ``x`` where its span is at most ``per_sample`` times its size (plus 1024)."""
     span, lo = _span(x)
-    return (int(lo), int(span)) if 0 <= span <= x.size + 1024 else None
+    return (int(lo), int(span)) if 0 <= span <= per_sample * x.size + 1024 else None
 
 
 def _distinct(x: np.ndarray) -> np.ndarray:
-    """``np.unique(x)`` of a non-empty int64 array (a table of the span where it is small)."""
-    d = _dense(x)
-    return np.unique(x) if d is None else _dense_distinct(x, d[0], d[1])
+    """``np.unique(x)`` of a non-empty int64 array: by presence flags (bytes) where the span is
+    at most 8 times the size, else by a sort (numpy's hash-based ``unique`` is slower)."""
+    d = _dense(x, 8)
+    if d is not None:
+        return _dense_distinct(x, d[0], d[1])
+    s = np.sort(x)
+    keep = np.empty(s.size, bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
 
 
 def _ranks(x: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Each sample's index among the sorted distinct values ``u`` of ``x`` (int64)."""
-    d = _dense(x)
+    """Each sample's index among the sorted distinct values ``u`` of ``x`` (int64); through a
+    table of the span (int64) where it is no larger than ``x``."""
+    d = _dense(x, 1)
     if d is None:
         return np.searchsorted(u, x).astype(np.int64)
     return _dense_ranks(x, u, d[0], d[1])
