@@ -75,6 +75,7 @@ from numpy.typing import ArrayLike
 from . import cm as CM
 from . import entropy as E
 from . import predict as P
+from ._intrinsics import clz64
 
 MATCH_ROWS = 4
 
@@ -83,6 +84,7 @@ DEFAULT_LEVEL = 5
 MAX_EMA_SHIFT = 8
 MATCH_PROBE = 1 << 16  # samples on which the default levels compare match-model candidates
 MATCH_SCREEN = 1 << 14  # samples on which a match candidate must show a gain to be compared
+MATCH_KEEP = 0.9  # ... and at least this fraction of the best candidate's gain there
 LMS_PROBE = 1 << 14  # samples on which the default levels choose the adaptive cascade
 LMS_MIN_GAIN = 0.15  # levels 4-5 keep the cascade where it saves this (estimated bits/sample)
 EST_CONTEXTS = 6  # contexts of the quick size estimate that compares candidates
@@ -468,7 +470,7 @@ def _fine_hist(tokens, z, bitlen, mb, n_mb, width, ctxk):
     b3 = 0
     acc = 0
     for i in range(tokens.shape[0]):
-        s = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat(acc, ctxk)
+        s = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat_fast(acc, ctxk)
         t = tokens[i]
         h[mb[i], s, t] += 1
         shist[s] += 1
@@ -532,8 +534,8 @@ def _est_bits(z, mb, n_mb, ema, n_ctx):
     for i in range(n):
         v = z[i]
         s0 = 2 * b1 + b2 + b3
-        s1 = E.ema_stat(acc, ema)
-        bl = E._bitlen(v)
+        s1 = E.ema_stat_fast(acc, ema)
+        bl = 64 - np.int64(clz64(v))  # type: ignore[call-arg]  # the bit length of v
         if v < np.uint64(16):
             t = np.int64(v)
         else:
@@ -649,7 +651,7 @@ def _table_rows(tokens, z, bitlen, mb, cmap, nc, ctxk):
     b3 = 0
     acc = 0
     for i in range(n):
-        s = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat(acc, ctxk)
+        s = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat_fast(acc, ctxk)
         rows[i] = cmap[s] + nc * np.int64(mb[i])
         if ctxk == 0:
             b3 = b2
@@ -718,15 +720,19 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
         # match candidates: screened by their estimated gain on a short prefix, then compared
         # by their estimated size (_est_bits) on a longer one; the winner runs on all
         scr = min(x.size, MATCH_SCREEN)
-        cands = tuple((mh_, t_) for mh_, t_ in preset.match
-                      if P.predict_fused_gain(x[:scr], block, kinds, ords, shifts, coefs, mh_, t_,
-                                              tbits)[2] > 0)
+        gains = [P.predict_fused_gain(x[:scr], block, kinds, ords, shifts, coefs, mh_, t_,
+                                      tbits)[2] for mh_, t_ in preset.match]
+        top = max(gains, default=0.0)  # (a candidate well behind the best gain is not compared)
+        cands = tuple(c for c, g in zip(preset.match, gains) if g > 0 and g >= MATCH_KEEP * top)
         side_lpc = side
+        whole: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # probes of all of x
         if cands:
             pre = min(x.size, MATCH_PROBE)
             probe: Any = None
             for mh_, t_ in ((0, 0),) + cands:
                 r_, mb_ = P.predict_fused(x[:pre], block, kinds, ords, shifts, coefs, mh_, t_, tbits)
+                if pre == x.size:
+                    whole[mh_, t_] = (r_, mb_)
                 b_ = _estimate(r_, mb_, 1 if mh_ == 0 else P.MATCH_BUCKETS)
                 if probe is None or b_ < probe[0]:
                     probe = (b_, mh_, t_, mb_)
@@ -747,14 +753,21 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
                                              preset.max_lag)
                 params = fx
         if mh:
-            r, mb, gain = P.predict_fused_gain(x, block, params[0], params[1], params[2],
-                                               params[3], mh, t, tbits)
+            if params[0] is kinds and (mh, t) in whole:  # the probe ran on all of x already
+                r, mb = whole[mh, t]
+                gain = _match_gain(whole[0, 0][0], r, mb)
+            else:
+                r, mb, gain = P.predict_fused_gain(x, block, params[0], params[1], params[2],
+                                                   params[3], mh, t, tbits)
             if gain < 64.0:
                 r, mb, mh, t = None, None, 0, 0
             else:
                 side = P.block_side_bytes(*params)
         if r is None or (preset.lms and (mb > 0).mean() < 0.5):
-            r0, mb0 = P.predict_fused(x, block, kinds, ords, shifts, coefs, 0, 0, tbits)
+            if (0, 0) in whole:
+                r0, mb0 = whole[0, 0]
+            else:
+                r0, mb0 = P.predict_fused(x, block, kinds, ords, shifts, coefs, 0, 0, tbits)
             if r is None:
                 r, mb = r0, mb0
             elif P.residual_cost(r0) < P.residual_cost(r):
@@ -765,7 +778,7 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
                 cost = P.residual_cost(r[:p])
                 need = cost - preset.lms_gain * p
                 pick: Any = None
-                for v in (1, 3):
+                for v in (1, 3) if need > 0 else ():  # (a cost is >= 0: else none can pay)
                     r3 = P.cascade_forward(r0[:p], v)
                     c3 = P.residual_cost(r3)
                     if c3 < 0.99 * cost and c3 <= need:
@@ -776,6 +789,17 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
         emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)[1]
     return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
                      bytes([mh, t, tbits, lms]), emit()])
+
+
+@njit(cache=True)
+def _match_gain(r0, r, mb):
+    """The gain of :func:`signals.predict.predict_fused_gain` from the block predictor's
+    residuals ``r0`` and the match model's ``r``, ``mb`` (the same sum, in the same order)."""
+    gain = 0.0
+    for i in range(r.shape[0]):
+        if mb[i]:
+            gain += P._cost1p(r0[i]) - P._cost1p(r[i])
+    return gain
 
 
 def _estimate(r: np.ndarray, mb: np.ndarray, n_mb: int) -> float:
@@ -1878,16 +1902,79 @@ def _encode_plain(x: np.ndarray, level: int, inner: bool = False) -> bytes:
     return out if len(out) < 1 + 8 * x.size else bytes([RAW]) + x.astype("<i8").tobytes()
 
 
+@njit(cache=True)
+def _span(x):
+    """``max(x) - min(x)`` and ``min(x)`` of a non-empty int64 array; the span is -1 where it
+    does not fit in int64."""
+    lo = x[0]
+    hi = x[0]
+    for v in x:
+        lo = min(lo, v)
+        hi = max(hi, v)
+    d = hi - lo  # wraps where the span exceeds 2**63 - 1
+    return (d if d >= 0 else -1), lo
+
+
+@njit(cache=True)
+def _dense_distinct(x, lo, span):
+    """The sorted distinct values of ``x`` (values in ``lo .. lo + span``), by presence flags."""
+    seen = np.zeros(span + 1, np.bool_)
+    for v in x:
+        seen[v - lo] = True
+    return np.flatnonzero(seen).astype(np.int64) + lo
+
+
+@njit(cache=True)
+def _dense_ranks(x, u, lo, span):
+    """``np.searchsorted(u, x)`` for ``x`` within the sorted distinct values ``u`` (values in
+    ``lo .. lo + span``), through a table of the span."""
+    at = np.zeros(span + 1, np.int64)
+    for j in range(u.shape[0]):
+        at[u[j] - lo] = j
+    out = np.empty(x.shape[0], np.int64)
+    for i in range(x.shape[0]):
+        out[i] = at[x[i] - lo]
+    return out
+
+
+def _dense(x: np.ndarray, per_sample: int) -> tuple[int, int] | None:
+    """(min, span) of ``x`` where its span is at most ``per_sample`` times its size (plus 1024)."""
+    span, lo = _span(x)
+    return (int(lo), int(span)) if 0 <= span <= per_sample * x.size + 1024 else None
+
+
+def _distinct(x: np.ndarray) -> np.ndarray:
+    """``np.unique(x)`` of a non-empty int64 array: by presence flags (bytes) where the span is
+    at most 8 times the size, else by a sort (numpy's hash-based ``unique`` is slower)."""
+    d = _dense(x, 8)
+    if d is not None:
+        return _dense_distinct(x, d[0], d[1])
+    s = np.sort(x)
+    keep = np.empty(s.size, bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
+def _ranks(x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Each sample's index among the sorted distinct values ``u`` of ``x`` (int64); through a
+    table of the span (int64) where it is no larger than ``x``."""
+    d = _dense(x, 1)
+    if d is None:
+        return np.searchsorted(u, x).astype(np.int64)
+    return _dense_ranks(x, u, d[0], d[1])
+
+
 def _sparse_values(x: np.ndarray) -> np.ndarray | None:
     """The sorted distinct values of ``x`` where they are sparse enough for mode 5, else None."""
     if x.size > 4096:  # a quick look at a subsample (at most about 16k samples) first
-        us = np.unique(x[::max(8, x.size >> 14)])
+        us = _distinct(x[::max(8, x.size >> 14)])
         if us.size < 2:
             return None
         gs = np.diff(us)
         if np.median(gs) < 2 and (us.size > x.size // 64 or gs.mean() < 4):
             return None  # dense already in the subsample (the whole set is denser still)
-    u = np.unique(x)
+    u = _distinct(x)
     m = u.size
     if m < 2 or m > x.size // 4:
         return None
@@ -1906,7 +1993,7 @@ def _encode_ranked(x: np.ndarray, level: int) -> bytes | None:
     m = u.size
     d = P.differences(u, 1)
     head = _encode_plain(d, min(level, RANK_LEVEL), inner=True)
-    body = _encode_plain(np.searchsorted(u, x).astype(np.int64), level, inner=True)
+    body = _encode_plain(_ranks(x, u), level, inner=True)
     return b"".join([bytes([RANKED]), _varint(m), _varint(len(head)), head, body])
 
 

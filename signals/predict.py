@@ -18,6 +18,8 @@ zigzag map (0, -1, 1, -2, ... -> 0, 1, 2, 3, ...).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike
@@ -499,6 +501,22 @@ def _cost(e):
     return np.log2(1.0 + a)
 
 
+# log2(1 + k) for k in 0..4095, by the C library's log2 (the function numba's np.log2 calls):
+# the very floats of the expression in :func:`_cost`; built without numba, so that importing
+# this module compiles nothing (the CLI starts numba's target only when it needs it). A
+# constant of the kernels below (frozen when they compile).
+_LOG2_1P = np.array([math.log2(1.0 + k) for k in range(4096)])
+
+
+@njit(cache=True, inline="always")
+def _cost1p(v):
+    """``np.log2(1.0 + abs(float(v)))`` of an int64, from a table for ``|v| < 4096`` (the same
+    floats: the table holds that expression's values)."""
+    if -4096 < v < 4096:
+        return _LOG2_1P[abs(v)]
+    return np.log2(1.0 + abs(float(v)))
+
+
 _SUM_CAP = 1 << 36  # |residual| counted at most this much in the analysis sums (exact below it)
 
 
@@ -551,76 +569,108 @@ def _fixed_sums(x, s, e, sums):
 
 
 @njit(cache=True)
-def _lag_sum(x, s, e, lag):
-    """Sum of |x[i] - x[i - lag]| over ``x[s:e]`` (the previous sample before ``lag``)."""
+def _lag_sum(x, s, e, lag, limit=-1):
+    """Sum of |x[i] - x[i - lag]| over ``x[s:e]`` (the previous sample before ``lag``); with
+    ``limit`` >= 0, any value above ``limit`` once the sum exceeds it (chunks of 512 samples:
+    the terms are >= 0, so the sum cannot come back below it)."""
     tot = 0
     lo = min(max(s, lag), e)
     for i in range(s, lo):
         tot += _abs_cap(x[i] - (x[i - 1] if i > 0 else 0))
-    xa = x[lo:e]
-    xb = x[lo - lag:e - lag]
-    for i in range(e - lo):
-        tot += _abs_cap(xa[i] - xb[i])
+    for c in range(lo, e, 512):
+        if 0 <= limit < tot:
+            return tot
+        ce = min(e, c + 512)
+        xa = x[c:ce]
+        xb = x[c - lag:ce - lag]
+        for i in range(ce - c):
+            tot += _abs_cap(xa[i] - xb[i])
     return tot
 
 
 @njit(cache=True)
-def _lpc_sum(x, s, e, q, o, sh):
-    """Sum of |residual| of the LPC ``q[0, :o] >> sh`` over ``x[s:e]``."""
+def _lpc_sum(x, s, e, q, o, sh, limit=-1):
+    """Sum of |residual| of the LPC ``q[0, :o] >> sh`` over ``x[s:e]``; with ``limit`` >= 0,
+    any value above ``limit`` once the sum exceeds it (as :func:`_lag_sum`)."""
     tot = 0
     lo = min(max(s, o), e)
     for i in range(s, lo):
         tot += _abs_cap(x[i] - _lpc_predict(x, i, 1, o, sh, q, 0))
     cr = q[0, :o][::-1].copy()  # cr[j] weighs x[i - o + j]
-    xs = x[lo - o:e]
-    for i in range(e - lo):
-        acc = 0
-        for j in range(o):
-            acc += cr[j] * xs[i + j]
-        tot += _abs_cap(xs[i + o] - (acc >> sh))
+    fl = o <= 32 and _fits_float_dot(x[lo - o:e], cr)
+    res = np.empty(512, np.int64)
+    for c in range(lo, e, 512):
+        if 0 <= limit < tot:
+            return tot
+        ce = min(e, c + 512)
+        xs = x[c - o:ce]
+        if fl:  # the same residuals, through exact float64 sums
+            rc = res[:ce - c]
+            _lpc_residual_float(xs, cr, o, sh, x[c:ce], rc)
+            for i in range(ce - c):
+                tot += _abs_cap(rc[i])
+            continue
+        for i in range(ce - c):
+            acc = 0
+            for j in range(o):
+                acc += cr[j] * xs[i + j]
+            tot += _abs_cap(xs[i + o] - (acc >> sh))
     return tot
 
 
 @njit(cache=True)
+def _sum_limit(best, side, n):
+    """The largest sum of |residual| over ``n`` samples at which a predictor of ``side`` bits
+    may still cost less than ``best`` (``side + n log2(1 + sum / n) < best``), with a margin:
+    a sum above it cannot; -1 (no limit) where the bound is not finite."""
+    t = n * (np.exp2((best - side) / n) - 1.0)
+    if not np.isfinite(t) or t >= 2.0 ** 62:
+        return -1
+    return max(np.int64(0), np.int64(t * (1.0 + 1e-9)) + 1)  # (t < 0: no sum but 0 may)
+
+
+@njit(cache=True)
 def _autocorr(seg, pmax):
-    """``r[k] = sum_{i >= k} seg[i] * seg[i - k]``, k = 0..pmax, each summed in the order of i
-    (eight lags at a time: independent chains, the same floating-point result as one by one)."""
+    """``r[k] = sum_{i >= k} seg[i] * seg[i - k]``, k = 0..pmax, each summed in the order of i.
+
+    The lags run side by side (the inner loop over k vectorizes), four samples i
+    at a time, each lag's sum still taken in the order of i: the same
+    floating-point result as one lag at a time. The products with ``seg[i - k]``
+    for ``i < k`` read zeros of a reversed, padded copy (``+0.0`` added to a sum
+    that starts at ``+0.0``: no change)."""
     m = seg.shape[0]
-    r = np.zeros(pmax + 1)
-    acc = np.zeros(8)
-    for kb in range(0, pmax + 1, 8):
-        acc[:] = 0.0
-        h = min(m, kb + 7)
-        for i in range(kb, h):
-            for j in range(8):
-                if i >= kb + j:
-                    acc[j] += seg[i] * seg[i - kb - j]
-        a0, a1, a2, a3, a4, a5, a6, a7 = acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]
-        if h < m:
-            v = seg[h:m]
-            s0 = seg[h - kb:m - kb]
-            s1 = seg[h - kb - 1:m - kb - 1]
-            s2 = seg[h - kb - 2:m - kb - 2]
-            s3 = seg[h - kb - 3:m - kb - 3]
-            s4 = seg[h - kb - 4:m - kb - 4]
-            s5 = seg[h - kb - 5:m - kb - 5]
-            s6 = seg[h - kb - 6:m - kb - 6]
-            s7 = seg[h - kb - 7:m - kb - 7]
-            for i in range(m - h):
-                w = v[i]
-                a0 += w * s0[i]
-                a1 += w * s1[i]
-                a2 += w * s2[i]
-                a3 += w * s3[i]
-                a4 += w * s4[i]
-                a5 += w * s5[i]
-                a6 += w * s6[i]
-                a7 += w * s7[i]
-        out = (a0, a1, a2, a3, a4, a5, a6, a7)
-        for j in range(8):
-            if kb + j <= pmax:
-                r[kb + j] = out[j]
-    return r
+    L = (pmax // 8 + 1) * 8
+    rev = np.zeros(m + L + 4)
+    for t in range(m):
+        rev[t + 4] = seg[m - 1 - t]  # rev[m + 3 - i + k] is seg[i - k] (0 for i < k)
+    acc = np.zeros(L)
+    i = 0
+    while i + 4 <= m:
+        w0 = seg[i]
+        w1 = seg[i + 1]
+        w2 = seg[i + 2]
+        w3 = seg[i + 3]
+        base = m + 3 - i
+        v0 = rev[base:base + L]
+        v1 = rev[base - 1:base - 1 + L]
+        v2 = rev[base - 2:base - 2 + L]
+        v3 = rev[base - 3:base - 3 + L]
+        for k in range(L):
+            a = acc[k]
+            a += w0 * v0[k]
+            a += w1 * v1[k]
+            a += w2 * v2[k]
+            a += w3 * v3[k]
+            acc[k] = a
+        i += 4
+    while i < m:
+        w = seg[i]
+        base = m + 3 - i
+        v = rev[base:base + L]
+        for k in range(L):
+            acc[k] += w * v[k]
+        i += 1
+    return acc[:pmax + 1].copy()
 
 
 @njit(cache=True)
@@ -639,8 +689,10 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
     shifts = np.zeros(nb, np.int64)
     coefs = np.zeros((nb, 32), np.int64)
     pmax = 0
+    omin = 1 << 30
     for o in lpc_orders:
         pmax = max(pmax, o)
+        omin = min(omin, o)
     sums = np.zeros(MAX_ORDER + 1, np.int64)
     win = np.zeros(0)
     for b in range(nb):
@@ -654,14 +706,15 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
             if c < best:
                 best = c
                 orders[b] = k
-        for lag in range(2, max_lag + 1):
-            tot = float(_lag_sum(x, s, e, lag))
+        # (a lag costs at least 16 bits and an LPC 16 * order + 24: none can beat a cheaper block)
+        for lag in range(2, max_lag + 1 if best > 16.0 else 2):
+            tot = float(_lag_sum(x, s, e, lag, _sum_limit(best, 16.0, e - s)))
             c = 16.0 + (e - s) * np.log2(1.0 + tot / (e - s))
             if c < best:
                 best = c
                 kinds[b] = 2
                 orders[b] = lag
-        if pmax == 0:
+        if pmax == 0 or best <= 16.0 * omin + 24:
             continue
         lo = max(0, s - pmax)
         m = e - lo
@@ -712,7 +765,7 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
                 q[0, j] = np.int64(v)
             if not ok:
                 continue
-            tot = float(_lpc_sum(x, s, e, q, o, sh))
+            tot = float(_lpc_sum(x, s, e, q, o, sh, _sum_limit(best, 16.0 * o + 24, e - s)))
             c = 16.0 * o + 24 + (e - s) * np.log2(1.0 + tot / (e - s))
             if c < best:
                 best = c
@@ -742,6 +795,49 @@ def _bucket(mlen, t):
     return 3
 
 
+_FLOAT_DOT = 1 << 31  # |samples| below this: an LPC sum (<= 32 coefficients of |c| <= 2**15) is
+# exact in float64
+
+
+@njit(cache=True)
+def _fits_float_dot(xs, cr):
+    """Whether every sample of ``xs`` is below ``_FLOAT_DOT`` in magnitude and every
+    coefficient of ``cr`` at most 2**15."""
+    ok = True
+    for v in cr:
+        ok &= (v <= 32768) & (v >= -32768)
+    for v in xs:
+        ok &= (v < _FLOAT_DOT) & (v > -_FLOAT_DOT)
+    return ok
+
+
+@njit(cache=True, fastmath=True)
+def _float_lpc_sums(xf, cf, order, acc):
+    # every product and partial sum is an integer below 2**51 in magnitude: exact in float64 in
+    # any order of summation (so fastmath's reassociation changes nothing)
+    for i in range(acc.shape[0]):
+        a = 0.0
+        for j in range(order):
+            a += cf[j] * xf[i + j]
+        acc[i] = a
+
+
+@njit(cache=True)
+def _lpc_residual_float(xs, cr, order, shift, xa, out):
+    """``out[i] = xa[i] - (sum_j cr[j] * xs[i + j]) >> shift`` for ``|xs| < _FLOAT_DOT`` and
+    int16 ``cr`` (at most 32): the sums in float64 (exact: below 2**51), vectorized."""
+    xf = np.empty(xs.shape[0])
+    for i in range(xs.shape[0]):
+        xf[i] = float(xs[i])
+    cf = np.empty(order)
+    for j in range(order):
+        cf[j] = float(cr[j])
+    acc = np.empty(out.shape[0])
+    _float_lpc_sums(xf, cf, order, acc)
+    for i in range(out.shape[0]):
+        out[i] = xa[i] - (np.int64(acc[i]) >> shift)
+
+
 @njit(cache=True)
 def _block_residual(x, s, e, kind, order, shift, coefs, b, r):
     """``r[i] = x[i] - _lpc_predict(x, i, kind, order, shift, coefs, b)`` for i in [s, e), the
@@ -761,6 +857,9 @@ def _block_residual(x, s, e, kind, order, shift, coefs, b, r):
     elif kind == 1:
         cr = coefs[b, :order][::-1].copy()  # cr[j] weighs x[i - order + j]
         xs = x[lo - order:e]
+        if order <= 32 and _fits_float_dot(xs, cr):
+            _lpc_residual_float(xs, cr, order, shift, xa, out)
+            return
         for i in range(m):
             acc = 0
             for j in range(order):
@@ -845,7 +944,7 @@ def predict_fused_gain(x, block, kinds, orders, shifts, coefs, mh, t, tbits):
         if ptr >= 0 and mlen >= t:  # r[i] holds the block predictor's residual until here
             pred = x[ptr]
             mb[i] = _bucket(mlen, t)
-            gain += np.log2(1.0 + abs(float(r[i]))) - np.log2(1.0 + abs(float(x[i] - pred)))
+            gain += _cost1p(r[i]) - _cost1p(x[i] - pred)
             r[i] = x[i] - pred
         ptr, mlen = follow_match(x, i, ptr, mlen)
         if h >= 0:
@@ -1085,10 +1184,8 @@ def _histories(m):
     return buf[0:m], buf[gap:gap + m], buf[2 * gap:2 * gap + m], buf[3 * gap:3 * gap + m]
 
 
-@njit(cache=True)
-def cascade_forward(e1, variant=1):
-    """LPC residual -> cascade residual (an NLMS, then a sign-sign LMS; see ``CASCADES``)."""
-    m1, d1, m2, mu = _CASCADE_TABLE[variant]
+@njit(cache=True, inline="always")
+def _cascade_run(e1, m1, d1, m2, mu):
     n = e1.shape[0]
     pad = LMS_MAX_ORDER
     h1, s1, h2, s2 = _histories(n + pad)
@@ -1110,6 +1207,36 @@ def cascade_forward(e1, variant=1):
         s2[b] = _sign(v2)
         e3[i] = v3
     return e3
+
+
+# one kernel per variant, its orders and steps constants (CASCADES): the compiler unrolls the
+# filters' fixed-length loops
+@njit(cache=True)
+def _cascade_v1(e1):
+    return _cascade_run(e1, 16, 8, 32, 16)
+
+
+@njit(cache=True)
+def _cascade_v2(e1):
+    return _cascade_run(e1, 16, 32, 32, 4)
+
+
+@njit(cache=True)
+def _cascade_v3(e1):
+    return _cascade_run(e1, 32, 64, 32, 2)
+
+
+@njit(cache=True)
+def cascade_forward(e1, variant=1):
+    """LPC residual -> cascade residual (an NLMS, then a sign-sign LMS; see ``CASCADES``)."""
+    if variant == 1:
+        return _cascade_v1(e1)
+    if variant == 2:
+        return _cascade_v2(e1)
+    if variant == 3:
+        return _cascade_v3(e1)
+    m1, d1, m2, mu = _CASCADE_TABLE[variant]
+    return _cascade_run(e1, m1, d1, m2, mu)
 
 
 @njit(cache=True)
@@ -1142,5 +1269,5 @@ def residual_cost(r):
     """Estimated bits of residuals: ``sum log2(1 + |r|)``."""
     c = 0.0
     for i in range(r.shape[0]):
-        c += np.log2(1.0 + abs(float(r[i])))
+        c += _cost1p(r[i])
     return c

@@ -144,3 +144,87 @@ def test_context_tables_match_the_numpy_fit(tokens, ctxk, n_mb, n_ctx, seed):
     assert np.array_equal(th, want_th) and np.array_equal(f, want_f)
     assert np.array_equal(table, E.write_codes(q))
     assert bits == E.coded_bits(counts, want_f) + 8 * (len(table) + want_th.size + 1)
+
+
+small_alphabet = arrays(np.int64, st.integers(1, 300), elements=st.sampled_from(
+    [-2**63, -2**62, -5, 0, 1, 3, 1000, 2**62, 2**63 - 1]))
+dense = arrays(np.int64, st.integers(1, 300), elements=st.integers(-40, 0)).map(
+    lambda a: a * 3 + np.int64(2**63 - 200))  # near the top of the range
+
+
+@settings(max_examples=150, deadline=None)
+@given(x=st.one_of(wide, walk, small_alphabet, dense, edge).filter(lambda a: a.size > 0))
+def test_distinct_values_and_ranks_match_numpy(x):
+    u = C._distinct(x)
+    assert np.array_equal(u, np.unique(x)) and u.dtype == np.int64
+    r = C._ranks(x, u)
+    assert r.dtype == np.int64 and np.array_equal(r, np.searchsorted(u, x))
+    span, lo = C._span(x)
+    true_span = int(x.max()) - int(x.min())
+    assert lo == x.min() and span == (true_span if true_span < 2**63 else -1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(x=signals, mh=st.integers(1, 3), t=st.integers(0, 2))
+def test_match_gain_is_the_fused_kernels_gain(x, mh, t):
+    kinds, orders, shifts, coefs = P.block_lpc_analyze(x, 32, np.array([2, 4]), 14, False, 8)
+    r0, _ = P.predict_fused(x, 32, kinds, orders, shifts, coefs, 0, 0, 10)
+    r, mb, gain = P.predict_fused_gain(x, 32, kinds, orders, shifts, coefs, mh, t, 10)
+    assert C._match_gain(r0, r, mb) == gain  # the same sum in the same order: equal floats
+
+
+@settings(max_examples=60, deadline=None)
+@given(e=signals, variant=st.sampled_from([1, 2, 3]))
+def test_cascade_variant_kernels_match_the_generic_one(e, variant):
+    m1, d1, m2, mu = P._CASCADE_TABLE[variant]
+    want = P._cascade_run.py_func(e, int(m1), int(d1), int(m2), int(mu)) if e.size < 40 else None
+    got = P.cascade_forward(e, variant)
+    assert np.array_equal(P.cascade_inverse(got, variant), e)
+    if want is not None:
+        assert np.array_equal(got, want)
+
+
+@settings(max_examples=100, deadline=None)
+@given(x=signals.filter(lambda a: a.size > 0), lag=st.integers(2, 40), o=st.integers(1, 8),
+       frac=st.floats(0.0, 2.0))
+def test_block_sums_with_a_limit_stop_only_above_it(x, lag, o, frac):
+    q = np.zeros((1, 32), np.int64)
+    q[0, :o] = np.arange(1, o + 1) - 3
+    for full, part in ((P._lag_sum(x, 0, x.size, lag), lambda lim: P._lag_sum(x, 0, x.size, lag, lim)),
+                       (P._lpc_sum(x, 0, x.size, q, o, 2),
+                        lambda lim: P._lpc_sum(x, 0, x.size, q, o, 2, lim))):
+        limit = int(full * frac)
+        got = part(limit)
+        assert got == full if full <= limit else got > limit
+        assert part(-1) == full
+    assert P._sum_limit(np.inf, 16.0, 100) == -1 and 0 <= P._sum_limit(10.0, 16.0, 100) <= 1
+
+
+near_float_bound = arrays(np.int64, st.integers(1, 200), elements=st.one_of(
+    st.integers(-2**31 + 1, 2**31 - 1), st.sampled_from([-2**31 + 1, 2**31 - 1, -2**31, 2**31])))
+
+
+@settings(max_examples=100, deadline=None)
+@given(x=st.one_of(near_float_bound, signals.filter(lambda a: a.size > 0)), o=st.integers(1, 32),
+       sh=st.integers(0, 30), data=st.data())
+def test_lpc_residuals_through_float_sums_are_exact(x, o, sh, data):
+    c = np.array(data.draw(st.lists(st.integers(-32768, 32767), min_size=o, max_size=o)), np.int64)
+    coefs = np.zeros((1, 32), np.int64)
+    coefs[0, :o] = c
+    r = np.empty(x.size, np.int64)
+    P._block_residual(x, 0, x.size, 1, o, sh, coefs, 0, r)
+    want = [_wrap(int(x[i]) - _ref_predict(x, i, 1, o, sh, coefs[0])) for i in range(x.size)]
+    assert r.tolist() == want
+    if np.abs(x.astype(float)).max() < 2.0**40:  # (sums that wrap: not compared)
+        assert P._lpc_sum(x, 0, x.size, coefs, o, sh) == sum(min(abs(v), P._SUM_CAP) for v in want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(v=st.one_of(st.integers(-5000, 5000), st.integers(-2**63, 2**63 - 1),
+                   st.sampled_from([-2**63, 2**63 - 1, -4096, 4096, -4095, 4095, 0])))
+def test_log_cost_table_gives_the_same_floats(v):
+    assert P._cost1p(np.int64(v)) == P._cost(np.int64(v))
+
+
+def test_log_cost_table_holds_the_kernels_floats():
+    assert [P._cost(np.int64(k)) for k in range(4096)] == P._LOG2_1P.tolist()
