@@ -286,8 +286,10 @@ def _check_passes(packet: bytes, seed: int) -> bool:
                                  == int.from_bytes(packet[-2:], "little"))
 
 
-FORGED_COUNTS = (0, 1, 2, 255, 256, 257, 65536, 65537, 2**20, 10**9, 2**40, 2**40 + 1, 2**62,
-                 2**63 - 1)
+# sample counts a forger writes: about the packets', near the bounds of the decoders (a model
+# payload of b bytes may hold up to about 45,000 b samples; MAX_SAMPLES = 2**40), beyond them
+FORGED_COUNTS = (0, 1, 2, 255, 256, 257, 65536, 65537, 2**20, 3 * 10**6, 10**7, 3 * 10**7,
+                 10**8, 10**9, 2**40, 2**40 + 1, 2**62, 2**63 - 1)
 
 
 def edit_packets(data: bytes, ops, *, seed: int | None = None, model_id: bytes = b"",
