@@ -47,7 +47,9 @@ import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+# this checkout's signals and ubpe, not an installed copy (the script's folder, not the
+# working directory, heads sys.path); then the test targets
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 HEARTBEAT = 100  # mutations between progress lines
 HANG_S = 60.0  # no progress for this long: the worker is killed, the input recorded
