@@ -642,9 +642,18 @@ CRAFTED_ELSEWHERE = {
 }
 
 
+# forged packets (their check right) of the model packet_model_4ch.json, made by
+# make_packets.py: each fails alone in a batch, refused before its count is allocated
+CRAFTED_PACKETS = {
+    "packet_model_payload_count_1e7.bin": "10000000 samples cannot fit in 151 bytes",
+    "packet_unknown_mode_count_2e7.bin": "damaged payload of channel",
+}
+
+
 def test_every_crafted_file_has_a_case():
-    files = {p.name for p in CRAFTED.iterdir() if p.suffix in (".json", ".ubpe", ".ubps")}
-    assert files == set(CRAFTED_CASES) | set(CRAFTED_ELSEWHERE)
+    files = {p.name for p in CRAFTED.iterdir() if p.suffix in (".json", ".ubpe", ".ubps", ".bin")}
+    assert files == (set(CRAFTED_CASES) | set(CRAFTED_ELSEWHERE) | set(CRAFTED_PACKETS)
+                     | {"packet_model_4ch.json"})
     readme = (CRAFTED / "README.md").read_text()
     assert all(f"`{name}`" in readme for name in files)
 
@@ -695,3 +704,46 @@ def test_crafted_file_found_elsewhere(name):
         raise AssertionError(f"{name} loaded without an error")
     finally:
         tracemalloc.stop()
+
+
+@pytest.mark.parametrize("name", sorted(CRAFTED_PACKETS))
+def test_crafted_packet_fails_alone_before_allocating(name):
+    """A forged packet declaring millions of samples among valid ones: its error in its
+    place, the others exact, under 8 MiB in all (before the fix: 76 and 321 MiB)."""
+    from signals import SignalFormatError, SignalModel
+    model = SignalModel.load(CRAFTED / "packet_model_4ch.json")
+    t = np.arange(100)
+    x = np.stack([t, 5 * t, t % 9, t + 2**62])
+    good = model.compress_packets([x, x[:, :10]])
+    bad = (CRAFTED / name).read_bytes()
+    model.decompress_packets(good)  # warm up (numba's first compile allocates too)
+    tracemalloc.start()
+    try:
+        kept = model.decompress_packets([good[0], bad, good[1]], errors="keep")
+        with pytest.raises(SignalFormatError):
+            model.decompress_packet(bad)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20, f"{peak / 2**20:.0f} MiB"
+    assert isinstance(kept[1], SignalFormatError) and CRAFTED_PACKETS[name] in str(kept[1])
+    assert np.array_equal(kept[0], x) and np.array_equal(kept[2], x[:, :10])
+    with pytest.raises(SignalFormatError, match="^packet 1: damaged payload"):
+        model.decompress_packets([good[0], bad])
+
+
+def test_every_prefix_of_a_packet_stream_is_an_error():
+    """A packet stream cut anywhere before its end marker's last byte raises, never reads as a
+    shorter stream."""
+    from signals import SignalFormatError, SignalModel
+    model = SignalModel.load(CRAFTED / "packet_model_4ch.json")
+    t = np.arange(12)
+    x = np.stack([t, 5 * t, t % 9, t + 2**62])
+    out = io.BytesIO()
+    assert model.write_packet_stream([x, x[:, :1], x[:, :0], np.full((4, 300), 35)], out) == 4
+    data = out.getvalue()
+    assert [p.shape for p in model.read_packet_stream(io.BytesIO(data))] == [
+        (4, 12), (4, 1), (4, 0), (4, 300)]
+    for k in range(len(data)):
+        with pytest.raises(SignalFormatError):
+            list(model.read_packet_stream(io.BytesIO(data[:k])))
