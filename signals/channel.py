@@ -1784,12 +1784,15 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
     offsets = np.zeros(len(payloads) + 1, np.int64)
     np.cumsum([len(p) for p in payloads], out=offsets[1:])
     buf = np.frombuffer(b"".join(payloads), np.uint8)
-    cmap, f, _, _ = model.tables()
+    cmap = model.tables()[0]
     kinds, orders, shifts, coefs, _, nc, dtab = model.batch_params()
     # (the kernel bounds the allocation: a model payload of b bytes holds at most
     # (8 b + 64) / min_bits samples, any other (16 b + 64) / MIN_TOKEN_BITS + 1; the payloads
     # of other modes are given room only once the general reader has decoded them)
-    min_bits = float(-np.log2(min(int(f.max(initial=1)), E.SCALE - 1) / E.SCALE))
+    min_bits = model.__dict__.get("_min_token_bits")
+    if min_bits is None:  # the fewest bits a token of the model's tables costs, kept on the model
+        fmax = min(int(model.tables()[1].max(initial=1)), E.SCALE - 1)
+        min_bits = model.__dict__["_min_token_bits"] = float(-np.log2(fmax / E.SCALE))
     x, off, status = _decode_model_batch(buf, offsets, ns_a, kinds, orders, shifts, coefs,
                                          model.mh, model.t, MODEL_TBITS, cmap, nc, dtab, model.lms,
                                          min_bits)
