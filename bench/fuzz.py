@@ -25,6 +25,16 @@ its new length and a valid CRC-32 (what a forger can do, issue 13 item
 frozen packet of a model with a vocabulary stage (payload mode 8), and
 ``packet_vocab_forged`` the same with its check recomputed.
 
+The test targets ``packet_batch`` and ``packet_batch_forged`` (``tests/test_fuzz.py``:
+``edit_packets``) edit some packets of a batch of a four-channel model (payload modes 0, 1,
+3, 4 and 8), or drop, repeat or swap whole packets; the forged one recomputes the checks
+and also forges frames (sample counts near the decoders' bounds, payload boundaries, a
+payload of another packet). Their loader checks each packet: an undamaged one decodes to
+its data, a damaged one to its error (or, only where its check passes, other data of its
+shape), in both error modes of ``SignalModel.decompress_packets`` and channel by channel
+with ``signals.channel.decode_packets``. ``packet_stream`` mutates a packet stream
+(``write_packet_stream``): a short stream must be an error.
+
 Prints one line per target: mutations, outcomes, findings (new ones are
 written to ``--out``), and mutations per second.
 """
@@ -47,7 +57,9 @@ import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+# this checkout's signals and ubpe, not an installed copy (the script's folder, not the
+# working directory, heads sys.path); then the test targets
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 HEARTBEAT = 100  # mutations between progress lines
 HANG_S = 60.0  # no progress for this long: the worker is killed, the input recorded

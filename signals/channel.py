@@ -1581,33 +1581,41 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
 
 @njit(cache=True)
 def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, tbits, cmap, nc,
-                        dtab, lms):
-    """Inverse of :func:`_encode_model_batch`; status per packet: 0 ok, 1 other mode, 2 damaged,
-    3 more samples than its bytes can hold (given no room in ``x``: checked before allocating;
-    so a constant above that count is refused here, and the encoders code none)."""
+                        dtab, lms, min_bits):
+    """Inverse of :func:`_encode_model_batch`; status per packet: 0 ok, 1 another mode (for the
+    general reader), 2 damaged, 3 more samples than its bytes can hold. Only packets of status 0
+    (and those found damaged while decoding) have room in ``x``: the counts are checked against
+    the bytes before allocating, a model payload's with ``min_bits`` (the fewest bits a token
+    of the model's tables costs); a constant above ``(16 size + 64) / MIN_TOKEN_BITS + 1``
+    samples is refused here (the batch encoders code none)."""
     n_p = ns.shape[0]
     out_off = np.zeros(n_p + 1, np.int64)
     status = np.zeros(n_p, np.int64)
     for j in range(n_p):
         size = offsets[j + 1] - offsets[j]
-        if ns[j] > (16 * size + 64) / E.MIN_TOKEN_BITS + 1:
+        n = ns[j]
+        if size < 1:
+            status[j] = 2
+        elif buf[offsets[j]] == RAW:
+            if size != 1 + 8 * n:
+                status[j] = 2
+        elif buf[offsets[j]] == MODEL:
+            if n * min_bits > 8 * size + 64:  # 16 bits a word, at most (size - 1) / 2 words
+                status[j] = 3
+        elif n > (16 * size + 64) / E.MIN_TOKEN_BITS + 1:
             status[j] = 3
-        out_off[j + 1] = out_off[j] + (0 if status[j] == 3 else ns[j])
+        elif buf[offsets[j]] != CONST:
+            status[j] = 1  # the general reader decodes it, and allocates its samples then
+        out_off[j + 1] = out_off[j] + (n if status[j] == 0 else 0)
     x = np.zeros(out_off[n_p], np.int64)
     for j in range(n_p):
         a = offsets[j]
         e = offsets[j + 1]
         n = ns[j]
-        if status[j] == 3:
-            continue
-        if e <= a:
-            status[j] = 2
+        if status[j] != 0:
             continue
         mode = buf[a]
         if mode == RAW:
-            if e - a != 1 + 8 * n:
-                status[j] = 2
-                continue
             for i in range(n):
                 v = np.int64(0)
                 for b in range(8):
@@ -1630,14 +1638,11 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
                     ok = pos == e
                     break
             if not ok or n < 1:
-                status[j] = 1  # the general reader names what is wrong
+                status[j] = 1  # the general reader names what is wrong (room is kept)
                 continue
             v = np.int64(u >> np.uint64(1)) ^ -np.int64(u & np.uint64(1))
             for i in range(n):
                 x[out_off[j] + i] = v
-            continue
-        if mode != MODEL:
-            status[j] = 1
             continue
         pos = a + 1
         nw = 0
@@ -1653,7 +1658,7 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
             shift += 7
             if b < 0x80:
                 break
-        if not ok or pos + 2 * nw > e or n * E.MIN_TOKEN_BITS > 16 * nw + 64:
+        if not ok or pos + 2 * nw > e or n * min_bits > 16 * nw + 64:
             status[j] = 2
             continue
         words = np.empty(nw, np.uint16)
@@ -1793,7 +1798,8 @@ def decode_packets(payloads: list[bytes], ns: ArrayLike, model: ChannelModel, *,
 def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
                   ) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
     """The packets of :func:`decode_packets` as one array ``x`` (packet j is
-    ``x[off[j]:off[j+1]]``, zeros where damaged), ``off``, and {index: error} of the damaged."""
+    ``x[off[j]:off[j+1]]``; a damaged packet has zeros there, or no samples), ``off``, and
+    {index: error} of the damaged."""
     ns_a = np.asarray(ns, np.int64).reshape(-1)
     if ns_a.size != len(payloads):
         raise ValueError(f"{len(payloads)} payloads, {ns_a.size} sample counts")
@@ -1804,22 +1810,46 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
     buf = np.frombuffer(b"".join(payloads), np.uint8)
     cmap = model.tables()[0]
     kinds, orders, shifts, coefs, _, nc, dtab = model.batch_params()
-    # (the loop bounds the allocation: a payload of b bytes holds at most
-    # (16 b + 64) / MIN_TOKEN_BITS + 1 samples)
+    # (the kernel bounds the allocation: a model payload of b bytes holds at most
+    # (8 b + 64) / min_bits samples, any other (16 b + 64) / MIN_TOKEN_BITS + 1; the payloads
+    # of other modes are given room only once the general reader has decoded them)
+    min_bits = model.__dict__.get("_min_token_bits")
+    if min_bits is None:  # the fewest bits a token of the model's tables costs, kept on the model
+        fmax = min(int(model.tables()[1].max(initial=1)), E.SCALE - 1)
+        min_bits = model.__dict__["_min_token_bits"] = float(-np.log2(fmax / E.SCALE))
     x, off, status = _decode_model_batch(buf, offsets, ns_a, kinds, orders, shifts, coefs,
-                                         model.mh, model.t, MODEL_TBITS, cmap, nc, dtab, model.lms)
+                                         model.mh, model.t, MODEL_TBITS, cmap, nc, dtab, model.lms,
+                                         min_bits)
     errors: dict[int, str] = {}
+    late: dict[int, np.ndarray] = {}  # decoded by the general reader, without room in x yet
     if status.any():
         for j in np.flatnonzero(status).tolist():
+            n = int(ns_a[j])
             try:
                 if status[j] == 3:
-                    raise ValueError(f"{ns_a[j]} samples cannot fit in "
-                                     f"{offsets[j + 1] - offsets[j]} bytes")
+                    raise ValueError(f"{n} samples cannot fit in {offsets[j + 1] - offsets[j]} "
+                                     f"bytes")
                 if status[j] == 2:
-                    raise ValueError("damaged packet")
-                x[off[j]:off[j + 1]] = decode_channel(payloads[j], int(ns_a[j]), model=model)
+                    raise ValueError("damaged payload")
+                try:
+                    seg = decode_channel(payloads[j], n, model=model)
+                except MemoryError:
+                    raise ValueError(f"{n:,} samples: more than memory holds") from None
+                if seg.shape != (n,):
+                    raise ValueError(f"{seg.size} samples decoded, {n} declared")
+                if off[j + 1] - off[j] == n:
+                    x[off[j]:off[j + 1]] = seg
+                else:
+                    late[j] = seg
             except ValueError as e:
                 errors[j] = str(e)
+    if late:  # the packets decoded by the general reader take their room now
+        ends = off.tolist()
+        pieces = [late[j] if j in late else x[a:b]
+                  for j, (a, b) in enumerate(zip(ends, ends[1:]))]
+        off = np.zeros(len(pieces) + 1, np.int64)
+        np.cumsum([p.size for p in pieces], out=off[1:])
+        x = np.concatenate(pieces) if pieces else x
     return x, off, errors
 
 

@@ -27,7 +27,6 @@ from ubpe.serialization import FormatError, check_document, content_id, read_doc
 from . import packets as _packets
 from .channel import ChannelModel, decode_channel, encode_channel, fit_channel_model
 from .codec import DEFAULT_LEVEL
-from .container import SignalFormatError
 from .quantize import QUANTIZERS, UniformQuantizer, quantizer_from_dict
 
 FORMAT = "ubpe.signal-model"
@@ -344,8 +343,7 @@ class SignalModel:
         columns, off, errs = _packets.decode_columns(coded, models, self.model_id(),
                                                      self.content_id())
         if errs and errors == "raise":
-            k = min(errs)
-            raise SignalFormatError(f"packet {k}: {errs[k]}")
+            raise errs[min(errs)]  # its message names the packet
         vals = [self.unmap_channel(n, x) for n, x in zip(names, columns)]  # one call a channel
         ns = np.diff(off)
         if len(vals) > 1 and not errs and ns.size and (ns == ns[0]).all():

@@ -175,7 +175,8 @@ def decode_columns(coded: list[bytes], models: list[ChannelModel], model_id: byt
     """The packets' channels, each joined over the packets: ``(columns, offsets, errors)``.
 
     Packet ``j``'s channel ``c`` is ``columns[c][offsets[j]:offsets[j+1]]``; a damaged packet
-    has its error in ``errors`` (by index) and no samples in the columns.
+    has its error in ``errors`` (by index; the message starts with "packet j:") and no samples
+    in the columns.
     """
     errors: dict[int, SignalFormatError] = {}
     frames: list[tuple[int, int, list[bytes]]] = []  # (index, n, payloads)
@@ -185,14 +186,15 @@ def decode_columns(coded: list[bytes], models: list[ChannelModel], model_id: byt
             frames.append((j, *_split(packet if type(packet) is bytes else bytes(packet),
                                       len(models), model_id, model_name, seed)))
         except SignalFormatError as e:
-            errors[j] = e
+            errors[j] = SignalFormatError(f"packet {j}: {e}")
     decoded = []
     for c, m in enumerate(models):
         x, off, bad = _decode_batch([f[2][c] for f in frames], [f[1] for f in frames], m)
-        for k in bad:
+        for k, why in bad.items():
             j = frames[k][0]
             if j not in errors:
-                errors[j] = SignalFormatError(f"packet {j}: damaged payload of channel {c}")
+                errors[j] = SignalFormatError(f"packet {j}: damaged payload of channel {c} "
+                                              f"({why})")
         decoded.append((x, off))
     # a packet's room: its n where every channel decoded it in full, else none (a declared
     # count is never allocated before a payload was found to hold it)

@@ -353,3 +353,45 @@ def test_own_gain_hint(model):
         mixed, dataclasses.replace(noise, own_gain=None, fallback_bits=1.0))
     with pytest.raises(ValueError, match="own_gain"):
         ChannelModel.from_config(m.get_config() | {"own_gain": 2.0})
+
+
+@pytest.fixture(scope="module")
+def bound_models():
+    """Models whose tables' largest frequency is low (noise) and high (a flat line with rare
+    steps): the batch decoder bounds a model payload's count with it."""
+    rng = np.random.default_rng(3)
+    noise = fit_channel_model([rng.integers(-2**20, 2**20, 4000) for _ in range(2)])
+    flat = fit_channel_model([np.repeat(rng.integers(0, 3, 80), 50) for _ in range(2)])
+    return noise, flat
+
+
+RAMPS = st.tuples(st.integers(-2**62, 2**62), st.integers(-3, 3), st.integers(0, 20_000)).map(
+    lambda a: a[0] + a[1] * np.arange(a[2], dtype=np.int64))
+
+
+@settings(max_examples=40, deadline=None)
+@given(xs=st.lists(st.one_of(RAMPS, CONSTANTS, any_ints, small_walk), min_size=1, max_size=6),
+       level=st.sampled_from([0, 5]))
+def test_packets_batch_reads_what_the_single_decoder_reads(bound_models, xs, level):
+    """Whatever the model's tables (the count bound of a model payload comes from them), the
+    batch decoder gives back every packet that decode_channel reads, in every mode the
+    encoders write (long ramps: very few rANS words a sample; noise under a flat model: the
+    packet's own coding, decoded by the general reader); a count one off fails that packet
+    alone, and a count far beyond its bytes is refused."""
+    from signals.channel import decode_packets, encode_packets
+    xs = xs + [np.zeros(0, np.int64), np.array([-2**63]), np.arange(30_000) % 2]
+    for m in bound_models:
+        out = encode_packets(xs, m, level=level)
+        out += [encode_channel(x, model=m, level=level) for x in xs]
+        ns = [x.size for x in xs] * 2
+        back = decode_packets(out, ns, m)
+        assert all(np.array_equal(a, x) for a, x in zip(back, xs + xs))
+        for j in range(len(xs)):
+            wrong = list(ns)
+            wrong[j] += 1
+            got = decode_packets(out, wrong, m, on_error="none")
+            assert got[j] is None or got[j].size == wrong[j]  # (a constant takes any count)
+            assert all(np.array_equal(g, x) for k, (g, x) in enumerate(zip(got, xs + xs))
+                       if k != j)
+        far = decode_packets(out[:1], [2**40], m, on_error="none")
+        assert far == [None]

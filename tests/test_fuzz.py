@@ -32,6 +32,7 @@ import tempfile
 import time
 import tracemalloc
 import warnings
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +141,8 @@ class Target:
     # findings in code outside this test's reach, reported as xfail until fixed:
     # (regex on the finding's message, who fixes it); each has a crafted reproducer
     known: tuple[tuple[str, str], ...] = ()
+    # a target's own edit of its bytes, ``forge_bytes(data, byte_ops)``, in place of mutate()
+    forge_bytes: Callable[[bytes, list], bytes] | None = None
 
 
 # in memory where Linux offers it: the loaders read files, and a disk write per mutation is slow
@@ -234,6 +237,213 @@ def _csv_stream() -> bytes:
     return out.getvalue()
 
 
+# ------------------------------------------------------------ packets of a trained model
+# A model of four int64 channels (step-5 mapping, a vocabulary stage, a channel near 2**62), and
+# a batch of packets of its writer: model payloads (mode 3), constants (mode 1), raw (mode 0),
+# a packet's own coding (mode 4), the vocabulary (mode 8); 0, 1 and up to 500 samples.
+PACKET_MODEL_CHANNELS = ("a", "b", "c", "d")
+
+
+def _packet_batch():
+    """(model, packets as arrays, coded packets); deterministic."""
+    from signals import SignalModel
+    rng = np.random.default_rng(11)
+    t = np.arange(6000)
+    x = np.stack([(500 * np.sin(t / 17) + rng.normal(0, 4, t.size)).astype(np.int64),
+                  5 * np.cumsum(rng.integers(-3, 4, t.size)),
+                  np.repeat(rng.integers(0, 9, t.size // 50), 50),
+                  np.cumsum(rng.integers(-1000, 1001, t.size)) + 2**62])
+    model = SignalModel(16, 16, progress=False).fit(list(x), names=list(PACKET_MODEL_CHANNELS))
+    held = x[:, 4000:]
+    cuts = [0, 256, 512, 513, 513, 813, 1100, 1400, 1900]
+    packets = [held[:, i:j].copy() for i, j in zip(cuts, cuts[1:])]
+    packets[4][:3], packets[4][3] = 35, -2**63  # constants
+    packets[5][0] = 5 * rng.integers(-2**31, 2**31, packets[5].shape[1])  # noise: own coding
+    packets[5][3] = rng.integers(-2**63, 2**63 - 1, packets[5].shape[1], dtype=np.int64)  # raw
+    packets.append(np.stack([np.full(40, -2**31), np.full(40, 5 * (2**31 // 5)), np.arange(40),
+                             np.full(40, 2**63 - 1)]))
+    return model, packets, model.compress_packets(packets)
+
+
+def join_packets(packets: list[bytes]) -> bytes:
+    """A batch of packets as one byte string (a 4-byte length before each), for the fuzzer."""
+    return b"".join(len(p).to_bytes(4, "little") + p for p in packets)
+
+
+def split_packets(data: bytes) -> list[bytes]:
+    """Inverse of :func:`join_packets`."""
+    out, pos = [], 0
+    while pos + 4 <= len(data):
+        k = int.from_bytes(data[pos:pos + 4], "little")
+        out.append(data[pos + 4:pos + 4 + k])
+        pos += 4 + k
+    return out
+
+
+def _check_passes(packet: bytes, seed: int) -> bool:
+    """Whether a packet's 16-bit check matches its bytes (as the decoder computes it)."""
+    return len(packet) >= 4 and (zlib.crc32(packet[:-2], seed) & 0xFFFF
+                                 == int.from_bytes(packet[-2:], "little"))
+
+
+# sample counts a forger writes: about the packets', near the bounds of the decoders (a model
+# payload of b bytes may hold up to about 45,000 b samples; MAX_SAMPLES = 2**40), beyond them
+FORGED_COUNTS = (0, 1, 2, 255, 256, 257, 65536, 65537, 2**20, 3 * 10**6, 10**7, 3 * 10**7,
+                 10**8, 10**9, 2**40, 2**40 + 1, 2**62, 2**63 - 1)
+
+
+def edit_packets(data: bytes, ops, *, seed: int | None = None, model_id: bytes = b"",
+                 n_channels: int = 1) -> bytes:
+    """Byte edits of the packets of a batch (:func:`join_packets`), each op on the packet its
+    position picks; some ops move whole packets (drop, duplicate, swap). With ``seed``
+    (``zlib.crc32`` of the model id) the edited packets get their check recomputed, and some
+    ops forge a packet's frame instead: another sample count, a payload boundary moved, a
+    channel's payload taken from another packet (what a forger can do)."""
+    from signals import packets as P
+    packets = split_packets(data)
+    for kind, a, b, payload in ops:
+        if not packets:
+            break
+        j = (a // 7919) % len(packets)
+        k = (b // 16) % len(packets)
+        if b % 16 == 0 and kind in ("delete", "duplicate", "swap"):
+            if kind == "delete":
+                del packets[j]
+            elif kind == "duplicate":
+                packets.insert(k, packets[j])
+            else:
+                packets[j], packets[k] = packets[k], packets[j]
+            continue
+        if seed is not None and b % 16 in (1, 2, 3) and kind in ("set", "swap", "insert"):
+            try:
+                n, pay = P._split(packets[j], n_channels, model_id, "", seed)
+                _, other = P._split(packets[k], n_channels, model_id, "", seed)
+            except ValueError:
+                pass
+            else:
+                c = a % n_channels
+                if b % 16 == 1:
+                    n = FORGED_COUNTS[(b >> 4) % len(FORGED_COUNTS)]
+                elif b % 16 == 2 and n_channels > 1:  # a boundary moved by a few bytes
+                    d = (b >> 4) % 9 - 4
+                    c = min(c, n_channels - 2)
+                    both = pay[c] + pay[c + 1]
+                    cut = min(max(len(pay[c]) + d, 0), len(both))
+                    pay[c], pay[c + 1] = both[:cut], both[cut:]
+                else:
+                    pay[c] = other[c]
+                if all(pay):
+                    packets[j] = P._frame(pay, n, model_id, seed)
+                continue
+        if seed is None:
+            packets[j] = mutate(packets[j], [(kind, a, b, payload)])
+        else:
+            body = mutate(packets[j][:-2], [(kind, a, b, payload)])
+            packets[j] = body + (zlib.crc32(body, seed) & 0xFFFF).to_bytes(2, "little")
+    return join_packets(packets)
+
+
+def _packet_loaders(model, packets: list[np.ndarray], coded: list[bytes]):
+    """The loaders of the packet targets: each checks the rules per packet and raises
+    AssertionError (a finding) where one is broken."""
+    from signals import SignalFormatError
+    from signals import packets as P
+    from signals.channel import decode_packets
+    names, models = model._codec_models()
+    mid = model.model_id()
+    seed = zlib.crc32(mid)
+    original = dict(zip(coded, packets))
+
+    def same(got, want) -> bool:
+        return (isinstance(got, np.ndarray) and got.dtype == want.dtype
+                and np.array_equal(got, want))
+
+    def load_batch(data: bytes):
+        batch = split_packets(data)
+        kept = model.decompress_packets(batch, errors="keep")
+        assert len(kept) == len(batch), f"{len(batch)} packets gave {len(kept)} results"
+        bad = []
+        for j, (p, got) in enumerate(zip(batch, kept)):
+            want = original.get(p)
+            if want is not None:  # an undamaged packet: its data, whatever the others hold
+                assert same(got, want), f"packet {j} is undamaged, but decoded to " \
+                    f"{type(got).__name__} {got!s:.80}"
+            elif isinstance(got, SignalFormatError):
+                bad.append(j)
+            else:  # a collision of the 16-bit check, or a forger's: other data, well formed
+                assert _check_passes(p, seed), f"packet {j} fails its check but decoded"
+                n = P._split(p, len(names), mid, "", seed)[0]
+                assert isinstance(got, np.ndarray) and got.shape == (len(names), n) and \
+                    got.dtype == packets[0].dtype, f"packet {j} decoded to a malformed array"
+        # decode_packets, channel by channel, agrees with the batch (None where it failed)
+        split = {}
+        for j, p in enumerate(batch):
+            try:
+                split[j] = P._split(p, len(names), mid, "", seed)
+            except SignalFormatError:
+                assert j in bad, f"packet {j} fails its framing but decoded"
+        for c, (name, m) in enumerate(zip(names, models)):
+            js = list(split)
+            got_c = decode_packets([split[j][1][c] for j in js], [split[j][0] for j in js], m,
+                                   on_error="none")
+            for j, g in zip(js, got_c):
+                if j not in bad:
+                    assert g is not None and same(model.unmap_channel(name, g), kept[j][c]), \
+                        f"decode_packets differs from decompress_packets: packet {j}, channel {c}"
+        for j in bad:
+            assert j not in split or any(
+                decode_packets([split[j][1][c]], [split[j][0]], m, on_error="none")[0] is None
+                for c, m in enumerate(models)), f"packet {j} refused, but each channel decodes"
+        try:
+            again = model.decompress_packets(batch)
+        except SignalFormatError as e:
+            assert bad and str(e).startswith(f"packet {bad[0]}:"), \
+                f"errors='raise' raised {e!s:.80} (the damaged packets: {bad})"
+            raise
+        assert not bad, f"errors='raise' decoded a batch whose packets {bad} are damaged"
+        assert all(same(g, k) for g, k in zip(again, kept)), "errors='raise' differs from 'keep'"
+        return _arrays(again)
+
+    def load_stream(data: bytes):
+        got = list(model.read_packet_stream(io.BytesIO(data)))
+        raw = list(P.read_packet_stream(io.BytesIO(data), mid))
+        assert len(raw) == len(coded), f"a stream of {len(coded)} packets read as " \
+            f"{len(raw)} without an error"
+        for j, (p, g) in enumerate(zip(raw, got)):
+            if p == coded[j]:
+                assert same(g, packets[j]), f"packet {j} is undamaged, but decoded to other data"
+            else:  # its check passed: a collision of the 16-bit check
+                assert _check_passes(p, seed)
+        return _arrays(got)
+
+    return load_batch, load_stream
+
+
+def packet_targets() -> list[Target]:
+    """``packet_batch``: packets of a batch edited (:func:`edit_packets`), decoded with
+    ``SignalModel.decompress_packets`` in both error modes and channel by channel with
+    ``signals.channel.decode_packets``: undamaged packets give their data, a damaged one its
+    error (or, where its check passes by chance, other data of its shape), never a crash or an
+    allocation above the cap; ``packet_batch_forged``: the same with the checks recomputed and
+    frames forged; ``packet_stream``: a packet stream (``write_packet_stream``) mutated, read
+    with ``read_packet_stream`` (a short read is an error)."""
+    model, packets, coded = _packet_batch()
+    load_batch, load_stream = _packet_loaders(model, packets, coded)
+    mid = model.model_id()
+    seed = zlib.crc32(mid)
+
+    def forge_batch(data, ops):
+        return edit_packets(data, ops, seed=seed, model_id=mid, n_channels=len(packets[0]))
+
+    stream = io.BytesIO()
+    model.write_packet_stream(packets, stream)
+    return [Target("packet_batch", join_packets(coded), load_batch, _never,
+                   forge_bytes=edit_packets),
+            Target("packet_batch_forged", join_packets(coded), load_batch, _never,
+                   forge_bytes=forge_batch),
+            Target("packet_stream", stream.getvalue(), load_stream, _never)]
+
+
 def make_targets() -> list[Target]:
     """The valid inputs of today's writers (models re-saved at the current version)."""
     from signals import SignalModel, compress
@@ -262,7 +472,7 @@ def make_targets() -> list[Target]:
                 Target("stream_v1", (FROZEN / "stream_v1.ubps").read_bytes(), _load_stream,
                        _never, known=KNOWN["stream"]),
                 Target("csv_stream", _csv_stream(), _load_csv_stream, _always)]
-    return targets
+    return targets + packet_targets()
 
 
 class Finding(Exception):
@@ -332,7 +542,8 @@ def fuzz(target: Target, budget: float) -> dict:
         def one(ops):
             if time.monotonic() > stop and not failing and sum(counts.values()) >= MIN_EXAMPLES:
                 return  # budget spent (but a failure is replayed while shrinking)
-            data = forge(target.data, ops) if target.forged else mutate(target.data, ops)
+            data = (target.forge_bytes(target.data, ops) if target.forge_bytes is not None
+                    else forge(target.data, ops) if target.forged else mutate(target.data, ops))
             try:
                 counts[check(target, data, expected)] += 1
             except Finding as e:
@@ -431,9 +642,18 @@ CRAFTED_ELSEWHERE = {
 }
 
 
+# forged packets (their check right) of the model packet_model_4ch.json, made by
+# make_packets.py: each fails alone in a batch, refused before its count is allocated
+CRAFTED_PACKETS = {
+    "packet_model_payload_count_1e7.bin": "10000000 samples cannot fit in 151 bytes",
+    "packet_unknown_mode_count_2e7.bin": "damaged payload of channel",
+}
+
+
 def test_every_crafted_file_has_a_case():
-    files = {p.name for p in CRAFTED.iterdir() if p.suffix in (".json", ".ubpe", ".ubps")}
-    assert files == set(CRAFTED_CASES) | set(CRAFTED_ELSEWHERE)
+    files = {p.name for p in CRAFTED.iterdir() if p.suffix in (".json", ".ubpe", ".ubps", ".bin")}
+    assert files == (set(CRAFTED_CASES) | set(CRAFTED_ELSEWHERE) | set(CRAFTED_PACKETS)
+                     | {"packet_model_4ch.json"})
     readme = (CRAFTED / "README.md").read_text()
     assert all(f"`{name}`" in readme for name in files)
 
@@ -484,3 +704,46 @@ def test_crafted_file_found_elsewhere(name):
         raise AssertionError(f"{name} loaded without an error")
     finally:
         tracemalloc.stop()
+
+
+@pytest.mark.parametrize("name", sorted(CRAFTED_PACKETS))
+def test_crafted_packet_fails_alone_before_allocating(name):
+    """A forged packet declaring millions of samples among valid ones: its error in its
+    place, the others exact, under 8 MiB in all (before the fix: 76 and 321 MiB)."""
+    from signals import SignalFormatError, SignalModel
+    model = SignalModel.load(CRAFTED / "packet_model_4ch.json")
+    t = np.arange(100)
+    x = np.stack([t, 5 * t, t % 9, t + 2**62])
+    good = model.compress_packets([x, x[:, :10]])
+    bad = (CRAFTED / name).read_bytes()
+    model.decompress_packets(good)  # warm up (numba's first compile allocates too)
+    tracemalloc.start()
+    try:
+        kept = model.decompress_packets([good[0], bad, good[1]], errors="keep")
+        with pytest.raises(SignalFormatError):
+            model.decompress_packet(bad)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20, f"{peak / 2**20:.0f} MiB"
+    assert isinstance(kept[1], SignalFormatError) and CRAFTED_PACKETS[name] in str(kept[1])
+    assert np.array_equal(kept[0], x) and np.array_equal(kept[2], x[:, :10])
+    with pytest.raises(SignalFormatError, match="^packet 1: damaged payload"):
+        model.decompress_packets([good[0], bad])
+
+
+def test_every_prefix_of_a_packet_stream_is_an_error():
+    """A packet stream cut anywhere before its end marker's last byte raises, never reads as a
+    shorter stream."""
+    from signals import SignalFormatError, SignalModel
+    model = SignalModel.load(CRAFTED / "packet_model_4ch.json")
+    t = np.arange(12)
+    x = np.stack([t, 5 * t, t % 9, t + 2**62])
+    out = io.BytesIO()
+    assert model.write_packet_stream([x, x[:, :1], x[:, :0], np.full((4, 300), 35)], out) == 4
+    data = out.getvalue()
+    assert [p.shape for p in model.read_packet_stream(io.BytesIO(data))] == [
+        (4, 12), (4, 1), (4, 0), (4, 300)]
+    for k in range(len(data)):
+        with pytest.raises(SignalFormatError):
+            list(model.read_packet_stream(io.BytesIO(data[:k])))
