@@ -1115,11 +1115,14 @@ class ChannelModel:
 
     def batch_params(self) -> tuple:
         """What the packet kernels take besides the tables, built once: (kinds, orders,
-        shifts, coefs, token bit lengths, context count, decode table)."""
+        shifts, coefs, token bit lengths, context count, decode table, the fewest bits a
+        token of the tables costs)."""
         if self._batch is None:
             cmap, f, _, _ = self.tables()
+            fmax = min(int(f.max(initial=1)), E.SCALE - 1)
             self._batch = (*self.block_params(), E.token_bitlen(self.k, self.msb, f.shape[1]),
-                           self.thresholds.size + 1, E.decode_table(f, self.k, self.msb))
+                           self.thresholds.size + 1, E.decode_table(f, self.k, self.msb),
+                           float(-np.log2(fmax / E.SCALE)))
         return self._batch
 
     def block_params(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -1722,7 +1725,7 @@ def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level
         return [encode_channel(x[a:b], level=level, model=model)
                 for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
     cmap, f, cum, _ = model.tables()
-    kinds, orders, shifts, coefs, bl, nc, _ = model.batch_params()
+    kinds, orders, shifts, coefs, bl, nc, _, _ = model.batch_params()
     buf, off = _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, model.mh, model.t,
                                    MODEL_TBITS, model.k, model.msb, bl, cmap, nc, f, cum, model.lms)
     blob = buf.tobytes()
@@ -1809,14 +1812,10 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
     np.cumsum([len(p) for p in payloads], out=offsets[1:])
     buf = np.frombuffer(b"".join(payloads), np.uint8)
     cmap = model.tables()[0]
-    kinds, orders, shifts, coefs, _, nc, dtab = model.batch_params()
+    kinds, orders, shifts, coefs, _, nc, dtab, min_bits = model.batch_params()
     # (the kernel bounds the allocation: a model payload of b bytes holds at most
     # (8 b + 64) / min_bits samples, any other (16 b + 64) / MIN_TOKEN_BITS + 1; the payloads
     # of other modes are given room only once the general reader has decoded them)
-    min_bits = model.__dict__.get("_min_token_bits")
-    if min_bits is None:  # the fewest bits a token of the model's tables costs, kept on the model
-        fmax = min(int(model.tables()[1].max(initial=1)), E.SCALE - 1)
-        min_bits = model.__dict__["_min_token_bits"] = float(-np.log2(fmax / E.SCALE))
     x, off, status = _decode_model_batch(buf, offsets, ns_a, kinds, orders, shifts, coefs,
                                          model.mh, model.t, MODEL_TBITS, cmap, nc, dtab, model.lms,
                                          min_bits)
