@@ -288,6 +288,18 @@ def _decode_tokens(rd: _Reader, n: int, k: int, msb: int, cmap, freqs, cum, look
 
 
 # ------------------------------------------------------ fused mode-4 coding
+@njit(cache=True, inline="always")
+def _token_value(ent, raw, bpos, nb):
+    """The zigzagged residual of a token: the high part from its decode-table entry
+    ``ent``, then its ``nb`` raw low bits, read at bit ``bpos`` of ``raw`` (uint64 words,
+    least significant bit first; one word past the last bit)."""
+    one = np.uint64(1)
+    w = bpos >> np.uint64(6)
+    o = bpos & np.uint64(63)
+    v = (raw[w] >> o) | ((raw[w + one] << one) << (np.uint64(63) - o))
+    return ((ent >> np.uint64(48)) << nb) | (v & ((one << nb) - one))
+
+
 @njit(cache=True)
 def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk):
     """rANS tokens and raw bits -> residuals (int64), match model off; returns (r, ok).
@@ -336,10 +348,7 @@ def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk):
         nb = (ent >> np.uint64(32)) & np.uint64(63)
         if bpos + nb > tb:
             return r, False
-        w = bpos >> np.uint64(6)
-        o = bpos & np.uint64(63)
-        v = (raw[w] >> o) | ((raw[w + one] << one) << (np.uint64(63) - o))
-        z = ((ent >> np.uint64(48)) << nb) | (v & ((one << nb) - one))
+        z = _token_value(ent, raw, bpos, nb)
         bpos += nb
         b3 = b2
         b2 = b1
@@ -429,10 +438,7 @@ def _decode_fused(words, raw, total_bits, n, cmap, nc, dtab, block, kinds, order
             nb = (ent >> np.uint64(32)) & np.uint64(63)
             if bpos + nb > tb:
                 return x, False
-            w = bpos >> np.uint64(6)
-            o = bpos & np.uint64(63)
-            v = (raw[w] >> o) | ((raw[w + one] << one) << (np.uint64(63) - o))
-            z = ((ent >> np.uint64(48)) << nb) | (v & ((one << nb) - one))
+            z = _token_value(ent, raw, bpos, nb)
             bpos += nb
             b3 = b2
             b2 = b1
