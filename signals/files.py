@@ -352,9 +352,25 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
     return {"frames": n_frames, "bytes_in": sum(sizes), "bytes_out": out + 20, "values": values}
 
 
-def _decode_frame(ctx: dict[str, Any], frame: bytes) -> tuple[Any, int, list[bytes]]:
+def _in_order(frames: Iterator[bytes]) -> Iterator[tuple[bytes | SignalFormatError]]:
+    """Jobs of :func:`_decode_frame`: the frames, then the stream's read error (a truncated
+    stream, a bad frame length) as a job of its own, so that it is raised in its place, after
+    the frames before it are decoded (with ``threads`` > 1 the next frames are read before the
+    current ones are decoded: a damaged frame before the break is named first, as with one)."""
+    try:
+        for f in frames:
+            yield (f,)
+    except SignalFormatError as e:
+        yield (e,)
+
+
+def _decode_frame(ctx: dict[str, Any], frame: bytes | SignalFormatError
+                  ) -> tuple[Any, int, list[bytes]]:
     """A frame's source; for a CSV frame, the length of its header copy and its text in pieces
-    (that copy included; not joined: one copy less held)."""
+    (that copy included; not joined: one copy less held). A read error (:func:`_in_order`)
+    is raised here."""
+    if isinstance(frame, SignalFormatError):
+        raise frame
     header, columns, blobs = decode_columns(frame, ctx["model"])
     if header.get("source") != "csv":
         return header.get("source"), 0, []
@@ -404,7 +420,7 @@ def decompress_csv_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None,
     """
     threads = default_threads() if threads == 0 else threads
     n, out, head, copy = 0, 0, b"", None
-    frames = ((f,) for f in container.iter_stream_frames(src))
+    frames = _in_order(container.iter_stream_frames(src))
     for source, p, pieces in _ordered_map(_decode_frame, {"model": model}, frames, threads):
         if source != "csv":
             raise SignalFormatError(f"frame {n} holds {source!r} data, not CSV; read it with "

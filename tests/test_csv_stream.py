@@ -194,6 +194,28 @@ def test_threads_report_the_first_damaged_frame_after_the_frames_before_it():
                                            threads=threads)["frames"] == len(frames)
 
 
+def test_threads_name_a_damaged_frame_before_a_later_break_in_the_stream():
+    """Frame 1 damaged, the stream cut inside frame 2: frame 1's error comes first with
+    threads=2 too (frames 1 and 2 are read before either is decoded; the break is raised in
+    its place)."""
+    data = (DATA / "daphnet_accel_150.csv").read_bytes()
+    packed, _ = stream_round_trip(data, frame_bytes=len(data) // 5)
+    frames = list(iter_stream_frames(io.BytesIO(packed)))
+    bad = bytearray(frames[1])
+    bad[len(bad) // 2] ^= 0xFF
+    spliced = io.BytesIO()
+    F.container.write_stream_head(spliced)
+    for f in (frames[0], bytes(bad), frames[2]):
+        F.container.write_stream_frame(spliced, f)
+    cut = spliced.getvalue()[:-10]  # frame 2 ends short: a truncated stream
+    errors = []
+    for threads in (1, 2):
+        with pytest.raises(SignalFormatError) as e:
+            F.decompress_csv_stream(io.BytesIO(cut), io.BytesIO(), threads=threads)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1] and "truncated" not in errors[0]
+
+
 def test_cli_threads(tmp_path, monkeypatch):
     data = (DATA / "seattle_weather_150.csv").read_bytes()
     monkeypatch.setattr(F, "FRAME_BYTES", len(data) // 4)
