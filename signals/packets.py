@@ -21,7 +21,15 @@ from typing import IO
 
 import numpy as np
 
-from .channel import ChannelModel, _decode_batch, _encode_batch, decode_channel, encode_channel
+from .channel import (
+    CONST,
+    CONST_MAX,
+    ChannelModel,
+    _decode_batch,
+    _encode_batch,
+    decode_channel,
+    encode_channel,
+)
 from .container import MAX_SAMPLES, PACKET_STREAM_MAGIC, VERSION, SignalFormatError, read_varint, varint
 
 TAG = 0xB0
@@ -29,11 +37,13 @@ MAX_CHANNELS = 16
 
 
 def _best_payload(x: np.ndarray, model: ChannelModel, level: int) -> bytes:
-    """The model's tables or the packet's own, whichever codes smaller."""
+    """The model's tables or the packet's own, whichever codes smaller (a constant above
+    ``CONST_MAX`` samples is not coded as one: the batch decoder bounds a payload's count by
+    its bytes, and a constant's few bytes cannot vouch for so many)."""
     with_model = encode_channel(x, level=level, model=model)
     if x.size > 512 or (x.size and (x == x[0]).all()):  # a constant costs 2 bytes on its own
         own = encode_channel(x, level=level)
-        if len(own) < len(with_model):
+        if len(own) < len(with_model) and not (own[0] == CONST and x.size > CONST_MAX):
             return own
     return with_model
 

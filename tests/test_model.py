@@ -296,3 +296,16 @@ def test_packet_framing_round_trip_and_truncation(n, payloads, cut):
         assert P._split(short, len(payloads), mid, "") != (n, payloads)
     except SignalFormatError:
         pass
+
+
+@pytest.mark.parametrize("n", [1_000, 70_000, 300_000])
+def test_a_constant_packet_decodes_one_at_a_time_and_in_a_batch(ecg_model, n):
+    """compress_packet codes a constant as one (2 bytes) only up to CONST_MAX samples: the
+    batch decoder bounds a payload's count by its bytes, and must read every packet the
+    single-packet path writes (a 300,000-sample constant in 2 bytes was refused)."""
+    from signals.channel import CONST_MAX
+    x = np.full(n, int(ecg_model.codec_["ecg"]["map"].get("offset", 0)) + 3, np.int64)
+    p = ecg_model.compress_packet(x)
+    assert (len(p) < 16) == (n <= CONST_MAX)
+    assert np.array_equal(ecg_model.decompress_packet(p), x)
+    assert np.array_equal(ecg_model.decompress_packets([p])[0], x)
