@@ -585,7 +585,7 @@ def _quantize_counts(counts):
 
 @njit(cache=True)
 def _tables_for(fine, shist, width, n_mb, n_contexts):
-    """(bits, thresholds, freqs, table bytes) with ``n_contexts`` bins (:func:`_thresholds`)."""
+    """(bits, thresholds, freqs, table codes) with ``n_contexts`` bins (:func:`_thresholds`)."""
     n = 0
     for v in shist:
         n += v
@@ -620,20 +620,45 @@ def _tables_for(fine, shist, width, n_mb, n_contexts):
                 counts[row, t] += fine[bk, st, t]
     q = _quantize_counts(counts)
     f = E.freqs_from_code_rows(q)
-    table = E.write_codes(q)
-    bits = E.coded_bits(counts, f) + 8 * (table.shape[0] + nc)
-    return bits, th, f, table
+    bits = E.coded_bits(counts, f) + 8 * (_codes_bytes(q) + nc)
+    return bits, th, f, q
+
+
+@njit(cache=True)
+def _codes_bytes(q):
+    """``len(signals.entropy.write_codes(q))``, without writing them: each code's delta along
+    its row takes ``2 * nb + 1`` bits, ``nb`` the bit length of its zigzag plus 1, minus 1."""
+    bits = 0
+    for c in range(q.shape[0]):
+        prev = 0
+        for s in range(q.shape[1]):
+            d = q[c, s] - prev
+            prev = q[c, s]
+            u = (2 * d if d >= 0 else -2 * d - 1) + 1
+            nb = 0
+            while u > 1:
+                u >>= 1
+                nb += 1
+            bits += 2 * nb + 1
+    return (bits + 7) >> 3
+
+
+@njit(cache=True)
+def _best_tables(fine, shist, width, n_mb, contexts):
+    """:func:`_tables_for` at each context count of ``contexts`` (the first of the fewest bits)."""
+    best = _tables_for(fine, shist, width, n_mb, contexts[0])
+    for j in range(1, contexts.shape[0]):
+        cand = _tables_for(fine, shist, width, n_mb, contexts[j])
+        if cand[0] < best[0]:
+            best = cand
+    return best
 
 
 def _rows_tables(fine, shist, width, n_mb, contexts):
-    """Best (bits, thresholds, freqs, table bytes) over the context counts tried, from the
-    counts per (bucket, statistic, token) of :func:`_fine_hist`."""
-    best: Any = None
-    for c in contexts:
-        cand = _tables_for(fine, shist, width, n_mb, c)
-        if best is None or cand[0] < best[0]:
-            best = cand
-    return best
+    """Best (bits, thresholds, freqs, table codes) over the context counts tried, from the
+    counts per (bucket, statistic, token) of :func:`_fine_hist`; the table bytes are
+    ``signals.entropy.write_codes`` of the codes."""
+    return _best_tables(fine, shist, width, n_mb, np.asarray(contexts, np.int64))
 
 
 @njit(cache=True)
@@ -679,13 +704,14 @@ def _code_residuals(r, mb, n_mb, preset: _Preset):
         raw_bits = float(nbits.sum(dtype=np.int64))
         for ctxk in preset.ctx:
             fine, shist = _fine_hist(tokens, z, bl, mb, n_mb, width, ctxk)
-            bits, th, f, table = _rows_tables(fine, shist, width, n_mb, preset.contexts)
+            bits, th, f, q = _rows_tables(fine, shist, width, n_mb, preset.contexts)
             bits += raw_bits
             if best is None or bits < best[0]:
-                best = (bits, k, msb, tokens, nbits, th, f, table, width, ctxk, bl)
-    bits, k, msb, tokens, nbits, th, f, table, width, ctxk, bl = best
+                best = (bits, k, msb, tokens, nbits, th, f, q, width, ctxk, bl)
+    bits, k, msb, tokens, nbits, th, f, q, width, ctxk, bl = best
 
     def emit() -> bytes:
+        table = E.write_codes(q)
         rows = _table_rows(tokens, z, bl, mb, E.context_map(th), th.size + 1, ctxk)
         cum = np.zeros_like(f)
         np.cumsum(f[:, :-1], axis=1, out=cum[:, 1:])

@@ -133,7 +133,7 @@ def test_context_tables_match_the_numpy_fit(tokens, ctxk, n_mb, n_ctx, seed):
     bl = E.token_bitlen(8, 2, width)
     mb = np.random.default_rng(seed).integers(0, n_mb, tokens.size).astype(np.uint8)
     fine, shist = C._fine_hist(tokens.astype(np.int32), z, bl, mb, n_mb, width, ctxk)
-    bits, th, f, table = C._tables_for(fine, shist, width, n_mb, n_ctx)
+    bits, th, f, codes = C._tables_for(fine, shist, width, n_mb, n_ctx)
     stat = E.context_stat(tokens.astype(np.int32), bl) if ctxk == 0 else E.context_stat_ema(z, ctxk)
     want_th = C._thresholds(stat, n_ctx)
     rows = E.context_map(want_th)[stat] + (want_th.size + 1) * mb.astype(np.int64)
@@ -142,8 +142,21 @@ def test_context_tables_match_the_numpy_fit(tokens, ctxk, n_mb, n_ctx, seed):
     q = E.quantize_counts(counts)
     want_f = E.freqs_from_code_rows(q)
     assert np.array_equal(th, want_th) and np.array_equal(f, want_f)
-    assert np.array_equal(table, E.write_codes(q))
+    assert np.array_equal(codes, q)
+    table = E.write_codes(q)
     assert bits == E.coded_bits(counts, want_f) + 8 * (len(table) + want_th.size + 1)
+    best = C._rows_tables(fine, shist, width, n_mb, (n_ctx, 1, n_ctx + 3))
+    cands = [C._tables_for(fine, shist, width, n_mb, c) for c in (n_ctx, 1, n_ctx + 3)]
+    want = min(cands, key=lambda c: c[0])  # (the first of the fewest bits)
+    assert best[0] == want[0] and all(np.array_equal(a, b) for a, b in zip(best[1:], want[1:]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(q=arrays(np.int64, st.tuples(st.integers(0, 6), st.integers(0, 40)),
+                elements=st.integers(0, 161)))
+def test_table_code_length_is_that_of_the_written_codes(q):
+    from signals import entropy as E
+    assert C._codes_bytes(q) == len(E.write_codes(q))
 
 
 small_alphabet = arrays(np.int64, st.integers(1, 300), elements=st.sampled_from(
