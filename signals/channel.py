@@ -752,17 +752,24 @@ def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
         # match candidates: screened by their estimated gain on a short prefix, then compared
         # by their estimated size (_est_bits) on a longer one; the winner runs on all
         scr = min(x.size, MATCH_SCREEN)
-        gains = [P.predict_fused_gain(x[:scr], block, kinds, ords, shifts, coefs, mh_, t_,
-                                      tbits)[2] for mh_, t_ in preset.match]
+        screens = [P.predict_fused_gain(x[:scr], block, kinds, ords, shifts, coefs, mh_, t_,
+                                        tbits) for mh_, t_ in preset.match]
+        gains = [g for _, _, g in screens]
         top = max(gains, default=0.0)  # (a candidate well behind the best gain is not compared)
         cands = tuple(c for c, g in zip(preset.match, gains) if g > 0 and g >= MATCH_KEEP * top)
         side_lpc = side
         whole: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # probes of all of x
+        if scr == x.size:  # the screen ran on all of x: its residuals serve the probes
+            whole = {c: (r_, mb_) for c, (r_, mb_, _) in zip(preset.match, screens)}
         if cands:
             pre = min(x.size, MATCH_PROBE)
             probe: Any = None
             for mh_, t_ in ((0, 0),) + cands:
-                r_, mb_ = P.predict_fused(x[:pre], block, kinds, ords, shifts, coefs, mh_, t_, tbits)
+                if pre == x.size and (mh_, t_) in whole:
+                    r_, mb_ = whole[mh_, t_]
+                else:
+                    r_, mb_ = P.predict_fused(x[:pre], block, kinds, ords, shifts, coefs, mh_, t_,
+                                              tbits)
                 if pre == x.size:
                     whole[mh_, t_] = (r_, mb_)
                 b_ = _estimate(r_, mb_, 1 if mh_ == 0 else P.MATCH_BUCKETS)
