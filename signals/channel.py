@@ -724,11 +724,11 @@ def _code_residuals(r, mb, n_mb, preset: _Preset):
     return bits, emit
 
 
-def _encode_fused(x: np.ndarray, preset: _Preset) -> bytes:
+def _encode_fused(x: np.ndarray, preset: _Preset, lpc: tuple | None = None) -> bytes:
+    """Mode 4 at ``preset``; ``lpc``: the preset's block analysis of ``x`` where already made
+    (:func:`_lpc_params`)."""
     block = preset.block_size
-    orders = np.array(preset.lpc_orders if preset.predictor == "linear" else (), np.int64)
-    kinds, ords, shifts, coefs = P.block_lpc_analyze(x, block, orders, 14, preset.search,
-                                                     preset.max_lag)
+    kinds, ords, shifts, coefs = _lpc_params(x, preset) if lpc is None else lpc
     side = P.block_side_bytes(kinds, ords, shifts, coefs)
     tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
     # the match model, where a pass with it saves estimated bits (else off)
@@ -839,6 +839,12 @@ def _match_gain(r0, r, mb):
         if mb[i]:
             gain += P._cost1p(r0[i]) - P._cost1p(r[i])
     return gain
+
+
+def _lpc_params(x: np.ndarray, preset: _Preset) -> tuple:
+    """The block predictors (kinds, orders, shifts, coefficients) of ``x`` at ``preset``."""
+    orders = np.array(preset.lpc_orders if preset.predictor == "linear" else (), np.int64)
+    return P.block_lpc_analyze(x, preset.block_size, orders, 14, preset.search, preset.max_lag)
 
 
 def _estimate(r: np.ndarray, mb: np.ndarray, n_mb: int) -> float:
@@ -976,14 +982,14 @@ def _fallback_level(level: int, n: int) -> int:
     return min(level, FALLBACK_LEVEL if n >= OWN_TRY_SIZE else SHORT_FALLBACK_LEVEL)
 
 
-def _own_estimate(x: np.ndarray, level: int) -> float:
+def _own_estimate(x: np.ndarray, level: int) -> tuple[float, tuple]:
     """Estimated bits of ``x`` coded on its own at ``level`` (no tables fitted, no ranks):
     the block predictor, and each match model of the level that shows a gain, through
-    :func:`_est_bits`; plus the predictor side and about 8 bytes of header."""
+    :func:`_est_bits`; plus the predictor side and about 8 bytes of header. And the block
+    predictors (:func:`_lpc_params`), which the coding at ``level`` takes again."""
     pr = PRESETS[level]
     block = pr.block_size
-    orders = np.array(pr.lpc_orders if pr.predictor == "linear" else (), np.int64)
-    k, o, s, c = P.block_lpc_analyze(x, block, orders, 14, pr.search, pr.max_lag)
+    k, o, s, c = lpc = _lpc_params(x, pr)
     tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
     r, mb = P.predict_fused(x, block, k, o, s, c, 0, 0, tbits)
     best = _estimate(r, mb, 1)
@@ -991,7 +997,7 @@ def _own_estimate(x: np.ndarray, level: int) -> float:
         r2, mb2, gain = P.predict_fused_gain(x, block, k, o, s, c, mh, t, tbits)
         if gain > 0:
             best = min(best, _estimate(r2, mb2, P.MATCH_BUCKETS))
-    return best + 8 * len(P.block_side_bytes(k, o, s, c)) + 64
+    return best + 8 * len(P.block_side_bytes(k, o, s, c)) + 64, lpc
 
 
 def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> bytes:
@@ -1010,9 +1016,13 @@ def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> by
 def _own_or(x: np.ndarray, coded: bytes, level: int) -> bytes:
     """:func:`_try_own` past its first tests: the own coding where estimated smaller."""
     lv = _fallback_level(level, x.size)
-    if _own_estimate(x, lv) >= 8 * len(coded) and (lv < RANK_LEVEL or _sparse_values(x) is None):
-        return coded  # (the estimate knows nothing of mode 5: sparse values always try)
-    own = encode_channel(x, level=lv)
+    est, lpc = _own_estimate(x, lv)
+    u: Any = _UNSEEN
+    if est >= 8 * len(coded):
+        u = _sparse_values(x) if lv >= RANK_LEVEL else None
+        if u is None:
+            return coded  # (the estimate knows nothing of mode 5: sparse values always try)
+    own = _encode_plain(np.ascontiguousarray(x, np.int64), lv, lpc=lpc, sparse=u)
     if own[0] == CONST and x.size > CONST_MAX:
         return coded  # (decode_packets bounds a payload's count by its bytes)
     return own if len(own) < len(coded) else coded
@@ -1948,8 +1958,14 @@ def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelMo
     return _encode_plain(x, level)
 
 
-def _encode_plain(x: np.ndarray, level: int, inner: bool = False) -> bytes:
-    """Modes 0, 1, 4 and (unless ``inner``) 5 for int64 ``x``."""
+_UNSEEN = object()  # (_encode_plain's sparse values: not yet looked for)
+
+
+def _encode_plain(x: np.ndarray, level: int, inner: bool = False, lpc: tuple | None = None,
+                  sparse: Any = _UNSEEN) -> bytes:
+    """Modes 0, 1, 4 and (unless ``inner``) 5 for int64 ``x``; ``lpc`` the level's block
+    predictors of ``x`` (:func:`_lpc_params`) and ``sparse`` its :func:`_sparse_values`,
+    where already found."""
     if x.size == 0:
         return bytes([RAW])
     if x.size == 1 or (x == x[0]).all():
@@ -1958,9 +1974,9 @@ def _encode_plain(x: np.ndarray, level: int, inner: bool = False) -> bytes:
     if SMALL_LEVEL_FROM <= level < SMALL_LEVEL and x.size < SMALL_INPUT:
         out = _encode_small(x, PRESETS[level])  # a fixed set of candidates, each estimated once
     else:
-        out = _encode_fused(x, PRESETS[level])
+        out = _encode_fused(x, PRESETS[level], lpc)
     if level >= RANK_LEVEL and not inner:
-        ranked = _encode_ranked(x, level)
+        ranked = _encode_ranked(x, level, sparse)
         if ranked is not None and len(ranked) < len(out):
             out = ranked
     if level >= CM_LEVEL and not inner:
@@ -2052,10 +2068,11 @@ def _sparse_values(x: np.ndarray) -> np.ndarray | None:
     return u
 
 
-def _encode_ranked(x: np.ndarray, level: int) -> bytes | None:
+def _encode_ranked(x: np.ndarray, level: int, sparse: Any = _UNSEEN) -> bytes | None:
     """Mode 5, for sparse value sets: the sorted distinct values (their differences, coded as a
-    channel) and each sample's index among them (coded as a channel); None where not sparse."""
-    u = _sparse_values(x)
+    channel) and each sample's index among them (coded as a channel); None where not sparse.
+    ``sparse``: :func:`_sparse_values` of ``x``, where already found."""
+    u = _sparse_values(x) if sparse is _UNSEEN else sparse
     if u is None:
         return None
     m = u.size
