@@ -725,10 +725,14 @@ def _code_residuals(r, mb, n_mb, preset: _Preset):
 
 
 def _encode_fused(x: np.ndarray, preset: _Preset, lpc: tuple | None = None) -> bytes:
-    """Mode 4 at ``preset``; ``lpc``: the preset's block analysis of ``x`` where already made
-    (:func:`_lpc_params`)."""
+    """Mode 4 at ``preset``; ``lpc``: the preset's block analysis of ``x`` and its runs, where
+    already made (:func:`_own_estimate`)."""
     block = preset.block_size
-    kinds, ords, shifts, coefs = _lpc_params(x, preset) if lpc is None else lpc
+    runs: dict | None = None
+    if lpc is None:
+        kinds, ords, shifts, coefs = _lpc_params(x, preset)
+    else:
+        (kinds, ords, shifts, coefs), runs = lpc
     side = P.block_side_bytes(kinds, ords, shifts, coefs)
     tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
     # the match model, where a pass with it saves estimated bits (else off)
@@ -752,8 +756,11 @@ def _encode_fused(x: np.ndarray, preset: _Preset, lpc: tuple | None = None) -> b
         # match candidates: screened by their estimated gain on a short prefix, then compared
         # by their estimated size (_est_bits) on a longer one; the winner runs on all
         scr = min(x.size, MATCH_SCREEN)
-        screens = [P.predict_fused_gain(x[:scr], block, kinds, ords, shifts, coefs, mh_, t_,
-                                        tbits) for mh_, t_ in preset.match]
+        if runs is not None and scr == x.size:
+            screens = [runs[c][:3] for c in preset.match]
+        else:
+            screens = [P.predict_fused_gain(x[:scr], block, kinds, ords, shifts, coefs, mh_, t_,
+                                            tbits) for mh_, t_ in preset.match]
         gains = [g for _, _, g in screens]
         top = max(gains, default=0.0)  # (a candidate well behind the best gain is not compared)
         cands = tuple(c for c, g in zip(preset.match, gains) if g > 0 and g >= MATCH_KEEP * top)
@@ -761,6 +768,8 @@ def _encode_fused(x: np.ndarray, preset: _Preset, lpc: tuple | None = None) -> b
         whole: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # probes of all of x
         if scr == x.size:  # the screen ran on all of x: its residuals serve the probes
             whole = {c: (r_, mb_) for c, (r_, mb_, _) in zip(preset.match, screens)}
+            if runs is not None:
+                whole[0, 0] = runs[0, 0][:2]
         if cands:
             pre = min(x.size, MATCH_PROBE)
             probe: Any = None
@@ -772,7 +781,9 @@ def _encode_fused(x: np.ndarray, preset: _Preset, lpc: tuple | None = None) -> b
                                               tbits)
                 if pre == x.size:
                     whole[mh_, t_] = (r_, mb_)
-                b_ = _estimate(r_, mb_, 1 if mh_ == 0 else P.MATCH_BUCKETS)
+                known = runs[mh_, t_][3] if runs is not None and pre == x.size else None
+                b_ = _estimate(r_, mb_, 1 if mh_ == 0 else P.MATCH_BUCKETS) if known is None \
+                    else known
                 if probe is None or b_ < probe[0]:
                     probe = (b_, mh_, t_, mb_)
             _, mh, t, mbp = probe
@@ -982,22 +993,28 @@ def _fallback_level(level: int, n: int) -> int:
     return min(level, FALLBACK_LEVEL if n >= OWN_TRY_SIZE else SHORT_FALLBACK_LEVEL)
 
 
-def _own_estimate(x: np.ndarray, level: int) -> tuple[float, tuple]:
+def _own_estimate(x: np.ndarray, level: int) -> tuple[float, tuple[tuple, dict]]:
     """Estimated bits of ``x`` coded on its own at ``level`` (no tables fitted, no ranks):
     the block predictor, and each match model of the level that shows a gain, through
-    :func:`_est_bits`; plus the predictor side and about 8 bytes of header. And the block
-    predictors (:func:`_lpc_params`), which the coding at ``level`` takes again."""
+    :func:`_est_bits`; plus the predictor side and about 8 bytes of header. And what the
+    coding at ``level`` takes again: the block predictors (:func:`_lpc_params`), and the
+    residuals, match buckets, gain and estimate (None where no gain) of each match model of
+    the level (and (0, 0), no match model) on all of ``x``."""
     pr = PRESETS[level]
     block = pr.block_size
     k, o, s, c = lpc = _lpc_params(x, pr)
     tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
     r, mb = P.predict_fused(x, block, k, o, s, c, 0, 0, tbits)
     best = _estimate(r, mb, 1)
+    runs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, float, float | None]] = {
+        (0, 0): (r, mb, 0.0, best)}
     for mh, t in pr.match:
         r2, mb2, gain = P.predict_fused_gain(x, block, k, o, s, c, mh, t, tbits)
-        if gain > 0:
-            best = min(best, _estimate(r2, mb2, P.MATCH_BUCKETS))
-    return best + 8 * len(P.block_side_bytes(k, o, s, c)) + 64, lpc
+        e2 = _estimate(r2, mb2, P.MATCH_BUCKETS) if gain > 0 else None
+        runs[mh, t] = (r2, mb2, gain, e2)
+        if e2 is not None:
+            best = min(best, e2)
+    return best + 8 * len(P.block_side_bytes(k, o, s, c)) + 64, (lpc, runs)
 
 
 def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> bytes:
@@ -1016,13 +1033,13 @@ def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> by
 def _own_or(x: np.ndarray, coded: bytes, level: int) -> bytes:
     """:func:`_try_own` past its first tests: the own coding where estimated smaller."""
     lv = _fallback_level(level, x.size)
-    est, lpc = _own_estimate(x, lv)
+    est, (lpc, runs) = _own_estimate(x, lv)
     u: Any = _UNSEEN
     if est >= 8 * len(coded):
         u = _sparse_values(x) if lv >= RANK_LEVEL else None
         if u is None:
             return coded  # (the estimate knows nothing of mode 5: sparse values always try)
-    own = _encode_plain(np.ascontiguousarray(x, np.int64), lv, lpc=lpc, sparse=u)
+    own = _encode_plain(np.ascontiguousarray(x, np.int64), lv, lpc=(lpc, runs), sparse=u)
     if own[0] == CONST and x.size > CONST_MAX:
         return coded  # (decode_packets bounds a payload's count by its bytes)
     return own if len(own) < len(coded) else coded
@@ -1964,8 +1981,8 @@ _UNSEEN = object()  # (_encode_plain's sparse values: not yet looked for)
 def _encode_plain(x: np.ndarray, level: int, inner: bool = False, lpc: tuple | None = None,
                   sparse: Any = _UNSEEN) -> bytes:
     """Modes 0, 1, 4 and (unless ``inner``) 5 for int64 ``x``; ``lpc`` the level's block
-    predictors of ``x`` (:func:`_lpc_params`) and ``sparse`` its :func:`_sparse_values`,
-    where already found."""
+    predictors of ``x`` and their runs (:func:`_own_estimate`) and ``sparse`` its
+    :func:`_sparse_values`, where already found."""
     if x.size == 0:
         return bytes([RAW])
     if x.size == 1 or (x == x[0]).all():
