@@ -905,7 +905,10 @@ def _encode_small(x: np.ndarray, preset: _Preset) -> bytes:
                      bytes([mh, t, tbits, lms]), emit()])
 
 
-def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
+def _read_block_side(rd: _Reader, n: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray,
+                                                  np.ndarray]:
+    """The block size and the block predictor's (kinds, orders, shifts, coefs) of a payload of
+    ``n`` samples (modes 4 and 7), each size checked against the bytes that hold it."""
     block = rd.varint(1 << 30)
     if block < 1:
         raise ValueError("predictor block size 0")
@@ -916,6 +919,11 @@ def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
     kinds, orders, shifts, coefs, ok = P.parse_block_side(side, n_blocks)
     if not ok:
         raise ValueError(f"predictor parameters do not describe {n_blocks} blocks")
+    return block, kinds, orders, shifts, coefs
+
+
+def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
+    block, kinds, orders, shifts, coefs = _read_block_side(rd, n)
     mh, t, tbits, lms = rd.byte(), rd.byte(), rd.byte(), rd.byte()
     if mh > 32 or not 1 <= tbits <= 24:
         raise ValueError(f"bad match parameters ({mh}, {t}, {tbits})")
@@ -2136,16 +2144,7 @@ def _encode_cm_lpc(x: np.ndarray, level: int, limit: int) -> bytes | None:
 
 
 def _decode_cm_lpc(rd: _Reader, n: int) -> np.ndarray:
-    block = rd.varint(1 << 30)
-    if block < 1:
-        raise ValueError("predictor block size 0")
-    n_blocks = -(-n // block)
-    side = np.frombuffer(rd.take(rd.varint(rd.remaining())), np.uint8)
-    if n_blocks > side.size // 2 + 1:
-        raise ValueError(f"{n_blocks} predictor blocks cannot fit in {side.size} bytes")
-    kinds, orders, shifts, coefs, ok = P.parse_block_side(side, n_blocks)
-    if not ok:
-        raise ValueError(f"predictor parameters do not describe {n_blocks} blocks")
+    block, kinds, orders, shifts, coefs = _read_block_side(rd, n)
     return CM.cm_decode_lpc(rd.take(rd.remaining()), n, block, (kinds, orders, shifts, coefs))
 
 
