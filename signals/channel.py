@@ -25,7 +25,7 @@ The payload describes its own stage choices; ``n`` (the sample count) is kept
 by the container, not in the payload. Every size and count read from a
 payload is checked against the bytes that remain before anything is
 allocated; a payload cannot claim more samples than ``(16 * words + 64) /
-MIN_TOKEN_BITS`` (each token costs at least -log2(4095/4096) bits).
+MIN_TOKEN_BITS`` (no token costs less: :func:`signals.entropy.min_token_bits`).
 
 Payload layout (byte 0 is the mode; LEB128 varints)::
 
@@ -1196,7 +1196,7 @@ class ChannelModel:
             fmax = min(int(f.max(initial=1)), E.SCALE - 1)
             self._batch = (*self.block_params(), E.token_bitlen(self.k, self.msb, f.shape[1]),
                            self.thresholds.size + 1, E.decode_table(f, self.k, self.msb),
-                           float(-np.log2(fmax / E.SCALE)))
+                           E.min_token_bits(fmax))
         return self._batch
 
     def block_params(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -64,8 +64,26 @@ MAX_K = 12
 MAX_MSB = 4
 MAX_CONTEXTS = 32
 CTX_RANGE = 4 * 64 + 1  # values of the context statistic 2*b1 + b2 + b3
+
+
+def min_token_bits(f: int) -> float:
+    """The fewest bits one token of frequency at most ``f`` (of ``SCALE``) adds to a
+    rANS stream of this coder: a lower bound for checking a declared count
+    against the bytes before allocating.
+
+    Encoding a token takes the state ``x = q f + r`` to ``q SCALE + c + r``, with
+    ``q >= RANS_L / SCALE`` after renormalisation (J. Duda, "Asymmetric numeral
+    systems", arXiv:1311.2540; F. Giesen, "Interleaved entropy coders",
+    arXiv:1402.3392). The growth is least for ``c = 0``, ``r = f - 1`` and the
+    smallest ``q``, which is a little below ``SCALE / f``: ``-log2(f / SCALE)``
+    is not a bound (a long run of the most frequent token costs less).
+    """
+    q = RANS_L // SCALE
+    return float(np.log2((q * SCALE + f - 1) / ((q + 1) * f - 1)))
+
+
 # smallest cost of one token in bits (the largest frequency is SCALE - 1)
-MIN_TOKEN_BITS = -np.log2((SCALE - 1) / SCALE)
+MIN_TOKEN_BITS = min_token_bits(SCALE - 1)
 
 
 def alphabet_size(k: int, msb: int) -> int:

@@ -90,3 +90,25 @@ def test_context_statistics():
     z = np.array([0, 64, 64, 2**64 - 1], np.uint64)
     s = E.context_stat_ema(z, 2)
     assert s[0] == 0 and s[1] == 0 and s[2] > 0 and (s < E.CTX_RANGE).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(f=st.integers(1, E.SCALE - 1), n=st.integers(1, 70_000), c=st.integers(0, 1))
+def test_no_token_costs_less_than_min_token_bits(f, n, c):
+    # a run of one token of frequency f (the other slot(s) hold the rest of the scale)
+    freqs = np.array([[E.SCALE - f, f]] if c else [[f, E.SCALE - f]], np.int64)
+    cum, _ = E.build_tables(freqs)
+    words = E.rans_encode_rows(np.full(n, c, np.int32), np.zeros(n, np.int64), freqs, cum)
+    assert 16 * words.size + 64 >= n * E.min_token_bits(f)
+
+
+def test_a_long_run_costs_less_than_its_information():
+    # why min_token_bits is below -log2(f / SCALE): 70,000 tokens of frequency 462 take
+    # 13,752 words (220,032 bits), 345 bits fewer than 70,000 * log2(4096 / 462) (a
+    # 70,000-sample constant packet was refused by the batch decoder's old bound)
+    f = 462
+    freqs = np.array([[f, E.SCALE - f]], np.int64)
+    cum, _ = E.build_tables(freqs)
+    words = E.rans_encode_rows(np.zeros(70_000, np.int32), np.zeros(70_000, np.int64), freqs, cum)
+    assert 16 * words.size + 64 < 70_000 * -np.log2(f / E.SCALE)
+    assert 16 * words.size + 64 >= 70_000 * E.min_token_bits(f)
