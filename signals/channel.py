@@ -1424,7 +1424,8 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
                       match: tuple[tuple[int, int], ...] = ((0, 0), (1, 0), (2, 0), (2, 1), (4, 0)),
                       contexts: tuple[int, ...] = (1, 2, 4, 8, 12, 16), k: int = 4, msb: int = 2,
                       validation: float = 0.25, max_samples: int = 400_000,
-                      vocab_sizes: tuple[int, ...] = (2, 4)) -> ChannelModel:
+                      vocab_sizes: tuple[int, ...] = (2, 4),
+                      min_cascade_gain: float = LMS_MIN_GAIN) -> ChannelModel:
     """Fit a channel model on a corpus of recordings of one kind of source.
 
     Every stage is chosen by the bits it spends on a validation split, coded
@@ -1454,6 +1455,12 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         and kept where the ids, under one static table, code the validation
         split in fewer bits than the context tables (payload mode 8);
         ``()`` skips the stage.
+    min_cascade_gain : float, default ``LMS_MIN_GAIN`` (0.15)
+        The adaptive cascade is kept only where it saves at least this many
+        bits/sample on the validation split: it decodes about three times
+        slower than the rest of a packet, so a small saving does not pay for
+        it (the rule of levels 4-5 of :func:`encode_channel`). ``0`` keeps
+        it wherever it saves anything.
 
     Returns
     -------
@@ -1537,7 +1544,13 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         for v in P.CASCADES:
             m = fitted(chosen.kind, chosen.order, chosen.coefs, chosen.shift, 0, 0, 8, tr_p, lms=v)
             tried.append((_packet_bits(m, va_p), f"variant {v}", m))
-        bits, _, chosen = stage("adaptive cascade", tried)
+        best = min(tried[1:], key=lambda c: c[0])
+        if bits - best[0] >= min_cascade_gain * n_val:
+            bits, _, chosen = stage("adaptive cascade", tried)
+        else:  # it saves too little for its decode time: off, the best variant as the runner-up
+            stages.append({"stage": "adaptive cascade", "kept": "off", "bits": bits / n_val,
+                           "alternative": best[1], "bits_alternative": best[0] / n_val,
+                           "min_gain": min_cascade_gain})
     tried = []
     for nctx in contexts:  # then the context count
         m = fitted(chosen.kind, chosen.order, chosen.coefs, chosen.shift, chosen.mh, chosen.t, nctx,

@@ -677,7 +677,9 @@ def stage_lines(report: dict) -> list[str]:
         try:
             out.append(f"{st['stage']}: {st['kept']}, {st['bits']:.3f} bits/sample"
                        + (f" (next best, {st['alternative']}: {st['bits_alternative']:.3f})"
-                          if "alternative" in st else ""))
+                          if "alternative" in st else "")
+                       + (f"; kept only where it saves >= {st['min_gain']:g} bits/sample"
+                          if "min_gain" in st else ""))
         except (KeyError, TypeError, ValueError):
             continue  # a report written by another version: shown as far as it is understood
     return out

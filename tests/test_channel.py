@@ -11,7 +11,9 @@ from hypothesis.extra.numpy import arrays
 from signals.channel import (
     ChannelModel,
     decode_channel,
+    decode_packets,
     encode_channel,
+    encode_packets,
     fit_channel_model,
 )
 
@@ -117,6 +119,29 @@ def test_default_levels_keep_the_cascade_only_where_it_saves_enough():
         assert _cascade_flag(p6) != 0  # level 6 keeps any saving of 1% or more
         assert np.array_equal(decode_channel(p5, x.size), x)
         assert np.array_equal(decode_channel(p6, x.size), x)
+
+
+def test_models_keep_the_cascade_only_where_it_saves_enough():
+    # chirps in noise, in packets of 1024: the model's cascade saves ~4.8 bits/sample on
+    # the loud one, ~0.04 on the faint one (below min_cascade_gain = 0.15)
+    t = np.arange(40000)
+    chirp = np.sin(2 * np.pi * (0.01 + 0.05 * t / t.size) * t)
+    rng = np.random.default_rng(0)
+    loud = np.round(3000 * chirp + rng.normal(0, 20, t.size)).astype(np.int64)
+    rng = np.random.default_rng(0)
+    faint = np.round(60 * chirp + rng.normal(0, 100, t.size)).astype(np.int64)
+    for x, kept in ((loud, True), (faint, False)):
+        m = fit_channel_model([x], packet_size=1024, vocab_sizes=())
+        st = next(s for s in m.stages_ if s["stage"] == "adaptive cascade")
+        saving = (st["bits"] - st["bits_alternative"]) if st["kept"] == "off" else None
+        assert (m.lms != 0) == kept, st
+        if not kept:  # the runner-up was a cascade that saved something, but too little
+            assert 0 < saving < 0.15 and st["min_gain"] == 0.15
+            assert fit_channel_model([x], packet_size=1024, vocab_sizes=(),
+                                     min_cascade_gain=0).lms != 0
+        packets = [x[i:i + 1024] for i in range(0, 8192, 1024)]
+        assert all(np.array_equal(a, b) for a, b in
+                   zip(decode_packets(encode_packets(packets, m), [1024] * 8, m), packets))
 
 
 def test_golden_small_cases():
