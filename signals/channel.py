@@ -300,75 +300,170 @@ def _token_value(ent, raw, bpos, nb):
     return ((ent >> np.uint64(48)) << nb) | (v & ((one << nb) - one))
 
 
+@njit(cache=True, inline="always")
+def _rans_residual(words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc):
+    """The next residual of a rANS token stream and its raw bits (match model off).
+
+    ``crow``: the first decode-table slot of each context's row; the state
+    (``st``, ``wpos``, ``bpos``, the last three token bit lengths ``b1..b3``,
+    the statistic ``acc`` of context kind ``ctxk`` > 0) comes in and goes out:
+    returns ``(r, ok, state...)``. ``ok`` is False where the stream is
+    inconsistent (an empty table slot, words or raw bits run out); the state
+    is then meaningless. The renormalisation does not branch (it is taken at
+    random, every few tokens): the next word is read at a clamped index and
+    shifted in where the state is below ``RANS_L``.
+    """
+    mask = np.uint64(E.SCALE - 1)
+    sb = np.uint64(E.SCALE_BITS)
+    one = np.uint64(1)
+    nw = words.shape[0]
+    ctx = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat_fast(acc, ctxk)
+    ent = dtab[crow[ctx] | (st & mask)]
+    f = ent & np.uint64(E.DT_FREQ_MASK)
+    st = f * (st >> sb) + ((ent >> np.uint64(13)) & mask)
+    under = st < np.uint64(E.RANS_L)
+    ok = f != 0 and not (under and wpos >= nw)
+    nxt = np.uint64(words[min(wpos, nw - 1)])
+    u = np.uint64(under)
+    st = (st << (u << np.uint64(4))) | (nxt & (np.uint64(0) - u))
+    wpos += int(under)
+    nb = (ent >> np.uint64(32)) & np.uint64(63)
+    ok = ok and bpos + nb <= tb
+    z = _token_value(ent, raw, min(bpos, tb), nb)  # raw holds the word past tb
+    bpos += nb
+    b3 = b2
+    b2 = b1
+    b1 = np.int64((ent >> np.uint64(40)) & np.uint64(127))
+    if ctxk:
+        acc = E.ema_update(acc, z, ctxk)
+    return np.int64(z >> one) ^ -np.int64(z & one), ok, st, wpos, bpos, b1, b2, b3, acc
+
+
+@njit(cache=True, inline="always")
+def _residual(res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc):
+    """``res[i]``, or where ``res`` is None :func:`_rans_residual` (same returns)."""
+    if res is None:
+        return _rans_residual(words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc)
+    return res[i], True, st, wpos, bpos, b1, b2, b3, acc
+
+
 @njit(cache=True)
 def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk):
-    """rANS tokens and raw bits -> residuals (int64), match model off; returns (r, ok).
-
-    ``dtab`` is :func:`signals.entropy.decode_table` of the rows; ``raw`` holds
-    at least one word past ``total_bits``. Fails exactly where
-    :func:`_decode_fused` fails.
-    """
+    """The residuals of a rANS token stream and its raw bits (match model off):
+    ``(r, ok)``, as :func:`_rans_residual` decodes them one by one."""
     r = np.empty(n, np.int64)
     nw = words.shape[0]
     if nw < 2:
         return r, False
     st = (np.uint64(words[0]) << np.uint64(16)) | np.uint64(words[1])
     wpos = 2
-    mask = np.uint64(E.SCALE - 1)
-    sb = np.uint64(E.SCALE_BITS)
-    low = np.uint64(E.RANS_L)
-    one = np.uint64(1)
-    fmask = np.uint64(E.DT_FREQ_MASK)
-    bmask = np.uint64(E.SCALE - 1)
-    zero = np.uint64(0)
-    last = nw - 1
-    crow = cmap.astype(np.uint64) << sb  # first slot of each context's table row
-    tb = np.uint64(total_bits)
     bpos = np.uint64(0)
     b1 = np.int64(0)
     b2 = np.int64(0)
     b3 = np.int64(0)
     acc = 0
+    crow = cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
+    tb = np.uint64(total_bits)
+    good = True
     for i in range(n):
-        ctx = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat_fast(acc, ctxk)
-        ent = dtab[crow[ctx] | (st & mask)]
-        f = ent & fmask
-        if f == 0:
+        r[i], ok, st, wpos, bpos, b1, b2, b3, acc = _rans_residual(
+            words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc)
+        good &= ok
+        if (i & 255) == 255 and not good:
             return r, False
-        st = f * (st >> sb) + ((ent >> np.uint64(13)) & bmask)
-        # renormalisation without a branch (it is taken at random, every few tokens):
-        # the next word is read at a clamped index and shifted in where st < low
-        under = st < low
-        if under and wpos >= nw:
-            return r, False
-        nxt = np.uint64(words[min(wpos, last)])
-        u = np.uint64(under)
-        st = (st << (u << np.uint64(4))) | (nxt & (zero - u))
-        wpos += int(under)
-        nb = (ent >> np.uint64(32)) & np.uint64(63)
-        if bpos + nb > tb:
-            return r, False
-        z = _token_value(ent, raw, bpos, nb)
-        bpos += nb
-        b3 = b2
-        b2 = b1
-        b1 = np.int64((ent >> np.uint64(40)) & np.uint64(127))
-        if ctxk:
-            acc = E.ema_update(acc, z, ctxk)
-        r[i] = np.int64(z >> one) ^ -np.int64(z & one)
-    return r, wpos == nw and st == low and total_bits - np.int64(bpos) < 8
+    return r, good and wpos == nw and st == np.uint64(E.RANS_L) and total_bits - np.int64(bpos) < 8
 
 
 @njit(cache=True)
-def _decode_unfused(words, raw, total_bits, n, cmap, dtab, block, kinds, orders, shifts, coefs,
-                    lms, ctxk):
-    """:func:`_decode_fused` with the match model off, in passes: entropy, cascade, LPC."""
+def _decode_blocks(res, words, raw, total_bits, n, cmap, dtab, ctxk, block, kinds, orders, shifts,
+                   coefs):
+    """Samples from the residuals of the block predictor (match model off), in one pass.
+
+    The residuals are ``res`` (int64, ``n`` of them) or, where ``res`` is None,
+    the rANS words and raw bits (``dtab``: :func:`signals.entropy.decode_table`
+    of the rows, ``raw`` at least one word past ``total_bits``). The same integers as
+    ``x[i] = r[i] + _lpc_predict(x, i, ...)`` sample by sample; an LPC of order
+    above 4 keeps its four newest samples in registers (the vector part of the
+    dot product reads samples stored four iterations ago at the latest). One
+    pass lets the CPU overlap the entropy decoder's dependency chain with the
+    predictors'. Returns ``(x, ok)``; ``ok`` is False where the stream is
+    inconsistent (at the token where :func:`_decode_fused`'s loop fails) or not
+    used up.
+    """
+    x = np.empty(n, np.int64)
+    nw = words.shape[0]
+    if res is None and nw < 2:
+        return x, False
+    st = (np.uint64(words[0]) << np.uint64(16)) | np.uint64(words[1]) if nw >= 2 else np.uint64(0)
+    wpos = 2
+    bpos = np.uint64(0)
+    b1 = np.int64(0)
+    b2 = np.int64(0)
+    b3 = np.int64(0)
+    acc = 0
+    crow = cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
+    tb = np.uint64(total_bits)
+    cr = np.zeros(32, np.int64)
+    x4 = x3 = x2 = x1 = np.int64(0)  # the four newest samples
+    good = True  # checked once a block: past a bad token the reads stay in bounds
+    for b in range((n + block - 1) // block):
+        s = b * block
+        e = min(n, s + block)
+        kind, order, shift = kinds[b], orders[b], shifts[b]
+        lpc = kind == 1 and order > 4
+        head = min(e, max(s, order + 4 if lpc else order))
+        if lpc:
+            for q in range(order):  # reversed: cr[q] multiplies x[i - order + q]
+                cr[q] = coefs[b, order - 1 - q]
+            k4, k3, k2, k1 = cr[order - 4], cr[order - 3], cr[order - 2], cr[order - 1]
+        elif kind == 1:  # an LPC of order <= 4, as the fixed ones: on the newest samples only
+            k1, k2, k3, k4 = [coefs[b, j] if j < order else 0 for j in range(4)]
+        else:  # FLAC's fixed predictors, or a lag (not in registers)
+            k1, k2, k3, k4 = P._WEIGHTS[min(order, P.MAX_ORDER)]
+        sh = shift if kind == 1 else 0
+        c = cr[:max(order - 4, 0)]
+        for i in range(s, head):  # the block's first samples (the signal's: warm-up)
+            r, ok, st, wpos, bpos, b1, b2, b3, acc = _residual(
+                res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc)
+            good &= ok
+            v = r + P._lpc_predict(x, i, kind, order, shift, coefs, b)
+            x[i] = v
+            x4, x3, x2, x1 = x3, x2, x1, v
+        for i in range(head, e):
+            r, ok, st, wpos, bpos, b1, b2, b3, acc = _residual(
+                res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc)
+            good &= ok
+            if kind == 2:
+                v = r + x[i - order]
+            elif lpc:
+                past = x[i - order:i - 4]
+                a = 0
+                for q in range(order - 4):
+                    a += c[q] * past[q]
+                v = r + ((a + k4 * x4 + k3 * x3 + k2 * x2 + k1 * x1) >> shift)
+            else:
+                v = r + ((k1 * x1 + k2 * x2 + k3 * x3 + k4 * x4) >> sh)
+            x[i] = v
+            x4, x3, x2, x1 = x3, x2, x1, v
+        if not good:
+            return x, False
+    return x, res is not None or (wpos == nw and st == np.uint64(E.RANS_L)
+                                  and total_bits - np.int64(bpos) < 8)
+
+
+@njit(cache=True)
+def _decode_plain(words, raw, total_bits, n, cmap, dtab, block, kinds, orders, shifts, coefs, lms,
+                  ctxk):
+    """:func:`_decode_fused` with the match model off: one pass of :func:`_decode_blocks`,
+    or with the cascade three (entropy, cascade, predictor: the cascade runs faster alone)."""
+    if lms == 0:
+        return _decode_blocks(None, words, raw, total_bits, n, cmap, dtab, ctxk, block, kinds,
+                              orders, shifts, coefs)
     r, ok = _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk)
     if not ok:
         return r, False
-    if lms:
-        r = P.cascade_inverse(r, lms)
-    return P.lpc_inverse_blocks(r, block, kinds, orders, shifts, coefs), True
+    return _decode_blocks(P.cascade_inverse(r, lms), _NO_WORDS, _NO_RAW, 0, n, _NO_CMAP, _NO_RAW, 0,
+                          block, kinds, orders, shifts, coefs)[0], True
 
 
 @njit(cache=True)
@@ -378,12 +473,12 @@ def _decode_fused(words, raw, total_bits, n, cmap, nc, dtab, block, kinds, order
 
     ``dtab``: :func:`signals.entropy.decode_table` of the rows; ``raw`` holds
     at least one word past ``total_bits``. With the match model off, the
-    passes of :func:`_decode_unfused`; with it on, one pass (the table row
-    of a sample depends on the samples before it).
+    pass of :func:`_decode_blocks` (with the cascade, three passes); with it on,
+    this one (the table row of a sample depends on the samples before it).
     """
     if mh == 0:
-        return _decode_unfused(words, raw, total_bits, n, cmap, dtab, block, kinds, orders, shifts,
-                               coefs, lms, ctxk)
+        return _decode_plain(words, raw, total_bits, n, cmap, dtab, block, kinds, orders, shifts,
+                             coefs, lms, ctxk)
     acc = 0
     x = np.empty(n, np.int64)
     e1 = np.empty(n if lms else 0, np.int64)
@@ -948,6 +1043,22 @@ def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
 
 
 _DTAB_CACHE: dict[int, tuple[Any, int, int, np.ndarray]] = {}
+# what _decode_blocks takes for the rANS stream where it is given the residuals
+_NO_WORDS = np.zeros(2, np.uint16)
+_NO_RAW = np.zeros(1, np.uint64)
+_NO_CMAP = np.zeros(1, np.int64)
+
+
+def inverse_blocks(r: np.ndarray, block: int, kinds: np.ndarray, orders: np.ndarray,
+                   shifts: np.ndarray, coefs: np.ndarray, lms: int = 0) -> np.ndarray:
+    """Samples from the residuals ``r`` (int64, shape ``(n,)``) of the adaptive cascade
+    ``lms`` (0: none) and the block predictor (``kinds``, ``orders``, ``shifts``: shape
+    ``(n_blocks,)``; ``coefs``: ``(n_blocks, 32)``): :func:`_decode_blocks` given the
+    residuals."""
+    if lms:
+        r = P.cascade_inverse(r, lms)
+    return _decode_blocks(r, _NO_WORDS, _NO_RAW, 0, r.shape[0], _NO_CMAP, _NO_RAW, 0, block,
+                          kinds, orders, shifts, coefs)[0]
 _DTAB_LOCK = threading.Lock()
 
 
@@ -1371,10 +1482,7 @@ def _decode_vocab(rd: _Reader, n: int, m: ChannelModel) -> np.ndarray:
     z, ok = E.hybrid_merge(tokens.astype(np.int32), m.k, m.msb, raw, need)
     if not ok:
         raise ValueError("inconsistent raw bits")
-    r = P.unzigzag(z.view(np.int64))
-    if m.lms:
-        r = P.cascade_inverse(r, m.lms)
-    return P.lpc_inverse_blocks(r, max(n, 1), *m.block_params())
+    return inverse_blocks(P.unzigzag(z.view(np.int64)), max(n, 1), *m.block_params(), m.lms)
 
 
 def _model_tokens(x: np.ndarray, m: ChannelModel):

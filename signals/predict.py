@@ -1114,67 +1114,6 @@ def _step_update(w, sg, lo, m, step):
 
 
 @njit(cache=True)
-def lpc_inverse_blocks(r, block, kinds, orders, shifts, coefs):
-    """Samples from the residuals of the block predictor (match model off).
-
-    The same integers as ``x[i] = r[i] + _lpc_predict(x, i, ...)`` sample by
-    sample; each block runs one loop for its kind and order (the warm-up
-    samples ``i < order`` through :func:`_lpc_predict`).
-    """
-    n = r.shape[0]
-    x = np.empty(n, np.int64)
-    cr = np.zeros(32, np.int64)
-    for b in range((n + block - 1) // block):
-        s = b * block
-        e = min(n, s + block)
-        kind, order, shift = kinds[b], orders[b], shifts[b]
-        head = min(e, max(s, order))
-        for i in range(s, head):
-            x[i] = r[i] + _lpc_predict(x, i, kind, order, shift, coefs, b)
-        if kind == 2:
-            for i in range(head, e):
-                x[i] = r[i] + x[i - order]
-        elif kind == 0:
-            if order == 0:
-                for i in range(head, e):
-                    x[i] = r[i]
-            elif order == 1:
-                for i in range(head, e):
-                    x[i] = r[i] + x[i - 1]
-            elif order == 2:
-                for i in range(head, e):
-                    x[i] = r[i] + 2 * x[i - 1] - x[i - 2]
-            elif order == 3:
-                for i in range(head, e):
-                    x[i] = r[i] + 3 * x[i - 1] - 3 * x[i - 2] + x[i - 3]
-            else:
-                for i in range(head, e):
-                    x[i] = r[i] + 4 * x[i - 1] - 6 * x[i - 2] + 4 * x[i - 3] - x[i - 4]
-        elif order <= 4 or head + 4 > e:
-            for i in range(head, e):
-                x[i] = r[i] + _lpc_predict(x, i, kind, order, shift, coefs, b)
-        else:
-            # the four newest samples are kept in registers: the vector part of the
-            # dot product reads samples stored four iterations ago at the latest
-            for q in range(order):  # reversed: cr[q] multiplies x[i - order + q]
-                cr[q] = coefs[b, order - 1 - q]
-            c = cr[:order - 4]
-            c4, c3, c2, c1 = cr[order - 4], cr[order - 3], cr[order - 2], cr[order - 1]
-            for i in range(head, head + 4):
-                x[i] = r[i] + _lpc_predict(x, i, kind, order, shift, coefs, b)
-            x4, x3, x2, x1 = x[head], x[head + 1], x[head + 2], x[head + 3]
-            for i in range(head + 4, e):
-                past = x[i - order:i - 4]
-                acc = 0
-                for q in range(order - 4):
-                    acc += c[q] * past[q]
-                v = r[i] + ((acc + c4 * x4 + c3 * x3 + c2 * x2 + c1 * x1) >> shift)
-                x[i] = v
-                x4, x3, x2, x1 = x3, x2, x1, v
-    return x
-
-
-@njit(cache=True)
 def _histories(m):
     """Four zeroed int64 arrays of length ``m``, cut from one allocation at staggered
     offsets: arrays that start at the same address modulo 4 KiB make the loads of

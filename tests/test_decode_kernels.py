@@ -245,9 +245,11 @@ def block_params(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(p=block_params())
-def test_block_lpc_inverse_matches_per_sample_prediction(p):
-    assert np.array_equal(P.lpc_inverse_blocks(*p), ref_lpc_inverse(*p))
+@given(p=block_params(), lms=st.integers(0, 3))
+def test_block_inverse_matches_per_sample_prediction(p, lms):
+    r, rest = p[0], p[1:]
+    want = ref_lpc_inverse(ref_cascade_inverse(r, lms) if lms else r, *rest)
+    assert np.array_equal(C.inverse_blocks(r, *rest, lms), want)
 
 
 @settings(max_examples=100, deadline=None)
