@@ -375,13 +375,15 @@ def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk):
 
 
 @njit(cache=True)
-def _decode_blocks(res, words, raw, total_bits, n, cmap, dtab, ctxk, block, kinds, orders, shifts,
+def _decode_blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kinds, orders, shifts,
                    coefs):
     """Samples from the residuals of the block predictor (match model off), in one pass.
 
-    The residuals are ``res`` (int64, ``n`` of them) or, where ``res`` is None,
-    the rANS words and raw bits (``dtab``: :func:`signals.entropy.decode_table`
-    of the rows, ``raw`` at least one word past ``total_bits``). The same integers as
+    ``x`` (int64, shape ``(n,)``) receives the samples. The residuals are
+    ``res`` (int64, ``n`` of them) or, where ``res`` is None, the rANS words
+    and raw bits (``dtab``: :func:`signals.entropy.decode_table` of the rows,
+    ``crow``: the first slot of each context's row, ``cmap << SCALE_BITS``;
+    ``raw`` at least one word past ``total_bits``). The same integers as
     ``x[i] = r[i] + _lpc_predict(x, i, ...)`` sample by sample; an LPC of order
     above 4 keeps its four newest samples in registers (the vector part of the
     dot product reads samples stored four iterations ago at the latest). One
@@ -390,7 +392,7 @@ def _decode_blocks(res, words, raw, total_bits, n, cmap, dtab, ctxk, block, kind
     inconsistent (at the token where :func:`_decode_fused`'s loop fails) or not
     used up.
     """
-    x = np.empty(n, np.int64)
+    n = x.shape[0]
     nw = words.shape[0]
     if res is None and nw < 2:
         return x, False
@@ -401,7 +403,6 @@ def _decode_blocks(res, words, raw, total_bits, n, cmap, dtab, ctxk, block, kind
     b2 = np.int64(0)
     b3 = np.int64(0)
     acc = 0
-    crow = cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
     tb = np.uint64(total_bits)
     cr = np.zeros(32, np.int64)
     x4 = x3 = x2 = x1 = np.int64(0)  # the four newest samples
@@ -457,12 +458,13 @@ def _decode_plain(words, raw, total_bits, n, cmap, dtab, block, kinds, orders, s
     """:func:`_decode_fused` with the match model off: one pass of :func:`_decode_blocks`,
     or with the cascade three (entropy, cascade, predictor: the cascade runs faster alone)."""
     if lms == 0:
-        return _decode_blocks(None, words, raw, total_bits, n, cmap, dtab, ctxk, block, kinds,
-                              orders, shifts, coefs)
+        return _decode_blocks(np.empty(n, np.int64), None, words, raw, total_bits,
+                              cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS), dtab, ctxk, block,
+                              kinds, orders, shifts, coefs)
     r, ok = _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk)
     if not ok:
         return r, False
-    return _decode_blocks(P.cascade_inverse(r, lms), _NO_WORDS, _NO_RAW, 0, n, _NO_CMAP, _NO_RAW, 0,
+    return _decode_blocks(r, P.cascade_inverse(r, lms), _NO_WORDS, _NO_RAW, 0, _NO_CROW, _NO_RAW, 0,
                           block, kinds, orders, shifts, coefs)[0], True
 
 
@@ -1046,7 +1048,7 @@ _DTAB_CACHE: dict[int, tuple[Any, int, int, np.ndarray]] = {}
 # what _decode_blocks takes for the rANS stream where it is given the residuals
 _NO_WORDS = np.zeros(2, np.uint16)
 _NO_RAW = np.zeros(1, np.uint64)
-_NO_CMAP = np.zeros(1, np.int64)
+_NO_CROW = np.zeros(1, np.uint64)
 
 
 def inverse_blocks(r: np.ndarray, block: int, kinds: np.ndarray, orders: np.ndarray,
@@ -1057,8 +1059,8 @@ def inverse_blocks(r: np.ndarray, block: int, kinds: np.ndarray, orders: np.ndar
     residuals."""
     if lms:
         r = P.cascade_inverse(r, lms)
-    return _decode_blocks(r, _NO_WORDS, _NO_RAW, 0, r.shape[0], _NO_CMAP, _NO_RAW, 0, block,
-                          kinds, orders, shifts, coefs)[0]
+    return _decode_blocks(np.empty(r.shape[0], np.int64), r, _NO_WORDS, _NO_RAW, 0, _NO_CROW,
+                          _NO_RAW, 0, block, kinds, orders, shifts, coefs)[0]
 _DTAB_LOCK = threading.Lock()
 
 
@@ -1806,6 +1808,7 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
             status[j] = 1  # the general reader decodes it, and allocates its samples then
         out_off[j + 1] = out_off[j] + (n if status[j] == 0 else 0)
     x = np.zeros(out_off[n_p], np.int64)
+    crow = cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
     for j in range(n_p):
         a = offsets[j]
         e = offsets[j + 1]
@@ -1867,12 +1870,15 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
         raw = np.zeros((nraw + 7) // 8 + 1, np.uint64)
         for i in range(nraw):
             raw[i >> 3] |= np.uint64(buf[pos + i]) << np.uint64(8 * (i & 7))
-        seg, ok = _decode_fused(words, raw, 8 * nraw, n, cmap, nc, dtab, max(n, 1), kinds, orders,
-                                shifts, coefs, mh, t, tbits, lms)
+        if mh == 0 and lms == 0:  # one pass, into its place in x
+            _, ok = _decode_blocks(x[out_off[j]:out_off[j + 1]], None, words, raw, 8 * nraw, crow,
+                                   dtab, 0, max(n, 1), kinds, orders, shifts, coefs)
+        else:
+            seg, ok = _decode_fused(words, raw, 8 * nraw, n, cmap, nc, dtab, max(n, 1), kinds,
+                                    orders, shifts, coefs, mh, t, tbits, lms)
+            x[out_off[j]:out_off[j + 1]] = seg
         if not ok:
             status[j] = 2
-            continue
-        x[out_off[j]:out_off[j + 1]] = seg
     return x, out_off, status
 
 
