@@ -389,8 +389,8 @@ def _decode_blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kind
     dot product reads samples stored four iterations ago at the latest). One
     pass lets the CPU overlap the entropy decoder's dependency chain with the
     predictors'. Returns ``(x, ok)``; ``ok`` is False where the stream is
-    inconsistent (at the token where :func:`_decode_fused`'s loop fails) or not
-    used up.
+    inconsistent (a token that :func:`_decode_fused`'s loop refuses: the rest of
+    its block is decoded first, every read within bounds) or not used up.
     """
     n = x.shape[0]
     nw = words.shape[0]
@@ -466,6 +466,24 @@ def _decode_plain(words, raw, total_bits, n, cmap, dtab, block, kinds, orders, s
         return r, False
     return _decode_blocks(r, P.cascade_inverse(r, lms), _NO_WORDS, _NO_RAW, 0, _NO_CROW, _NO_RAW, 0,
                           block, kinds, orders, shifts, coefs)[0], True
+
+
+# what _decode_blocks takes for the rANS stream where it is given the residuals
+_NO_WORDS = np.zeros(2, np.uint16)
+_NO_RAW = np.zeros(1, np.uint64)
+_NO_CROW = np.zeros(1, np.uint64)
+
+
+def inverse_blocks(r: np.ndarray, block: int, kinds: np.ndarray, orders: np.ndarray,
+                   shifts: np.ndarray, coefs: np.ndarray, lms: int = 0) -> np.ndarray:
+    """Samples from the residuals ``r`` (int64, shape ``(n,)``) of the adaptive cascade
+    ``lms`` (0: none) and the block predictor (``kinds``, ``orders``, ``shifts``: shape
+    ``(n_blocks,)``; ``coefs``: ``(n_blocks, 32)``): :func:`_decode_blocks` given the
+    residuals."""
+    if lms:
+        r = P.cascade_inverse(r, lms)
+    return _decode_blocks(np.empty(r.shape[0], np.int64), r, _NO_WORDS, _NO_RAW, 0, _NO_CROW,
+                          _NO_RAW, 0, block, kinds, orders, shifts, coefs)[0]
 
 
 @njit(cache=True)
@@ -1045,22 +1063,6 @@ def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
 
 
 _DTAB_CACHE: dict[int, tuple[Any, int, int, np.ndarray]] = {}
-# what _decode_blocks takes for the rANS stream where it is given the residuals
-_NO_WORDS = np.zeros(2, np.uint16)
-_NO_RAW = np.zeros(1, np.uint64)
-_NO_CROW = np.zeros(1, np.uint64)
-
-
-def inverse_blocks(r: np.ndarray, block: int, kinds: np.ndarray, orders: np.ndarray,
-                   shifts: np.ndarray, coefs: np.ndarray, lms: int = 0) -> np.ndarray:
-    """Samples from the residuals ``r`` (int64, shape ``(n,)``) of the adaptive cascade
-    ``lms`` (0: none) and the block predictor (``kinds``, ``orders``, ``shifts``: shape
-    ``(n_blocks,)``; ``coefs``: ``(n_blocks, 32)``): :func:`_decode_blocks` given the
-    residuals."""
-    if lms:
-        r = P.cascade_inverse(r, lms)
-    return _decode_blocks(np.empty(r.shape[0], np.int64), r, _NO_WORDS, _NO_RAW, 0, _NO_CROW,
-                          _NO_RAW, 0, block, kinds, orders, shifts, coefs)[0]
 _DTAB_LOCK = threading.Lock()
 
 
@@ -2002,7 +2004,8 @@ def decode_packets(payloads: list[bytes], ns: ArrayLike, model: ChannelModel, *,
 def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
                   ) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
     """The packets of :func:`decode_packets` as one array ``x`` (packet j is
-    ``x[off[j]:off[j+1]]``; a damaged packet has zeros there, or no samples), ``off``, and
+    ``x[off[j]:off[j+1]]``; a damaged packet has no samples there, or what was decoded
+    before its error), ``off``, and
     {index: error} of the damaged."""
     ns_a = np.asarray(ns, np.int64).reshape(-1)
     if ns_a.size != len(payloads):
