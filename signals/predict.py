@@ -1179,8 +1179,8 @@ def cascade_forward(e1, variant=1):
 
 
 @njit(cache=True)
-def cascade_inverse(e3, variant=1):
-    """Exact inverse of :func:`cascade_forward`."""
+def _cascade_inverse_int(e3, variant):
+    """Exact inverse of :func:`cascade_forward`, in int64 (any input)."""
     m1, d1, m2, mu = _CASCADE_TABLE[variant]
     n = e3.shape[0]
     pad = LMS_MAX_ORDER
@@ -1201,6 +1201,91 @@ def cascade_inverse(e3, variant=1):
         s1[b] = _sign(v1)
         en += _sat_abs(v1) - _sat_abs(h1[b - m1])
     return h1[pad:]
+
+
+
+# The decoder's fast path runs the same integers in float64: while every
+# filter output stays below FP_LIMIT in magnitude, a product of a weight
+# (|w| <= 2**30) and a past output is below 2**47 and a sum of 32 of them
+# below 2**52, so every dot product, weight update (|w + step| < 2**53) and
+# clamp is exact in any order of summation; float lanes take fused
+# multiply-adds where int64 lanes need three-uop multiplies. The NLMS step's
+# floor division is a float division corrected to the integer floor. The
+# first output at or above the limit sends the whole input to the int64 kernel.
+FP_LIMIT = 1 << 17
+_FP_MATH = {"reassoc", "contract"}
+
+
+@njit(cache=True, fastmath=_FP_MATH, inline="always")
+def _fdot(w, h, lo, m):
+    hv = h[lo:lo + m]
+    acc = 0.0
+    for q in range(m):
+        acc += w[q] * hv[q]
+    return np.int64(acc) >> LMS_SHIFT
+
+
+@njit(cache=True, fastmath=_FP_MATH, inline="always")
+def _fstep_update(w, sg, lo, m, step):
+    sv = sg[lo:lo + m]
+    for q in range(m):
+        w[q] = min(max(w[q] + step * sv[q], -float(_WCLAMP)), float(_WCLAMP))
+
+
+@njit(cache=True, inline="always")
+def _floordiv_exact(a, d):
+    """``a // d`` for ``d > 0`` and ``|a|, d < 2**53``: a float quotient, corrected by one
+    where it rounded across an integer."""
+    q = np.int64(np.floor(np.float64(a) / np.float64(d)))
+    if q * d > a:
+        q -= 1
+    elif (q + 1) * d <= a:
+        q += 1
+    return q
+
+
+@njit(cache=True, fastmath=_FP_MATH)
+def _cascade_inverse_fp(e3, variant):
+    """:func:`_cascade_inverse_int` in float64 while the outputs stay below ``FP_LIMIT``:
+    ``(x, True)``, or ``(unfinished, False)`` at the first output beyond it."""
+    m1, d1, m2, mu = _CASCADE_TABLE[variant]
+    n = e3.shape[0]
+    pad = LMS_MAX_ORDER
+    gap = n + pad + 72  # staggered, as _histories cuts them
+    buf = np.zeros(4 * gap)
+    h1, s1 = buf[0:n + pad], buf[gap:gap + n + pad]
+    h2, s2 = buf[2 * gap:2 * gap + n + pad], buf[3 * gap:3 * gap + n + pad]
+    out = np.empty(n, np.int64)
+    w1 = np.zeros(LMS_MAX_ORDER)
+    w2 = np.zeros(LMS_MAX_ORDER)
+    en = 1
+    for i in range(n):
+        b = pad + i
+        r = e3[i]
+        v2 = r + _fdot(w2, h2, b - m2, m2)
+        _fstep_update(w2, s2, b - m2, m2, float(mu * _sign(r)))
+        if v2 >= FP_LIMIT or v2 <= -FP_LIMIT:
+            return out, False
+        h2[b] = v2
+        s2[b] = _sign(v2)
+        v1 = v2 + _fdot(w1, h1, b - m1, m1)
+        _fstep_update(w1, s1, b - m1, m1,
+                      float(_floordiv_exact(_clamp(v2, _CLAMP) << LMS_SHIFT, en * d1)))
+        if v1 >= FP_LIMIT or v1 <= -FP_LIMIT:
+            return out, False
+        h1[b] = v1
+        s1[b] = _sign(v1)
+        out[i] = v1
+        en += _sat_abs(v1) - _sat_abs(np.int64(h1[b - m1]))
+    return out, True
+
+
+@njit(cache=True)
+def cascade_inverse(e3, variant=1):
+    """Exact inverse of :func:`cascade_forward`: the float64 fast path, or the int64 kernel
+    where an output reaches ``FP_LIMIT``."""
+    x, ok = _cascade_inverse_fp(e3, variant)
+    return x if ok else _cascade_inverse_int(e3, variant)
 
 
 @njit(cache=True)

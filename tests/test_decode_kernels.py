@@ -209,6 +209,36 @@ signals = st.one_of(wide, wide32, walk, const, st.just(np.zeros(0, np.int64)),
 
 
 # ------------------------------------------------------------------ kernels
+# signals near the float path's limit: outputs that cross FP_LIMIT part of the way through
+near_limit = st.tuples(st.integers(1, 400), st.integers(0, 2**32 - 1),
+                       st.sampled_from([P.FP_LIMIT // 4, P.FP_LIMIT // 2, P.FP_LIMIT - 1,
+                                        P.FP_LIMIT, 2 * P.FP_LIMIT])).map(
+    lambda a: np.round(a[2] * np.sin(np.arange(a[0]) / 3.0)
+                       + np.random.default_rng(a[1]).normal(0, a[2] / 50, a[0])).astype(np.int64))
+
+
+@settings(max_examples=150, deadline=None)
+@given(x=st.one_of(signals, near_limit), variant=st.sampled_from(sorted(P.CASCADES)))
+def test_cascade_float_path_gives_the_int64_kernels_integers(x, variant):
+    e3 = P.cascade_forward(x, variant)
+    for r in (e3, x):  # forward outputs, and any input (a damaged payload's residuals)
+        y, ok = P._cascade_inverse_fp(r, variant)
+        want = P._cascade_inverse_int(r, variant)
+        if ok:  # (where it stops, at an output beyond the limit, the int64 kernel takes over)
+            assert np.array_equal(y, want)
+        assert np.array_equal(P.cascade_inverse(r, variant), want)
+    assert np.array_equal(P.cascade_inverse(e3, variant), x)
+
+
+def test_cascade_float_path_takes_audio_and_leaves_wide_values():
+    t = np.arange(5000)
+    speech_like = np.round(8000 * np.sin(t / 5.0) * np.sin(t / 300.0)).astype(np.int64)
+    assert P._cascade_inverse_fp(P.cascade_forward(speech_like, 1), 1)[1]
+    wide = np.round(2.0**40 * np.sin(t / 5.0)).astype(np.int64)
+    assert not P._cascade_inverse_fp(P.cascade_forward(wide, 1), 1)[1]
+    assert np.array_equal(P.cascade_inverse(P.cascade_forward(wide, 1), 1), wide)
+
+
 @settings(max_examples=150, deadline=None)
 @given(x=signals, variant=st.sampled_from(sorted(P.CASCADES)))
 def test_cascade_matches_the_replaced_kernels(x, variant):
