@@ -1167,7 +1167,11 @@ def _cascade_v3(e1):
 
 @njit(cache=True)
 def cascade_forward(e1, variant=1):
-    """LPC residual -> cascade residual (an NLMS, then a sign-sign LMS; see ``CASCADES``)."""
+    """LPC residual -> cascade residual (an NLMS, then a sign-sign LMS; see ``CASCADES``):
+    the float64 path of :func:`_cascade_forward_fp` where it stays exact, else int64."""
+    e3, ok = _cascade_forward_fp(e1, variant)
+    if ok:
+        return e3
     if variant == 1:
         return _cascade_v1(e1)
     if variant == 2:
@@ -1277,6 +1281,43 @@ def _cascade_inverse_fp(e3, variant):
         s1[b] = _sign(v1)
         out[i] = v1
         en += _sat_abs(v1) - _sat_abs(np.int64(h1[b - m1]))
+    return out, True
+
+
+@njit(cache=True, fastmath=_FP_MATH)
+def _cascade_forward_fp(e1, variant):
+    """:func:`cascade_forward` in float64 (see ``FP_LIMIT``) where every input and every
+    NLMS output stays below ``FP_LIMIT``: ``(e3, True)``, else ``(unfinished, False)``."""
+    m1, d1, m2, mu = _CASCADE_TABLE[variant]
+    n = e1.shape[0]
+    pad = LMS_MAX_ORDER
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        if e1[i] >= FP_LIMIT or e1[i] <= -FP_LIMIT:
+            return out, False
+    gap = n + pad + 72
+    buf = np.zeros(4 * gap)
+    h1, s1 = buf[0:n + pad], buf[gap:gap + n + pad]
+    h2, s2 = buf[2 * gap:2 * gap + n + pad], buf[3 * gap:3 * gap + n + pad]
+    for i in range(n):
+        h1[pad + i] = e1[i]
+        s1[pad + i] = _sign(e1[i])
+    w1 = np.zeros(LMS_MAX_ORDER)
+    w2 = np.zeros(LMS_MAX_ORDER)
+    en = 1
+    for i in range(n):
+        b = pad + i
+        v2 = e1[i] - _fdot(w1, h1, b - m1, m1)
+        if v2 >= FP_LIMIT or v2 <= -FP_LIMIT:
+            return out, False
+        _fstep_update(w1, s1, b - m1, m1,
+                      float(_floordiv_exact(_clamp(v2, _CLAMP) << LMS_SHIFT, en * d1)))
+        en += _sat_abs(e1[i]) - _sat_abs(np.int64(h1[b - m1]))
+        v3 = v2 - _fdot(w2, h2, b - m2, m2)
+        _fstep_update(w2, s2, b - m2, m2, float(mu * _sign(v3)))
+        h2[b] = v2
+        s2[b] = _sign(v2)
+        out[i] = v3
     return out, True
 
 

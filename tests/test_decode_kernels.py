@@ -228,13 +228,19 @@ def test_cascade_float_path_gives_the_int64_kernels_integers(x, variant):
             assert np.array_equal(y, want)
         assert np.array_equal(P.cascade_inverse(r, variant), want)
     assert np.array_equal(P.cascade_inverse(e3, variant), x)
+    y, ok = P._cascade_forward_fp(x, variant)
+    if ok:
+        assert np.array_equal(y, ref_cascade_forward(x, variant))
+    assert np.array_equal(e3, ref_cascade_forward(x, variant))
 
 
 def test_cascade_float_path_takes_audio_and_leaves_wide_values():
     t = np.arange(5000)
     speech_like = np.round(8000 * np.sin(t / 5.0) * np.sin(t / 300.0)).astype(np.int64)
+    assert P._cascade_forward_fp(speech_like, 1)[1]
     assert P._cascade_inverse_fp(P.cascade_forward(speech_like, 1), 1)[1]
     wide = np.round(2.0**40 * np.sin(t / 5.0)).astype(np.int64)
+    assert not P._cascade_forward_fp(wide, 1)[1]
     assert not P._cascade_inverse_fp(P.cascade_forward(wide, 1), 1)[1]
     assert np.array_equal(P.cascade_inverse(P.cascade_forward(wide, 1), 1), wide)
 
