@@ -1248,39 +1248,50 @@ def _floordiv_exact(a, d):
     return q
 
 
+_RING = 4096  # samples of history between two moves of its last LMS_MAX_ORDER to the front
+
+
 @njit(cache=True, fastmath=_FP_MATH)
 def _cascade_inverse_fp(e3, variant):
     """:func:`_cascade_inverse_int` in float64 while the outputs stay below ``FP_LIMIT``:
-    ``(x, True)``, or ``(unfinished, False)`` at the first output beyond it."""
+    ``(x, True)``, or ``(unfinished, False)`` at the first output beyond it. The histories
+    are rings of ``_RING`` samples (plus the filters' reach), whatever the input's length."""
     m1, d1, m2, mu = _CASCADE_TABLE[variant]
     n = e3.shape[0]
     pad = LMS_MAX_ORDER
-    gap = n + pad + 72  # staggered, as _histories cuts them
+    size = pad + _RING
+    gap = size + 72  # staggered, as _histories cuts them
     buf = np.zeros(4 * gap)
-    h1, s1 = buf[0:n + pad], buf[gap:gap + n + pad]
-    h2, s2 = buf[2 * gap:2 * gap + n + pad], buf[3 * gap:3 * gap + n + pad]
+    h1, s1 = buf[0:size], buf[gap:gap + size]
+    h2, s2 = buf[2 * gap:2 * gap + size], buf[3 * gap:3 * gap + size]
     out = np.empty(n, np.int64)
     w1 = np.zeros(LMS_MAX_ORDER)
     w2 = np.zeros(LMS_MAX_ORDER)
     en = 1
-    for i in range(n):
-        b = pad + i
-        r = e3[i]
-        v2 = r + _fdot(w2, h2, b - m2, m2)
-        _fstep_update(w2, s2, b - m2, m2, float(mu * _sign(r)))
-        if v2 >= FP_LIMIT or v2 <= -FP_LIMIT:
-            return out, False
-        h2[b] = v2
-        s2[b] = _sign(v2)
-        v1 = v2 + _fdot(w1, h1, b - m1, m1)
-        _fstep_update(w1, s1, b - m1, m1,
-                      float(_floordiv_exact(_clamp(v2, _CLAMP) << LMS_SHIFT, en * d1)))
-        if v1 >= FP_LIMIT or v1 <= -FP_LIMIT:
-            return out, False
-        h1[b] = v1
-        s1[b] = _sign(v1)
-        out[i] = v1
-        en += _sat_abs(v1) - _sat_abs(np.int64(h1[b - m1]))
+    for c in range(0, n, _RING):
+        if c:
+            h1[:pad] = h1[_RING:size]
+            s1[:pad] = s1[_RING:size]
+            h2[:pad] = h2[_RING:size]
+            s2[:pad] = s2[_RING:size]
+        for i in range(c, min(n, c + _RING)):
+            b = pad + i - c
+            r = e3[i]
+            v2 = r + _fdot(w2, h2, b - m2, m2)
+            _fstep_update(w2, s2, b - m2, m2, float(mu * _sign(r)))
+            if v2 >= FP_LIMIT or v2 <= -FP_LIMIT:
+                return out, False
+            h2[b] = v2
+            s2[b] = _sign(v2)
+            v1 = v2 + _fdot(w1, h1, b - m1, m1)
+            _fstep_update(w1, s1, b - m1, m1,
+                          float(_floordiv_exact(_clamp(v2, _CLAMP) << LMS_SHIFT, en * d1)))
+            if v1 >= FP_LIMIT or v1 <= -FP_LIMIT:
+                return out, False
+            h1[b] = v1
+            s1[b] = _sign(v1)
+            out[i] = v1
+            en += _sat_abs(v1) - _sat_abs(np.int64(h1[b - m1]))
     return out, True
 
 
