@@ -1039,17 +1039,42 @@ def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> by
 
 
 def _own_or(x: np.ndarray, coded: bytes, level: int) -> bytes:
-    """:func:`_try_own` past its first tests: the own coding where estimated smaller."""
+    """:func:`_try_own` past its first tests: the own coding where estimated smaller.
+
+    Where the values are sparse (mode 5 may win), the ranks and the distinct values' differences
+    are estimated too (:func:`_own_estimate`, whose analysis their coding then takes), and
+    only the candidates whose estimate is near the better one are coded: mode 4 of ``x`` where
+    the ranks' estimate is at least ``RANK_SURE`` times its own, mode 5 where at most
+    ``RANK_DOUBT`` times."""
     lv = _fallback_level(level, x.size)
     est, (lpc, runs) = _own_estimate(x, lv)
-    u: Any = _UNSEEN
-    if est >= 8 * len(coded):
-        u = _sparse_values(x) if lv >= RANK_LEVEL else None
-        if u is None:
-            return coded  # (the estimate knows nothing of mode 5: sparse values always try)
-    own = _encode_plain(np.ascontiguousarray(x, np.int64), lv, lpc=(lpc, runs), sparse=u)
-    if own[0] == CONST and x.size > CONST_MAX:
-        return coded  # (decode_packets bounds a payload's count by its bytes)
+    x64 = np.ascontiguousarray(x, np.int64)
+    u = _sparse_values(x64) if lv >= RANK_LEVEL else None
+    if u is None:
+        if est >= 8 * len(coded):
+            return coded
+        own = _encode_plain(x64, lv, lpc=(lpc, runs), sparse=None)
+        if own[0] == CONST and x.size > CONST_MAX:
+            return coded  # (decode_packets bounds a payload's count by its bytes)
+        return own if len(own) < len(coded) else coded
+    # (sparse values: x is not constant; the estimate knows nothing of mode 5 on its own)
+    ranks, diffs = _ranks(x64, u), P.differences(u, 1)
+    e_body, body = _own_estimate(ranks, lv)
+    e_head, head = _own_estimate(diffs, min(lv, RANK_LEVEL))
+    e_ranked = e_body + e_head + 8 * (3 + len(_varint(u.size)))
+    fused = e_ranked >= RANK_SURE * est
+    ranked = e_ranked <= RANK_DOUBT * est
+    if not ranked and est >= 8 * len(coded):
+        return coded
+    cands: list[bytes] = []
+    if fused:
+        cands.append(_encode_plain(x64, lv, inner=True, lpc=(lpc, runs)))
+    five = _encode_ranked(x64, lv, u, (ranks, diffs, body, head)) if ranked else None
+    if five is not None:
+        cands.append(five)
+    own = min(cands, key=len)  # (the first of the shortest: mode 4 on a tie, as _encode_plain)
+    if len(own) >= 1 + 8 * x.size:
+        own = bytes([RAW]) + x64.astype("<i8").tobytes()  # (as _encode_plain gives up)
     return own if len(own) < len(coded) else coded
 
 
@@ -1061,6 +1086,8 @@ OWN_PROBE, OWN_PROBE_WINS = 16, 2  # such a model's batches: every 16th long pac
 OWN_SHIFT = 0.1  # a batch with this share of costly long packets (2% on the validation split)
 # is taken as other data than the model's: its long packets all try their own coding
 OWN_GAIN_SAMPLES = 1 << 16  # validation samples (at most) on which fit_channel_model measures it
+RANK_SURE, RANK_DOUBT = 0.9, 1.05  # a sparse packet's own coding: mode 4 is coded too where the
+# ranks' estimate is at least RANK_SURE times its own, mode 5 where at most RANK_DOUBT times
 
 
 def _own_gain(m: ChannelModel, val: list[np.ndarray], size: int) -> float | None:
@@ -2093,18 +2120,24 @@ def _sparse_values(x: np.ndarray) -> np.ndarray | None:
     return u
 
 
-def _encode_ranked(x: np.ndarray, level: int, sparse: Any = _UNSEEN) -> bytes | None:
+def _encode_ranked(x: np.ndarray, level: int, sparse: Any = _UNSEEN,
+                   parts: tuple | None = None) -> bytes | None:
     """Mode 5, for sparse value sets: the sorted distinct values (their differences, coded as a
     channel) and each sample's index among them (coded as a channel); None where not sparse.
-    ``sparse``: :func:`_sparse_values` of ``x``, where already found."""
+    ``sparse``: :func:`_sparse_values` of ``x``, where already found; ``parts``: the ranks,
+    the differences and their analyses (:func:`_own_estimate` at ``level`` and at
+    ``min(level, RANK_LEVEL)``), where already made."""
     u = _sparse_values(x) if sparse is _UNSEEN else sparse
     if u is None:
         return None
     m = u.size
-    d = P.differences(u, 1)
-    head = _encode_plain(d, min(level, RANK_LEVEL), inner=True)
-    body = _encode_plain(_ranks(x, u), level, inner=True)
-    return b"".join([bytes([RANKED]), _varint(m), _varint(len(head)), head, body])
+    if parts is None:
+        ranks, d, body, head = _ranks(x, u), P.differences(u, 1), None, None
+    else:
+        ranks, d, body, head = parts
+    head_b = _encode_plain(d, min(level, RANK_LEVEL), inner=True, lpc=head)
+    body_b = _encode_plain(ranks, level, inner=True, lpc=body)
+    return b"".join([bytes([RANKED]), _varint(m), _varint(len(head_b)), head_b, body_b])
 
 
 def _encode_cm(x: np.ndarray, level: int, limit: int) -> bytes | None:
