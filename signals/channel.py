@@ -1782,6 +1782,161 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
     return x, out_off, status
 
 
+_N_CASCADES = len(P.CASCADES)
+
+
+@njit(cache=True)
+def _k_varint(buf, pos, end, limit):
+    """(value, next position, ok) of the varint at ``buf[pos:end]`` as :meth:`_Reader.varint`
+    reads it with ``limit``; not ok where that raises, and also (the general reader then
+    decides) where a byte past the eighth carries bits."""
+    v = 0
+    shift = 0
+    while True:
+        if pos >= end or shift > 49:
+            return 0, pos, False
+        b = int(buf[pos])
+        pos += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            break
+    return v, pos, v <= limit
+
+
+@njit(cache=True)
+def _k_fused(buf, pos, end, n):
+    """:func:`_decode_fused_payload` of the mode-4 payload ``buf[pos:end]`` (past its mode byte)
+    in one kernel: (samples, ok), ok False wherever the general reader raises (and it then
+    names the fault)."""
+    bad = np.zeros(0, np.int64)
+    block, pos, ok = _k_varint(buf, pos, end, 1 << 30)
+    if not ok or block < 1:
+        return bad, False
+    n_blocks = -(-n // block)
+    sl, pos, ok = _k_varint(buf, pos, end, end - pos)
+    if not ok or sl > end - pos or n_blocks > sl // 2 + 1:
+        return bad, False
+    kinds, orders, shifts, coefs, ok = P.parse_block_side(buf[pos:pos + sl], n_blocks)
+    pos += sl
+    if not ok or end - pos < 6:
+        return bad, False
+    mh = np.int64(buf[pos])
+    t = int(buf[pos + 1])
+    tbits = int(buf[pos + 2])
+    lms = int(buf[pos + 3])
+    hk = int(buf[pos + 4])
+    nc = int(buf[pos + 5])
+    pos += 6
+    if mh > 32 or tbits < 1 or tbits > 24 or lms > _N_CASCADES or (lms != 0 and mh != 0):
+        return bad, False
+    k = hk >> 4
+    msb = hk & 15
+    if k > E.MAX_K or msb > min(k, E.MAX_MSB) or nc < 1 or nc > E.MAX_CONTEXTS \
+            or nc - 1 > end - pos:
+        return bad, False
+    th = np.empty(nc - 1, np.int64)
+    for i in range(nc - 1):
+        th[i] = buf[pos + i]
+        if (i == 0 and th[i] < 1) or (i > 0 and th[i] <= th[i - 1]):
+            return bad, False
+    pos += nc - 1
+    if end - pos < 2:
+        return bad, False
+    n_mb = int(buf[pos])
+    ctxk = int(buf[pos + 1])
+    pos += 2
+    if n_mb != (1 if mh == 0 else P.MATCH_BUCKETS) or ctxk > MAX_EMA_SHIFT:
+        return bad, False
+    width, pos, ok = _k_varint(buf, pos, end, (1 << k) + (64 - k) * (1 << msb))
+    if not ok or width < 1:
+        return bad, False
+    tl, pos, ok = _k_varint(buf, pos, end, end - pos)
+    if not ok or tl > end - pos:
+        return bad, False
+    q, used, ok = E.read_codes(buf[pos:pos + tl], nc * n_mb, width)
+    if not ok or used != tl:
+        return bad, False
+    pos += tl
+    f = E.freqs_from_code_rows(q)
+    nw, pos, ok = _k_varint(buf, pos, end, (end - pos) // 2)
+    if not ok or 2 * nw > end - pos or n * E.MIN_TOKEN_BITS > 16 * nw + 64:
+        return bad, False
+    words = np.empty(nw, np.uint16)
+    for i in range(nw):
+        words[i] = np.uint16(buf[pos + 2 * i]) | (np.uint16(buf[pos + 2 * i + 1]) << np.uint16(8))
+    pos += 2 * nw
+    nraw = end - pos
+    raw = np.zeros((nraw + 7) // 8 + 1, np.uint64)
+    for i in range(nraw):
+        raw[i >> 3] |= np.uint64(buf[pos + i]) << np.uint64(8 * (i & 7))
+    cmap = np.zeros(E.CTX_RANGE, np.int64)  # (signals.entropy.context_map)
+    for st in range(E.CTX_RANGE):
+        c = 0
+        while c < th.shape[0] and th[c] <= st:
+            c += 1
+        cmap[st] = c
+    dtab = E.decode_table(f, k, msb)
+    return _decode_fused(words, raw, 8 * nraw, n, cmap, nc, dtab, block, kinds, orders, shifts,
+                         coefs, mh, t, tbits, lms, ctxk)
+
+
+@njit(cache=True)
+def _k_plain(buf, a, e, n):
+    """(samples, ok) of the payload ``buf[a:e]`` of ``n`` samples where it is of mode 4, or of
+    mode 5 over two of mode 4 (as :func:`_decode` reads them); ok False for any other (the
+    general reader decodes those) and wherever the general reader raises."""
+    bad = np.zeros(0, np.int64)
+    if n < 0 or a >= e:
+        return bad, False
+    if buf[a] == CODED2:
+        return _k_fused(buf, a + 1, e, n)
+    if buf[a] != RANKED:
+        return bad, False
+    m, pos, ok = _k_varint(buf, a + 1, e, n)
+    if not ok or m < 2:
+        return bad, False
+    hl, pos, ok = _k_varint(buf, pos, e, e - pos)
+    if not ok or hl > e - pos or hl < 1 or buf[pos] != CODED2 or pos + hl >= e \
+            or buf[pos + hl] != CODED2:
+        return bad, False
+    d, ok = _k_fused(buf, pos + 1, pos + hl, m)
+    if not ok:
+        return bad, False
+    u = np.cumsum(d)
+    for i in range(1, m):
+        if u[i] <= u[i - 1]:
+            return bad, False
+    idx, ok = _k_fused(buf, pos + hl + 1, e, n)
+    if not ok:
+        return bad, False
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        r = idx[i]
+        if r < 0 or r >= m:
+            return bad, False
+        out[i] = u[r]
+    return out, True
+
+
+@njit(cache=True)
+def _decode_plain_batch(buf, offsets, ns, which):
+    """:func:`_k_plain` of the packets ``which`` of a batch: (their samples, one array,
+    offsets in it, ok per packet; a packet not ok has no samples there)."""
+    segs = []
+    ok = np.zeros(which.shape[0], np.bool_)
+    off = np.zeros(which.shape[0] + 1, np.int64)
+    for i in range(which.shape[0]):
+        j = which[i]
+        seg, ok[i] = _k_plain(buf, offsets[j], offsets[j + 1], ns[j])
+        segs.append(seg)
+        off[i + 1] = off[i] + seg.shape[0]
+    x = np.empty(off[-1], np.int64)
+    for i in range(which.shape[0]):
+        x[off[i]:off[i + 1]] = segs[i]
+    return x, off, ok
+
+
 def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int = DEFAULT_LEVEL
                    ) -> list[bytes]:
     """:func:`encode_channel` with a model for many packets at once (one compiled loop).
@@ -1923,8 +2078,17 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
     errors: dict[int, str] = {}
     late: dict[int, np.ndarray] = {}  # decoded by the general reader, without room in x yet
     if status.any():
+        other = np.flatnonzero(status == 1)  # modes 4 and 5 (over mode 4) in one kernel first
+        xs, xo, fine = _decode_plain_batch(buf, offsets, ns_a, other)
+        fast = {j: xs[xo[i]:xo[i + 1]] for i, j in enumerate(other.tolist()) if fine[i]}
         for j in np.flatnonzero(status).tolist():
             n = int(ns_a[j])
+            if j in fast:
+                if off[j + 1] - off[j] == n:
+                    x[off[j]:off[j + 1]] = fast[j]
+                else:
+                    late[j] = fast[j]
+                continue
             try:
                 if status[j] == 3:
                     raise ValueError(f"{n} samples cannot fit in {offsets[j + 1] - offsets[j]} "
