@@ -2278,10 +2278,40 @@ def _sparse_values(x: np.ndarray) -> np.ndarray | None:
     m = u.size
     if m < 2 or m > x.size // 4:
         return None
-    gaps = np.diff(u)
-    if np.median(gaps) < 2 and gaps.mean() < 4:
-        return None  # dense already: ranks would only cost the dictionary
-    return u
+    dense = _dense_gaps(u)
+    if dense < 0:  # (a span of 2**53 or more: numpy's float statistics of the gaps)
+        gaps = np.diff(u)
+        dense = int(np.median(gaps) < 2 and gaps.mean() < 4)
+    return None if dense else u  # (dense already: ranks would only cost the dictionary)
+
+
+@njit(cache=True)
+def _dense_gaps(u):
+    """Whether the gaps of increasing ``u`` (2 values or more) have a median below 2 and a mean
+    below 4, as ``np.median(np.diff(u)) < 2 and np.diff(u).mean() < 4`` finds (1 or 0), counted
+    on the integers; -1 where the span is 2**53 or more (or does not fit in int64), where those
+    float statistics may round otherwise."""
+    lo = u[0]
+    hi = u[u.shape[0] - 1]
+    if lo < 0 and hi > lo + (np.int64(1) << np.int64(53)):
+        return -1  # (hi - lo might overflow)
+    if hi - lo >= np.int64(1) << np.int64(53):
+        return -1
+    g = u.shape[0] - 1  # gaps, each at least 1
+    ones = 0
+    twos = 0
+    for i in range(g):
+        d = u[i + 1] - u[i]
+        if d == 1:
+            ones += 1
+        elif d == 2:
+            twos += 1
+    # the median: the middle gap (odd count), or the mean of the two middle ones (even)
+    if g % 2:
+        low_median = ones > g // 2
+    else:
+        low_median = ones > g // 2 or (ones == g // 2 and twos > 0)
+    return 1 if low_median and hi - lo < 4 * g else 0
 
 
 def _encode_ranked(x: np.ndarray, level: int, sparse: Any = _UNSEEN,

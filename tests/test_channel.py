@@ -420,3 +420,21 @@ def test_packets_batch_reads_what_the_single_decoder_reads(bound_models, xs, lev
                        if k != j)
         far = decode_packets(out[:1], [2**40], m, on_error="none")
         assert far == [None]
+
+
+@settings(max_examples=300, deadline=None)
+@given(v=st.one_of(
+    st.lists(st.integers(-2**63, 2**63 - 1), min_size=2, max_size=60, unique=True),
+    st.lists(st.integers(-40, 40), min_size=2, max_size=60, unique=True),
+    st.lists(st.integers(2**53 - 50, 2**53 + 50), min_size=2, max_size=60, unique=True),
+    st.lists(st.integers(0, 1), min_size=2, max_size=2, unique=True)))
+def test_dense_gaps_as_numpy(v):
+    """_dense_gaps (mode 5's density test, on the integers) finds what numpy's median and mean
+    of the gaps find, or leaves the case to them (-1: spans from 2**53)."""
+    from signals.channel import _dense_gaps
+    u = np.array(sorted(v), np.int64)
+    got = _dense_gaps(u)
+    with np.errstate(over="ignore"):
+        gaps = np.diff(u)
+    want = int(np.median(gaps) < 2 and gaps.mean() < 4)
+    assert got == want or (got == -1 and int(u[-1]) - int(u[0]) >= 2**53)
