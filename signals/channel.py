@@ -1060,8 +1060,13 @@ def _own_or(x: np.ndarray, coded: bytes, level: int) -> bytes:
     # (sparse values: x is not constant; the estimate knows nothing of mode 5 on its own)
     ranks, diffs = _ranks(x64, u), P.differences(u, 1)
     e_body, body = _own_estimate(ranks, lv)
-    e_head, head = _own_estimate(diffs, min(lv, RANK_LEVEL))
-    e_ranked = e_body + e_head + 8 * (3 + len(_varint(u.size)))
+    e_ranked = e_body + 8 * (3 + len(_varint(u.size)))
+    head: Any = None
+    if e_ranked + 64 <= RANK_DOUBT * est:  # (a head's estimate is at least 64 bits)
+        e_head, head = _own_estimate(diffs, min(lv, RANK_LEVEL))
+        e_ranked += e_head
+    else:
+        e_ranked += 64
     fused = e_ranked >= RANK_SURE * est
     ranked = e_ranked <= RANK_DOUBT * est
     if not ranked and est >= 8 * len(coded):
