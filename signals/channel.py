@@ -63,6 +63,7 @@ import base64
 import binascii
 import hashlib
 import json
+import math
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -571,21 +572,80 @@ def _est_bits(z, mb, n_mb, ema, n_ctx):
     return float(raw) + min(_est_rows(k0, nr, width), _est_rows(k1, nr, width))
 
 
+# the code of a count below 2**13 and log2 of a frequency (1..SCALE), by the C library's log2
+# (the function numba's np.log2 calls: the same floats as the kernels computed them)
+_QCODE = np.array([0] + [min(1 + int(np.rint(4 * math.log2(float(c)))), E.MAX_QCODE)
+                         for c in range(1, 1 << 13)], np.int64)
+_LOG2_FREQ = np.array([0.0] + [math.log2(float(f)) for f in range(1, E.SCALE + 1)])
+
+
 @njit(cache=True)
 def _quantize_counts(counts):
-    """:func:`signals.entropy.quantize_counts` (numba)."""
+    """:func:`signals.entropy.quantize_counts` (numba; codes of counts below 2**13 from a
+    table)."""
     q = np.zeros(counts.shape, np.int64)
     for i in range(counts.shape[0]):
         for j in range(counts.shape[1]):
             c = counts[i, j]
             if c > 0:
-                q[i, j] = min(1 + np.int64(np.rint(4 * np.log2(np.float64(c)))), E.MAX_QCODE)
+                if c < _QCODE.shape[0]:
+                    q[i, j] = _QCODE[c]
+                else:
+                    q[i, j] = min(1 + np.int64(np.rint(4 * np.log2(np.float64(c)))), E.MAX_QCODE)
     return q
+
+
+@njit(cache=True)
+def _coded_bits(counts, freqs):
+    """:func:`signals.entropy.coded_bits` (the same sum in the same order; log2 of the
+    frequencies from a table)."""
+    total = 0.0
+    for c in range(counts.shape[0]):
+        for s in range(counts.shape[1]):
+            if counts[c, s]:
+                f = freqs[c, s]
+                if f <= 0 or f > E.SCALE:
+                    if f == 0:
+                        return np.inf
+                    total += counts[c, s] * (E.SCALE_BITS - np.log2(f))
+                else:
+                    total += counts[c, s] * (E.SCALE_BITS - _LOG2_FREQ[f])
+    return total
+
+
+@njit(cache=True)
+def _stat_prefix(fine, shist):
+    """The statistics that occur (``shist > 0``, increasing) and the running sums of their
+    counts per (bucket, token) of :func:`_fine_hist`: ``pre[b, i]`` sums the first ``i``."""
+    k = 0
+    for v in shist:
+        k += v > 0
+    stats = np.empty(k, np.int64)
+    k = 0
+    for st in range(shist.shape[0]):
+        if shist[st] > 0:
+            stats[k] = st
+            k += 1
+    n_mb, _, width = fine.shape
+    pre = np.zeros((n_mb, k + 1, width), np.int64)
+    for bk in range(n_mb):
+        for i in range(k):
+            for t in range(width):
+                pre[bk, i + 1, t] = pre[bk, i, t] + fine[bk, stats[i], t]
+    return stats, pre
 
 
 @njit(cache=True)
 def _tables_for(fine, shist, width, n_mb, n_contexts):
     """(bits, thresholds, freqs, table codes) with ``n_contexts`` bins (:func:`_thresholds`)."""
+    stats, pre = _stat_prefix(fine, shist)
+    return _tables_of(stats, pre, shist, width, n_mb, n_contexts)
+
+
+@njit(cache=True)
+def _tables_of(stats, pre, shist, width, n_mb, n_contexts):
+    """:func:`_tables_for` from :func:`_stat_prefix` (the counts of a context bin: a difference
+    of two running sums)."""
     n = 0
     for v in shist:
         n += v
@@ -608,19 +668,20 @@ def _tables_for(fine, shist, width, n_mb, n_contexts):
         th = th[:m].copy()
     nc = th.shape[0] + 1
     counts = np.zeros((n_mb * nc, width), np.int64)
-    ci = 0
-    for st in range(E.CTX_RANGE):
-        while ci < th.shape[0] and st >= th[ci]:
-            ci += 1
-        if shist[st] == 0:
-            continue
-        for bk in range(n_mb):
-            row = bk * nc + ci
-            for t in range(width):
-                counts[row, t] += fine[bk, st, t]
+    lo = 0  # the occurring statistics of bin ci: stats[lo:hi]
+    for ci in range(nc):
+        hi = lo
+        while hi < stats.shape[0] and (ci == nc - 1 or stats[hi] < th[ci]):
+            hi += 1
+        if hi > lo:
+            for bk in range(n_mb):
+                row = bk * nc + ci
+                for t in range(width):
+                    counts[row, t] = pre[bk, hi, t] - pre[bk, lo, t]
+        lo = hi
     q = _quantize_counts(counts)
     f = E.freqs_from_code_rows(q)
-    bits = E.coded_bits(counts, f) + 8 * (_codes_bytes(q) + nc)
+    bits = _coded_bits(counts, f) + 8 * (_codes_bytes(q) + nc)
     return bits, th, f, q
 
 
@@ -646,9 +707,10 @@ def _codes_bytes(q):
 @njit(cache=True)
 def _best_tables(fine, shist, width, n_mb, contexts):
     """:func:`_tables_for` at each context count of ``contexts`` (the first of the fewest bits)."""
-    best = _tables_for(fine, shist, width, n_mb, contexts[0])
+    stats, pre = _stat_prefix(fine, shist)
+    best = _tables_of(stats, pre, shist, width, n_mb, contexts[0])
     for j in range(1, contexts.shape[0]):
-        cand = _tables_for(fine, shist, width, n_mb, contexts[j])
+        cand = _tables_of(stats, pre, shist, width, n_mb, contexts[j])
         if cand[0] < best[0]:
             best = cand
     return best

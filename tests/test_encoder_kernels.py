@@ -241,3 +241,33 @@ def test_log_cost_table_gives_the_same_floats(v):
 
 def test_log_cost_table_holds_the_kernels_floats():
     assert [P._cost(np.int64(k)) for k in range(4096)] == P._LOG2_1P.tolist()
+
+
+def test_count_code_and_log_tables_are_the_kernels_floats():
+    """_QCODE and _LOG2_FREQ (built by the C library's log2) hold what numba's np.log2 computes
+    in the kernels they replaced, for every entry."""
+    from numba import njit
+
+    from signals import entropy as E
+
+    @njit
+    def codes(n):
+        q = np.zeros(n, np.int64)
+        for c in range(1, n):
+            q[c] = min(1 + np.int64(np.rint(4 * np.log2(np.float64(c)))), E.MAX_QCODE)
+        return q
+
+    @njit
+    def logs(n):
+        out = np.zeros(n + 1)
+        for f in range(1, n + 1):
+            out[f] = np.log2(f)
+        return out
+
+    assert np.array_equal(C._QCODE, codes(C._QCODE.size))
+    assert np.array_equal(C._LOG2_FREQ, logs(E.SCALE))
+    counts = np.array([[0, 1, 2, 5000, 1 << 13, 1 << 20]], np.int64)
+    assert np.array_equal(C._quantize_counts(counts), E.quantize_counts(counts))
+    f = np.array([[0, 1, 7, 4096, 0, 1]], np.int64)
+    assert C._coded_bits(counts, f) == E.coded_bits(counts, f)
+    assert C._coded_bits(counts, f * 0 + 3) == E.coded_bits(counts, f * 0 + 3)
