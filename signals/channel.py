@@ -680,9 +680,22 @@ def _tables_of(stats, pre, shist, width, n_mb, n_contexts):
                     counts[row, t] = pre[bk, hi, t] - pre[bk, lo, t]
         lo = hi
     q = _quantize_counts(counts)
-    f = E.freqs_from_code_rows(q)
+    f = _freqs_rows(q)
     bits = _coded_bits(counts, f) + 8 * (_codes_bytes(q) + nc)
     return bits, th, f, q
+
+
+@njit(cache=True)
+def _freqs_rows(q):
+    """:func:`signals.entropy.freqs_from_code_rows`, rows of zero codes passed over (their
+    frequencies are zeros)."""
+    f = np.zeros(q.shape, np.int64)
+    for c in range(q.shape[0]):
+        for s in range(q.shape[1]):
+            if q[c, s] > 0:
+                f[c] = E.freqs_from_codes(q[c])
+                break
+    return f
 
 
 @njit(cache=True)
@@ -708,6 +721,53 @@ def _codes_bytes(q):
 def _best_tables(fine, shist, width, n_mb, contexts):
     """:func:`_tables_for` at each context count of ``contexts`` (the first of the fewest bits)."""
     stats, pre = _stat_prefix(fine, shist)
+    return _best_tables_of(stats, pre, shist, width, n_mb, contexts)
+
+
+@njit(cache=True)
+def _stat_hist(tokens, z, bitlen, mb, n_mb, width, ctxk):
+    """:func:`_stat_prefix` of :func:`_fine_hist` (and the histogram of the statistic) without
+    the counts of the statistics that do not occur: (stats, running sums, histogram)."""
+    n = tokens.shape[0]
+    stat = np.empty(n, np.int64)
+    shist = np.zeros(E.CTX_RANGE, np.int64)
+    b1 = 0
+    b2 = 0
+    b3 = 0
+    acc = 0
+    for i in range(n):
+        st = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat_fast(acc, ctxk)
+        stat[i] = st
+        shist[st] += 1
+        if ctxk == 0:
+            b3 = b2
+            b2 = b1
+            b1 = bitlen[tokens[i]]
+        else:
+            acc = E.ema_update(acc, z[i], ctxk)
+    at = np.zeros(E.CTX_RANGE, np.int64)
+    k = 0
+    for st in range(E.CTX_RANGE):
+        if shist[st] > 0:
+            at[st] = k
+            k += 1
+    stats = np.empty(k, np.int64)
+    for st in range(E.CTX_RANGE):
+        if shist[st] > 0:
+            stats[at[st]] = st
+    pre = np.zeros((n_mb, k + 1, width), np.int64)
+    for i in range(n):
+        pre[mb[i], at[stat[i]] + 1, tokens[i]] += 1
+    for bk in range(n_mb):
+        for j in range(k):
+            for t in range(width):
+                pre[bk, j + 1, t] += pre[bk, j, t]
+    return stats, pre, shist
+
+
+@njit(cache=True)
+def _best_tables_of(stats, pre, shist, width, n_mb, contexts):
+    """:func:`_best_tables` from :func:`_stat_prefix` or :func:`_stat_hist`."""
     best = _tables_of(stats, pre, shist, width, n_mb, contexts[0])
     for j in range(1, contexts.shape[0]):
         cand = _tables_of(stats, pre, shist, width, n_mb, contexts[j])
@@ -764,9 +824,10 @@ def _code_residuals(r, mb, n_mb, preset: _Preset):
         width = int(tokens.max()) + 1
         bl = E.token_bitlen(k, msb, width)
         raw_bits = float(nbits.sum(dtype=np.int64))
+        contexts = np.asarray(preset.contexts, np.int64)
         for ctxk in preset.ctx:
-            fine, shist = _fine_hist(tokens, z, bl, mb, n_mb, width, ctxk)
-            bits, th, f, q = _rows_tables(fine, shist, width, n_mb, preset.contexts)
+            stats, pre, shist = _stat_hist(tokens, z, bl, mb, n_mb, width, ctxk)
+            bits, th, f, q = _best_tables_of(stats, pre, shist, width, n_mb, contexts)
             bits += raw_bits
             if best is None or bits < best[0]:
                 best = (bits, k, msb, tokens, nbits, th, f, q, width, ctxk, bl)
@@ -2292,15 +2353,15 @@ def _dense_distinct(x, lo, span):
 
 
 @njit(cache=True)
-def _dense_ranks(x, u, lo, span):
+def _table_ranks(x, u, lo, at):
     """``np.searchsorted(u, x)`` for ``x`` within the sorted distinct values ``u`` (values in
-    ``lo .. lo + span``), through a table of the span."""
-    at = np.zeros(span + 1, np.int64)
+    ``lo .. lo + at.size - 1``), through the table ``at`` of the span (zeros; its entries hold
+    every index of ``u``)."""
     for j in range(u.shape[0]):
         at[u[j] - lo] = j
     out = np.empty(x.shape[0], np.int64)
     for i in range(x.shape[0]):
-        out[i] = at[x[i] - lo]
+        out[i] = np.int64(at[x[i] - lo])
     return out
 
 
@@ -2325,11 +2386,16 @@ def _distinct(x: np.ndarray) -> np.ndarray:
 
 def _ranks(x: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Each sample's index among the sorted distinct values ``u`` of ``x`` (int64); through a
-    table of the span (int64) where it is no larger than ``x``."""
-    d = _dense(x, 1)
-    if d is None:
-        return np.searchsorted(u, x).astype(np.int64)
-    return _dense_ranks(x, u, d[0], d[1])
+    table of the span where it is no larger than ``x`` (in bytes: int64 entries up to a span of
+    the size, uint16 up to 4 times, uint8, for at most 256 values, up to 8 times; plus 1024)."""
+    for per_sample, dtype, most in ((1, np.int64, None), (4, np.uint16, 1 << 16),
+                                    (8, np.uint8, 1 << 8)):
+        if most is not None and u.size > most:
+            continue
+        d = _dense(x, per_sample)
+        if d is not None:
+            return _table_ranks(x, u, d[0], np.zeros(d[1] + 1, dtype))
+    return np.searchsorted(u, x).astype(np.int64)
 
 
 def _sparse_values(x: np.ndarray) -> np.ndarray | None:
