@@ -679,9 +679,45 @@ def _tables_of(stats, pre, shist, width, n_mb, n_contexts):
                 for t in range(width):
                     counts[row, t] = pre[bk, hi, t] - pre[bk, lo, t]
         lo = hi
-    q = _quantize_counts(counts)
-    f = _freqs_rows(q)
-    bits = _coded_bits(counts, f) + 8 * (_codes_bytes(q) + nc)
+    # per row, in the order of the rows: codes, frequencies, coded bits (the same sum in the
+    # same order as signals.entropy.coded_bits) and table bits (as _codes_bytes); a row
+    # without counts has zero codes and frequencies and 1 bit a code
+    nr = n_mb * nc
+    q = np.zeros((nr, width), np.int64)
+    f = np.zeros((nr, width), np.int64)
+    total = 0.0
+    code_bits = 0
+    for c in range(nr):
+        used = False
+        for t in range(width):
+            k = counts[c, t]
+            if k > 0:
+                used = True
+                q[c, t] = _QCODE[k] if k < _QCODE.shape[0] else \
+                    min(1 + np.int64(np.rint(4 * np.log2(np.float64(k)))), E.MAX_QCODE)
+        if not used:
+            code_bits += width
+            continue
+        f[c] = E.freqs_from_codes(q[c])
+        prev = 0
+        for t in range(width):
+            k = counts[c, t]
+            if k:
+                fr = f[c, t]
+                if fr == 0:
+                    total = np.inf
+                elif total != np.inf:
+                    total += k * (E.SCALE_BITS - (_LOG2_FREQ[fr] if fr <= E.SCALE
+                                                  else np.log2(fr)))
+            d = q[c, t] - prev
+            prev = q[c, t]
+            u = (2 * d if d >= 0 else -2 * d - 1) + 1
+            nb = 0
+            while u > 1:
+                u >>= 1
+                nb += 1
+            code_bits += 2 * nb + 1
+    bits = total + 8 * (((code_bits + 7) >> 3) + nc)
     return bits, th, f, q
 
 
