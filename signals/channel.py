@@ -63,6 +63,7 @@ import base64
 import binascii
 import hashlib
 import json
+import math
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -686,21 +687,80 @@ def _est_bits(z, mb, n_mb, ema, n_ctx):
     return float(raw) + min(_est_rows(k0, nr, width), _est_rows(k1, nr, width))
 
 
+# the code of a count below 2**13 and log2 of a frequency (1..SCALE), by the C library's log2
+# (the function numba's np.log2 calls: the same floats as the kernels computed them)
+_QCODE = np.array([0] + [min(1 + int(np.rint(4 * math.log2(float(c)))), E.MAX_QCODE)
+                         for c in range(1, 1 << 13)], np.int64)
+_LOG2_FREQ = np.array([0.0] + [math.log2(float(f)) for f in range(1, E.SCALE + 1)])
+
+
 @njit(cache=True)
 def _quantize_counts(counts):
-    """:func:`signals.entropy.quantize_counts` (numba)."""
+    """:func:`signals.entropy.quantize_counts` (numba; codes of counts below 2**13 from a
+    table)."""
     q = np.zeros(counts.shape, np.int64)
     for i in range(counts.shape[0]):
         for j in range(counts.shape[1]):
             c = counts[i, j]
             if c > 0:
-                q[i, j] = min(1 + np.int64(np.rint(4 * np.log2(np.float64(c)))), E.MAX_QCODE)
+                if c < _QCODE.shape[0]:
+                    q[i, j] = _QCODE[c]
+                else:
+                    q[i, j] = min(1 + np.int64(np.rint(4 * np.log2(np.float64(c)))), E.MAX_QCODE)
     return q
+
+
+@njit(cache=True)
+def _coded_bits(counts, freqs):
+    """:func:`signals.entropy.coded_bits` (the same sum in the same order; log2 of the
+    frequencies from a table)."""
+    total = 0.0
+    for c in range(counts.shape[0]):
+        for s in range(counts.shape[1]):
+            if counts[c, s]:
+                f = freqs[c, s]
+                if f <= 0 or f > E.SCALE:
+                    if f == 0:
+                        return np.inf
+                    total += counts[c, s] * (E.SCALE_BITS - np.log2(f))
+                else:
+                    total += counts[c, s] * (E.SCALE_BITS - _LOG2_FREQ[f])
+    return total
+
+
+@njit(cache=True)
+def _stat_prefix(fine, shist):
+    """The statistics that occur (``shist > 0``, increasing) and the running sums of their
+    counts per (bucket, token) of :func:`_fine_hist`: ``pre[b, i]`` sums the first ``i``."""
+    k = 0
+    for v in shist:
+        k += v > 0
+    stats = np.empty(k, np.int64)
+    k = 0
+    for st in range(shist.shape[0]):
+        if shist[st] > 0:
+            stats[k] = st
+            k += 1
+    n_mb, _, width = fine.shape
+    pre = np.zeros((n_mb, k + 1, width), np.int64)
+    for bk in range(n_mb):
+        for i in range(k):
+            for t in range(width):
+                pre[bk, i + 1, t] = pre[bk, i, t] + fine[bk, stats[i], t]
+    return stats, pre
 
 
 @njit(cache=True)
 def _tables_for(fine, shist, width, n_mb, n_contexts):
     """(bits, thresholds, freqs, table codes) with ``n_contexts`` bins (:func:`_thresholds`)."""
+    stats, pre = _stat_prefix(fine, shist)
+    return _tables_of(stats, pre, shist, width, n_mb, n_contexts)
+
+
+@njit(cache=True)
+def _tables_of(stats, pre, shist, width, n_mb, n_contexts):
+    """:func:`_tables_for` from :func:`_stat_prefix` (the counts of a context bin: a difference
+    of two running sums)."""
     n = 0
     for v in shist:
         n += v
@@ -723,20 +783,70 @@ def _tables_for(fine, shist, width, n_mb, n_contexts):
         th = th[:m].copy()
     nc = th.shape[0] + 1
     counts = np.zeros((n_mb * nc, width), np.int64)
-    ci = 0
-    for st in range(E.CTX_RANGE):
-        while ci < th.shape[0] and st >= th[ci]:
-            ci += 1
-        if shist[st] == 0:
+    lo = 0  # the occurring statistics of bin ci: stats[lo:hi]
+    for ci in range(nc):
+        hi = lo
+        while hi < stats.shape[0] and (ci == nc - 1 or stats[hi] < th[ci]):
+            hi += 1
+        if hi > lo:
+            for bk in range(n_mb):
+                row = bk * nc + ci
+                for t in range(width):
+                    counts[row, t] = pre[bk, hi, t] - pre[bk, lo, t]
+        lo = hi
+    # per row, in the order of the rows: codes, frequencies, coded bits (the same sum in the
+    # same order as signals.entropy.coded_bits) and table bits (as _codes_bytes); a row
+    # without counts has zero codes and frequencies and 1 bit a code
+    nr = n_mb * nc
+    q = np.zeros((nr, width), np.int64)
+    f = np.zeros((nr, width), np.int64)
+    total = 0.0
+    code_bits = 0
+    for c in range(nr):
+        used = False
+        for t in range(width):
+            k = counts[c, t]
+            if k > 0:
+                used = True
+                q[c, t] = _QCODE[k] if k < _QCODE.shape[0] else \
+                    min(1 + np.int64(np.rint(4 * np.log2(np.float64(k)))), E.MAX_QCODE)
+        if not used:
+            code_bits += width
             continue
-        for bk in range(n_mb):
-            row = bk * nc + ci
-            for t in range(width):
-                counts[row, t] += fine[bk, st, t]
-    q = _quantize_counts(counts)
-    f = E.freqs_from_code_rows(q)
-    bits = E.coded_bits(counts, f) + 8 * (_codes_bytes(q) + nc)
+        f[c] = E.freqs_from_codes(q[c])
+        prev = 0
+        for t in range(width):
+            k = counts[c, t]
+            if k:
+                fr = f[c, t]
+                if fr == 0:
+                    total = np.inf
+                elif total != np.inf:
+                    total += k * (E.SCALE_BITS - (_LOG2_FREQ[fr] if fr <= E.SCALE
+                                                  else np.log2(fr)))
+            d = q[c, t] - prev
+            prev = q[c, t]
+            u = (2 * d if d >= 0 else -2 * d - 1) + 1
+            nb = 0
+            while u > 1:
+                u >>= 1
+                nb += 1
+            code_bits += 2 * nb + 1
+    bits = total + 8 * (((code_bits + 7) >> 3) + nc)
     return bits, th, f, q
+
+
+@njit(cache=True)
+def _freqs_rows(q):
+    """:func:`signals.entropy.freqs_from_code_rows`, rows of zero codes passed over (their
+    frequencies are zeros)."""
+    f = np.zeros(q.shape, np.int64)
+    for c in range(q.shape[0]):
+        for s in range(q.shape[1]):
+            if q[c, s] > 0:
+                f[c] = E.freqs_from_codes(q[c])
+                break
+    return f
 
 
 @njit(cache=True)
@@ -761,9 +871,57 @@ def _codes_bytes(q):
 @njit(cache=True)
 def _best_tables(fine, shist, width, n_mb, contexts):
     """:func:`_tables_for` at each context count of ``contexts`` (the first of the fewest bits)."""
-    best = _tables_for(fine, shist, width, n_mb, contexts[0])
+    stats, pre = _stat_prefix(fine, shist)
+    return _best_tables_of(stats, pre, shist, width, n_mb, contexts)
+
+
+@njit(cache=True)
+def _stat_hist(tokens, z, bitlen, mb, n_mb, width, ctxk):
+    """:func:`_stat_prefix` of :func:`_fine_hist` (and the histogram of the statistic) without
+    the counts of the statistics that do not occur: (stats, running sums, histogram)."""
+    n = tokens.shape[0]
+    stat = np.empty(n, np.int64)
+    shist = np.zeros(E.CTX_RANGE, np.int64)
+    b1 = 0
+    b2 = 0
+    b3 = 0
+    acc = 0
+    for i in range(n):
+        st = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat_fast(acc, ctxk)
+        stat[i] = st
+        shist[st] += 1
+        if ctxk == 0:
+            b3 = b2
+            b2 = b1
+            b1 = bitlen[tokens[i]]
+        else:
+            acc = E.ema_update(acc, z[i], ctxk)
+    at = np.zeros(E.CTX_RANGE, np.int64)
+    k = 0
+    for st in range(E.CTX_RANGE):
+        if shist[st] > 0:
+            at[st] = k
+            k += 1
+    stats = np.empty(k, np.int64)
+    for st in range(E.CTX_RANGE):
+        if shist[st] > 0:
+            stats[at[st]] = st
+    pre = np.zeros((n_mb, k + 1, width), np.int64)
+    for i in range(n):
+        pre[mb[i], at[stat[i]] + 1, tokens[i]] += 1
+    for bk in range(n_mb):
+        for j in range(k):
+            for t in range(width):
+                pre[bk, j + 1, t] += pre[bk, j, t]
+    return stats, pre, shist
+
+
+@njit(cache=True)
+def _best_tables_of(stats, pre, shist, width, n_mb, contexts):
+    """:func:`_best_tables` from :func:`_stat_prefix` or :func:`_stat_hist`."""
+    best = _tables_of(stats, pre, shist, width, n_mb, contexts[0])
     for j in range(1, contexts.shape[0]):
-        cand = _tables_for(fine, shist, width, n_mb, contexts[j])
+        cand = _tables_of(stats, pre, shist, width, n_mb, contexts[j])
         if cand[0] < best[0]:
             best = cand
     return best
@@ -817,9 +975,10 @@ def _code_residuals(r, mb, n_mb, preset: _Preset):
         width = int(tokens.max()) + 1
         bl = E.token_bitlen(k, msb, width)
         raw_bits = float(nbits.sum(dtype=np.int64))
+        contexts = np.asarray(preset.contexts, np.int64)
         for ctxk in preset.ctx:
-            fine, shist = _fine_hist(tokens, z, bl, mb, n_mb, width, ctxk)
-            bits, th, f, q = _rows_tables(fine, shist, width, n_mb, preset.contexts)
+            stats, pre, shist = _stat_hist(tokens, z, bl, mb, n_mb, width, ctxk)
+            bits, th, f, q = _best_tables_of(stats, pre, shist, width, n_mb, contexts)
             bits += raw_bits
             if best is None or bits < best[0]:
                 best = (bits, k, msb, tokens, nbits, th, f, q, width, ctxk, bl)
@@ -1154,17 +1313,47 @@ def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> by
 
 
 def _own_or(x: np.ndarray, coded: bytes, level: int) -> bytes:
-    """:func:`_try_own` past its first tests: the own coding where estimated smaller."""
+    """:func:`_try_own` past its first tests: the own coding where estimated smaller.
+
+    Where the values are sparse (mode 5 may win), the ranks and the distinct values' differences
+    are estimated too (:func:`_own_estimate`, whose analysis their coding then takes), and
+    only the candidates whose estimate is near the better one are coded: mode 4 of ``x`` where
+    the ranks' estimate is at least ``RANK_SURE`` times its own, mode 5 where at most
+    ``RANK_DOUBT`` times."""
     lv = _fallback_level(level, x.size)
     est, (lpc, runs) = _own_estimate(x, lv)
-    u: Any = _UNSEEN
-    if est >= 8 * len(coded):
-        u = _sparse_values(x) if lv >= RANK_LEVEL else None
-        if u is None:
-            return coded  # (the estimate knows nothing of mode 5: sparse values always try)
-    own = _encode_plain(np.ascontiguousarray(x, np.int64), lv, lpc=(lpc, runs), sparse=u)
-    if own[0] == CONST and x.size > CONST_MAX:
-        return coded  # (decode_packets bounds a payload's count by its bytes)
+    x64 = np.ascontiguousarray(x, np.int64)
+    u = _sparse_values(x64) if lv >= RANK_LEVEL else None
+    if u is None:
+        if est >= 8 * len(coded):
+            return coded
+        own = _encode_plain(x64, lv, lpc=(lpc, runs), sparse=None)
+        if own[0] == CONST and x.size > CONST_MAX:
+            return coded  # (decode_packets bounds a payload's count by its bytes)
+        return own if len(own) < len(coded) else coded
+    # (sparse values: x is not constant; the estimate knows nothing of mode 5 on its own)
+    ranks, diffs = _ranks(x64, u), P.differences(u, 1)
+    e_body, body = _own_estimate(ranks, lv)
+    e_ranked = e_body + 8 * (3 + len(_varint(u.size)))
+    head: Any = None
+    if e_ranked + 64 <= RANK_DOUBT * est:  # (a head's estimate is at least 64 bits)
+        e_head, head = _own_estimate(diffs, min(lv, RANK_LEVEL))
+        e_ranked += e_head
+    else:
+        e_ranked += 64
+    fused = e_ranked >= RANK_SURE * est
+    ranked = e_ranked <= RANK_DOUBT * est
+    if not ranked and est >= 8 * len(coded):
+        return coded
+    cands: list[bytes] = []
+    if fused:
+        cands.append(_encode_plain(x64, lv, inner=True, lpc=(lpc, runs)))
+    five = _encode_ranked(x64, lv, u, (ranks, diffs, body, head)) if ranked else None
+    if five is not None:
+        cands.append(five)
+    own = min(cands, key=len)  # (the first of the shortest: mode 4 on a tie, as _encode_plain)
+    if len(own) >= 1 + 8 * x.size:
+        own = bytes([RAW]) + x64.astype("<i8").tobytes()  # (as _encode_plain gives up)
     return own if len(own) < len(coded) else coded
 
 
@@ -1176,6 +1365,8 @@ OWN_PROBE, OWN_PROBE_WINS = 16, 2  # such a model's batches: every 16th long pac
 OWN_SHIFT = 0.1  # a batch with this share of costly long packets (2% on the validation split)
 # is taken as other data than the model's: its long packets all try their own coding
 OWN_GAIN_SAMPLES = 1 << 16  # validation samples (at most) on which fit_channel_model measures it
+RANK_SURE, RANK_DOUBT = 0.9, 1.05  # a sparse packet's own coding: mode 4 is coded too where the
+# ranks' estimate is at least RANK_SURE times its own, mode 5 where at most RANK_DOUBT times
 
 
 def _own_gain(m: ChannelModel, val: list[np.ndarray], size: int) -> float | None:
@@ -1884,6 +2075,161 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
     return x, out_off, status
 
 
+_N_CASCADES = len(P.CASCADES)
+
+
+@njit(cache=True)
+def _k_varint(buf, pos, end, limit):
+    """(value, next position, ok) of the varint at ``buf[pos:end]`` as :meth:`_Reader.varint`
+    reads it with ``limit``; not ok where that raises, and also (the general reader then
+    decides) where a byte past the eighth carries bits."""
+    v = 0
+    shift = 0
+    while True:
+        if pos >= end or shift > 49:
+            return 0, pos, False
+        b = int(buf[pos])
+        pos += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            break
+    return v, pos, v <= limit
+
+
+@njit(cache=True)
+def _k_fused(buf, pos, end, n):
+    """:func:`_decode_fused_payload` of the mode-4 payload ``buf[pos:end]`` (past its mode byte)
+    in one kernel: (samples, ok), ok False wherever the general reader raises (and it then
+    names the fault)."""
+    bad = np.zeros(0, np.int64)
+    block, pos, ok = _k_varint(buf, pos, end, 1 << 30)
+    if not ok or block < 1:
+        return bad, False
+    n_blocks = -(-n // block)
+    sl, pos, ok = _k_varint(buf, pos, end, end - pos)
+    if not ok or sl > end - pos or n_blocks > sl // 2 + 1:
+        return bad, False
+    kinds, orders, shifts, coefs, ok = P.parse_block_side(buf[pos:pos + sl], n_blocks)
+    pos += sl
+    if not ok or end - pos < 6:
+        return bad, False
+    mh = np.int64(buf[pos])
+    t = int(buf[pos + 1])
+    tbits = int(buf[pos + 2])
+    lms = int(buf[pos + 3])
+    hk = int(buf[pos + 4])
+    nc = int(buf[pos + 5])
+    pos += 6
+    if mh > 32 or tbits < 1 or tbits > 24 or lms > _N_CASCADES or (lms != 0 and mh != 0):
+        return bad, False
+    k = hk >> 4
+    msb = hk & 15
+    if k > E.MAX_K or msb > min(k, E.MAX_MSB) or nc < 1 or nc > E.MAX_CONTEXTS \
+            or nc - 1 > end - pos:
+        return bad, False
+    th = np.empty(nc - 1, np.int64)
+    for i in range(nc - 1):
+        th[i] = buf[pos + i]
+        if (i == 0 and th[i] < 1) or (i > 0 and th[i] <= th[i - 1]):
+            return bad, False
+    pos += nc - 1
+    if end - pos < 2:
+        return bad, False
+    n_mb = int(buf[pos])
+    ctxk = int(buf[pos + 1])
+    pos += 2
+    if n_mb != (1 if mh == 0 else P.MATCH_BUCKETS) or ctxk > MAX_EMA_SHIFT:
+        return bad, False
+    width, pos, ok = _k_varint(buf, pos, end, (1 << k) + (64 - k) * (1 << msb))
+    if not ok or width < 1:
+        return bad, False
+    tl, pos, ok = _k_varint(buf, pos, end, end - pos)
+    if not ok or tl > end - pos:
+        return bad, False
+    q, used, ok = E.read_codes(buf[pos:pos + tl], nc * n_mb, width)
+    if not ok or used != tl:
+        return bad, False
+    pos += tl
+    f = E.freqs_from_code_rows(q)
+    nw, pos, ok = _k_varint(buf, pos, end, (end - pos) // 2)
+    if not ok or 2 * nw > end - pos or n * E.MIN_TOKEN_BITS > 16 * nw + 64:
+        return bad, False
+    words = np.empty(nw, np.uint16)
+    for i in range(nw):
+        words[i] = np.uint16(buf[pos + 2 * i]) | (np.uint16(buf[pos + 2 * i + 1]) << np.uint16(8))
+    pos += 2 * nw
+    nraw = end - pos
+    raw = np.zeros((nraw + 7) // 8 + 1, np.uint64)
+    for i in range(nraw):
+        raw[i >> 3] |= np.uint64(buf[pos + i]) << np.uint64(8 * (i & 7))
+    cmap = np.zeros(E.CTX_RANGE, np.int64)  # (signals.entropy.context_map)
+    for st in range(E.CTX_RANGE):
+        c = 0
+        while c < th.shape[0] and th[c] <= st:
+            c += 1
+        cmap[st] = c
+    dtab = E.decode_table(f, k, msb)
+    return _decode_fused(words, raw, 8 * nraw, n, cmap, nc, dtab, block, kinds, orders, shifts,
+                         coefs, mh, t, tbits, lms, ctxk)
+
+
+@njit(cache=True)
+def _k_plain(buf, a, e, n):
+    """(samples, ok) of the payload ``buf[a:e]`` of ``n`` samples where it is of mode 4, or of
+    mode 5 over two of mode 4 (as :func:`_decode` reads them); ok False for any other (the
+    general reader decodes those) and wherever the general reader raises."""
+    bad = np.zeros(0, np.int64)
+    if n < 0 or a >= e:
+        return bad, False
+    if buf[a] == CODED2:
+        return _k_fused(buf, a + 1, e, n)
+    if buf[a] != RANKED:
+        return bad, False
+    m, pos, ok = _k_varint(buf, a + 1, e, n)
+    if not ok or m < 2:
+        return bad, False
+    hl, pos, ok = _k_varint(buf, pos, e, e - pos)
+    if not ok or hl > e - pos or hl < 1 or buf[pos] != CODED2 or pos + hl >= e \
+            or buf[pos + hl] != CODED2:
+        return bad, False
+    d, ok = _k_fused(buf, pos + 1, pos + hl, m)
+    if not ok:
+        return bad, False
+    u = np.cumsum(d)
+    for i in range(1, m):
+        if u[i] <= u[i - 1]:
+            return bad, False
+    idx, ok = _k_fused(buf, pos + hl + 1, e, n)
+    if not ok:
+        return bad, False
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        r = idx[i]
+        if r < 0 or r >= m:
+            return bad, False
+        out[i] = u[r]
+    return out, True
+
+
+@njit(cache=True)
+def _decode_plain_batch(buf, offsets, ns, which):
+    """:func:`_k_plain` of the packets ``which`` of a batch: (their samples, one array,
+    offsets in it, ok per packet; a packet not ok has no samples there)."""
+    segs = []
+    ok = np.zeros(which.shape[0], np.bool_)
+    off = np.zeros(which.shape[0] + 1, np.int64)
+    for i in range(which.shape[0]):
+        j = which[i]
+        seg, ok[i] = _k_plain(buf, offsets[j], offsets[j + 1], ns[j])
+        segs.append(seg)
+        off[i + 1] = off[i] + seg.shape[0]
+    x = np.empty(off[-1], np.int64)
+    for i in range(which.shape[0]):
+        x[off[i]:off[i + 1]] = segs[i]
+    return x, off, ok
+
+
 def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int = DEFAULT_LEVEL
                    ) -> list[bytes]:
     """:func:`encode_channel` with a model for many packets at once (one compiled loop).
@@ -2026,8 +2372,17 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
     errors: dict[int, str] = {}
     late: dict[int, np.ndarray] = {}  # decoded by the general reader, without room in x yet
     if status.any():
+        other = np.flatnonzero(status == 1)  # modes 4 and 5 (over mode 4) in one kernel first
+        xs, xo, fine = _decode_plain_batch(buf, offsets, ns_a, other)
+        fast = {j: xs[xo[i]:xo[i + 1]] for i, j in enumerate(other.tolist()) if fine[i]}
         for j in np.flatnonzero(status).tolist():
             n = int(ns_a[j])
+            if j in fast:
+                if off[j + 1] - off[j] == n:
+                    x[off[j]:off[j + 1]] = fast[j]
+                else:
+                    late[j] = fast[j]
+                continue
             try:
                 if status[j] == 3:
                     raise ValueError(f"{n} samples cannot fit in {offsets[j + 1] - offsets[j]} "
@@ -2164,15 +2519,15 @@ def _dense_distinct(x, lo, span):
 
 
 @njit(cache=True)
-def _dense_ranks(x, u, lo, span):
+def _table_ranks(x, u, lo, at):
     """``np.searchsorted(u, x)`` for ``x`` within the sorted distinct values ``u`` (values in
-    ``lo .. lo + span``), through a table of the span."""
-    at = np.zeros(span + 1, np.int64)
+    ``lo .. lo + at.size - 1``), through the table ``at`` of the span (zeros; its entries hold
+    every index of ``u``)."""
     for j in range(u.shape[0]):
         at[u[j] - lo] = j
     out = np.empty(x.shape[0], np.int64)
     for i in range(x.shape[0]):
-        out[i] = at[x[i] - lo]
+        out[i] = np.int64(at[x[i] - lo])
     return out
 
 
@@ -2197,11 +2552,16 @@ def _distinct(x: np.ndarray) -> np.ndarray:
 
 def _ranks(x: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Each sample's index among the sorted distinct values ``u`` of ``x`` (int64); through a
-    table of the span (int64) where it is no larger than ``x``."""
-    d = _dense(x, 1)
-    if d is None:
-        return np.searchsorted(u, x).astype(np.int64)
-    return _dense_ranks(x, u, d[0], d[1])
+    table of the span where it is no larger than ``x`` (in bytes: int64 entries up to a span of
+    the size, uint16 up to 4 times, uint8, for at most 256 values, up to 8 times; plus 1024)."""
+    for per_sample, dtype, most in ((1, np.int64, None), (4, np.uint16, 1 << 16),
+                                    (8, np.uint8, 1 << 8)):
+        if most is not None and u.size > most:
+            continue
+        d = _dense(x, per_sample)
+        if d is not None:
+            return _table_ranks(x, u, d[0], np.zeros(d[1] + 1, dtype))
+    return np.searchsorted(u, x).astype(np.int64)
 
 
 def _sparse_values(x: np.ndarray) -> np.ndarray | None:
@@ -2217,24 +2577,60 @@ def _sparse_values(x: np.ndarray) -> np.ndarray | None:
     m = u.size
     if m < 2 or m > x.size // 4:
         return None
-    gaps = np.diff(u)
-    if np.median(gaps) < 2 and gaps.mean() < 4:
-        return None  # dense already: ranks would only cost the dictionary
-    return u
+    dense = _dense_gaps(u)
+    if dense < 0:  # (a span of 2**53 or more: numpy's float statistics of the gaps)
+        gaps = np.diff(u)
+        dense = int(np.median(gaps) < 2 and gaps.mean() < 4)
+    return None if dense else u  # (dense already: ranks would only cost the dictionary)
 
 
-def _encode_ranked(x: np.ndarray, level: int, sparse: Any = _UNSEEN) -> bytes | None:
+@njit(cache=True)
+def _dense_gaps(u):
+    """Whether the gaps of increasing ``u`` (2 values or more) have a median below 2 and a mean
+    below 4, as ``np.median(np.diff(u)) < 2 and np.diff(u).mean() < 4`` finds (1 or 0), counted
+    on the integers; -1 where the span is 2**53 or more (or does not fit in int64), where those
+    float statistics may round otherwise."""
+    lo = u[0]
+    hi = u[u.shape[0] - 1]
+    if lo < 0 and hi > lo + (np.int64(1) << np.int64(53)):
+        return -1  # (hi - lo might overflow)
+    if hi - lo >= np.int64(1) << np.int64(53):
+        return -1
+    g = u.shape[0] - 1  # gaps, each at least 1
+    ones = 0
+    twos = 0
+    for i in range(g):
+        d = u[i + 1] - u[i]
+        if d == 1:
+            ones += 1
+        elif d == 2:
+            twos += 1
+    # the median: the middle gap (odd count), or the mean of the two middle ones (even)
+    if g % 2:
+        low_median = ones > g // 2
+    else:
+        low_median = ones > g // 2 or (ones == g // 2 and twos > 0)
+    return 1 if low_median and hi - lo < 4 * g else 0
+
+
+def _encode_ranked(x: np.ndarray, level: int, sparse: Any = _UNSEEN,
+                   parts: tuple | None = None) -> bytes | None:
     """Mode 5, for sparse value sets: the sorted distinct values (their differences, coded as a
     channel) and each sample's index among them (coded as a channel); None where not sparse.
-    ``sparse``: :func:`_sparse_values` of ``x``, where already found."""
+    ``sparse``: :func:`_sparse_values` of ``x``, where already found; ``parts``: the ranks,
+    the differences and their analyses (:func:`_own_estimate` at ``level`` and at
+    ``min(level, RANK_LEVEL)``), where already made."""
     u = _sparse_values(x) if sparse is _UNSEEN else sparse
     if u is None:
         return None
     m = u.size
-    d = P.differences(u, 1)
-    head = _encode_plain(d, min(level, RANK_LEVEL), inner=True)
-    body = _encode_plain(_ranks(x, u), level, inner=True)
-    return b"".join([bytes([RANKED]), _varint(m), _varint(len(head)), head, body])
+    if parts is None:
+        ranks, d, body, head = _ranks(x, u), P.differences(u, 1), None, None
+    else:
+        ranks, d, body, head = parts
+    head_b = _encode_plain(d, min(level, RANK_LEVEL), inner=True, lpc=head)
+    body_b = _encode_plain(ranks, level, inner=True, lpc=body)
+    return b"".join([bytes([RANKED]), _varint(m), _varint(len(head_b)), head_b, body_b])
 
 
 def _encode_cm(x: np.ndarray, level: int, limit: int) -> bytes | None:

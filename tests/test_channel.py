@@ -380,6 +380,31 @@ def test_own_gain_hint(model):
         ChannelModel.from_config(m.get_config() | {"own_gain": 2.0})
 
 
+def test_own_coding_of_sparse_packets(model):
+    """A sparse packet's own coding codes mode 4 and mode 5 only where their estimates are near
+    (RANK_SURE, RANK_DOUBT): with both always coded, the same payloads here (where one of the
+    two clearly wins, and where they are near); each decodes."""
+    import signals.channel as C
+    from signals.channel import decode_packets, encode_packets
+    rng = np.random.default_rng(5)
+    walk = np.cumsum(rng.integers(-20, 21, 4096))
+    packets = [walk * 97,  # sparse, ranks far smaller
+               np.repeat(rng.integers(0, 10**6, 8), 512),  # sparse steps
+               (walk // 8) * 3,  # sparse, dense gaps: mode 4 of x
+               rng.choice([0, 5, 1000, 2000], 4096),  # sparse noise
+               walk]  # not sparse
+    got = encode_packets(packets, model)
+    assert got[0][0] == C.RANKED and got[4][0] != C.RANKED
+    both = C.RANK_SURE, C.RANK_DOUBT
+    try:
+        C.RANK_SURE, C.RANK_DOUBT = 0.0, np.inf  # every candidate coded
+        assert encode_packets(packets, model) == got
+    finally:
+        C.RANK_SURE, C.RANK_DOUBT = both
+    back = decode_packets(got, [p.size for p in packets], model)
+    assert all(np.array_equal(a, b) for a, b in zip(packets, back))
+
+
 @pytest.fixture(scope="module")
 def bound_models():
     """Models whose tables' largest frequency is low (noise) and high (a flat line with rare
@@ -420,3 +445,21 @@ def test_packets_batch_reads_what_the_single_decoder_reads(bound_models, xs, lev
                        if k != j)
         far = decode_packets(out[:1], [2**40], m, on_error="none")
         assert far == [None]
+
+
+@settings(max_examples=300, deadline=None)
+@given(v=st.one_of(
+    st.lists(st.integers(-2**63, 2**63 - 1), min_size=2, max_size=60, unique=True),
+    st.lists(st.integers(-40, 40), min_size=2, max_size=60, unique=True),
+    st.lists(st.integers(2**53 - 50, 2**53 + 50), min_size=2, max_size=60, unique=True),
+    st.lists(st.integers(0, 1), min_size=2, max_size=2, unique=True)))
+def test_dense_gaps_as_numpy(v):
+    """_dense_gaps (mode 5's density test, on the integers) finds what numpy's median and mean
+    of the gaps find, or leaves the case to them (-1: spans from 2**53)."""
+    from signals.channel import _dense_gaps
+    u = np.array(sorted(v), np.int64)
+    got = _dense_gaps(u)
+    with np.errstate(over="ignore"):
+        gaps = np.diff(u)
+    want = int(np.median(gaps) < 2 and gaps.mean() < 4)
+    assert got == want or (got == -1 and int(u[-1]) - int(u[0]) >= 2**53)

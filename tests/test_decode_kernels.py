@@ -400,3 +400,77 @@ def test_floordiv_pos_is_floor_division(a, d):
 @pytest.mark.parametrize("d", [1, 8, 9, 2**31 - 1, 2**32, 2**32 + 1, 2**51])
 def test_floordiv_pos_edges(a, d):
     assert P._floordiv_pos(a, d) == a // d
+
+
+sparse = st.tuples(walk, st.integers(2, 10**6), st.integers(-2**40, 2**40)).map(
+    lambda a: a[0] * a[1] + a[2])  # (mode 5 over mode 4 where the ranks win)
+plain_inputs = st.one_of(signals, sparse)
+
+
+def _general(p, n):
+    """The general reader's samples of one payload, or None where it raises."""
+    try:
+        return C.decode_channel(p, n)
+    except ValueError:
+        return None
+
+
+@settings(max_examples=120, deadline=None)
+@given(x=plain_inputs, level=st.integers(2, 5), data=st.data())
+def test_plain_kernel_decodes_as_the_general_reader(x, level, data):
+    """_k_plain (modes 4 and 5 over mode 4, one kernel): every payload it takes, well-formed or
+    damaged, gives the general reader's integers; it refuses what the general reader refuses
+    (and may leave others to it: they then go to the general reader). Every well-formed payload
+    of mode 4, or of mode 5 over two of mode 4, it takes."""
+    p = C.encode_channel(x, level=level)
+    for q in [p] + [_damaged(p, data) for _ in range(4)]:
+        for n in {x.size, max(0, x.size - 1), x.size + 1}:
+            got, ok = C._k_plain(np.frombuffer(q, np.uint8), 0, len(q), n)
+            want = _general(q, n)
+            if ok:
+                assert want is not None and np.array_equal(got, want)
+    got, ok = C._k_plain(np.frombuffer(p, np.uint8), 0, len(p), x.size)
+    assert ok == (p[0] == C.CODED2 or (p[0] == C.RANKED and _two_fused(p, x.size)))
+
+
+def _two_fused(p, n):
+    """Whether a mode-5 payload holds two mode-4 payloads (what _k_plain takes)."""
+    rd = C._Reader(p[1:])
+    rd.varint()
+    head = rd.take(rd.varint())
+    return head[:1] == bytes([C.CODED2]) and rd.take(rd.remaining())[:1] == bytes([C.CODED2])
+
+
+@settings(max_examples=40, deadline=None)
+@given(xs=st.lists(plain_inputs, min_size=0, max_size=6), data=st.data())
+def test_batch_decodes_own_payloads_as_the_general_reader(models, xs, data):
+    """decode_packets takes the packets of modes 4 and 5 through _k_plain: the same integers, or
+    the same failure, as decode_channel of each, damaged ones included."""
+    m = models[0]
+    ps = [C.encode_channel(x, level=3) for x in xs]
+    ns = [x.size for x in xs]
+    assert all(np.array_equal(a, b) for a, b in zip(C.decode_packets(ps, ns, m), xs))
+    bad = [_damaged(p, data) for p in ps]
+    got = C.decode_packets(bad, ns, m, on_error="none")
+    for b, n, g in zip(bad, ns, got):
+        try:
+            one = C.decode_channel(b, n, model=m)
+        except ValueError:
+            one = None
+        assert (g is None) == (one is None)
+        if g is not None:
+            assert np.array_equal(g, one)
+
+
+def test_plain_kernel_takes_ranked_payloads():
+    """A mode-5 payload over two of mode 4 (few distinct values far apart) decodes in the kernel,
+    and in a batch, as the general reader decodes it."""
+    rng = np.random.default_rng(2)
+    x = rng.choice(np.cumsum(rng.integers(1000, 2000, 80)) - 2**62, 4096)
+    p = C.encode_channel(x, level=3)
+    assert p[0] == C.RANKED and _two_fused(p, x.size)
+    got, ok = C._k_plain(np.frombuffer(p, np.uint8), 0, len(p), x.size)
+    assert ok and np.array_equal(got, x)
+    xs, off, fine = C._decode_plain_batch(np.frombuffer(p + p, np.uint8), np.array([0, len(p), 2 * len(p)]),
+                                          np.array([x.size, x.size - 1]), np.array([0, 1]))
+    assert fine.tolist() == [True, False] and np.array_equal(xs, x) and off.tolist() == [0, x.size, x.size]

@@ -241,3 +241,71 @@ def test_log_cost_table_gives_the_same_floats(v):
 
 def test_log_cost_table_holds_the_kernels_floats():
     assert [P._cost(np.int64(k)) for k in range(4096)] == P._LOG2_1P.tolist()
+
+
+def test_count_code_and_log_tables_are_the_kernels_floats():
+    """_QCODE and _LOG2_FREQ (built by the C library's log2) hold what numba's np.log2 computes
+    in the kernels they replaced, for every entry."""
+    from numba import njit
+
+    from signals import entropy as E
+
+    @njit
+    def codes(n):
+        q = np.zeros(n, np.int64)
+        for c in range(1, n):
+            q[c] = min(1 + np.int64(np.rint(4 * np.log2(np.float64(c)))), E.MAX_QCODE)
+        return q
+
+    @njit
+    def logs(n):
+        out = np.zeros(n + 1)
+        for f in range(1, n + 1):
+            out[f] = np.log2(f)
+        return out
+
+    assert np.array_equal(C._QCODE, codes(C._QCODE.size))
+    assert np.array_equal(C._LOG2_FREQ, logs(E.SCALE))
+    counts = np.array([[0, 1, 2, 5000, 1 << 13, 1 << 20]], np.int64)
+    assert np.array_equal(C._quantize_counts(counts), E.quantize_counts(counts))
+    f = np.array([[0, 1, 7, 4096, 0, 1]], np.int64)
+    assert C._coded_bits(counts, f) == E.coded_bits(counts, f)
+    assert C._coded_bits(counts, f * 0 + 3) == E.coded_bits(counts, f * 0 + 3)
+
+
+@settings(max_examples=100, deadline=None)
+@given(tokens=arrays(np.int64, st.integers(0, 400), elements=st.integers(0, 40)),
+       ctxk=st.sampled_from([0, 2, 5]), n_mb=st.sampled_from([1, 4]), seed=st.integers(0, 2**16),
+       big=st.booleans())
+def test_stat_hist_is_the_prefix_of_the_fine_histogram(tokens, ctxk, n_mb, seed, big):
+    """_stat_hist (the running sums over the statistics that occur, in one pass) gives
+    _stat_prefix of _fine_hist, and the same best tables; _freqs_rows the frequencies of
+    signals.entropy.freqs_from_code_rows."""
+    from signals import entropy as E
+    z = tokens.astype(np.uint64) << np.uint64(50 if big else 0)
+    width = int(tokens.max(initial=0)) + 1
+    bl = E.token_bitlen(8, 2, width)
+    mb = np.random.default_rng(seed).integers(0, n_mb, tokens.size).astype(np.uint8)
+    fine, shist = C._fine_hist(tokens, z, bl, mb, n_mb, width, ctxk)
+    stats, pre = C._stat_prefix(fine, shist)
+    got = C._stat_hist(tokens, z, bl, mb, n_mb, width, ctxk)
+    assert np.array_equal(got[0], stats) and np.array_equal(got[1], pre)
+    assert np.array_equal(got[2], shist)
+    if tokens.size:
+        contexts = np.array([1, 4, 8, 12], np.int64)
+        a = C._best_tables(fine, shist, width, n_mb, contexts)
+        b = C._best_tables_of(*got, width, n_mb, contexts)
+        assert a[0] == b[0] and all(np.array_equal(u, v) for u, v in zip(a[1:], b[1:]))
+        assert np.array_equal(C._freqs_rows(a[3]), E.freqs_from_code_rows(a[3]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(x=st.one_of(signals, arrays(np.int64, st.integers(1, 300), elements=st.integers(-3000, 3000)),
+                   arrays(np.int64, st.integers(1, 300), elements=st.sampled_from(
+                       [-2**63, -7, 0, 5, 900, 2**63 - 1]))))
+def test_ranks_are_the_sorted_search(x):
+    """_ranks (through uint8, uint16 or int64 tables of the span, or a search) gives each
+    sample's index among the distinct values."""
+    if x.size:
+        u = np.unique(x)
+        assert np.array_equal(C._ranks(x, u), np.searchsorted(u, x))
