@@ -824,14 +824,8 @@ def _tables_of(stats, pre, shist, width, n_mb, n_contexts):
                 elif total != np.inf:
                     total += k * (E.SCALE_BITS - (_LOG2_FREQ[fr] if fr <= E.SCALE
                                                   else np.log2(fr)))
-            d = q[c, t] - prev
+            code_bits += _code_bits(q[c, t] - prev)
             prev = q[c, t]
-            u = (2 * d if d >= 0 else -2 * d - 1) + 1
-            nb = 0
-            while u > 1:
-                u >>= 1
-                nb += 1
-            code_bits += 2 * nb + 1
     bits = total + 8 * (((code_bits + 7) >> 3) + nc)
     return bits, th, f, q
 
@@ -849,22 +843,27 @@ def _freqs_rows(q):
     return f
 
 
+@njit(cache=True, inline="always")
+def _code_bits(d):
+    """Bits of one table code's delta ``d`` along its row (:func:`signals.entropy.write_codes`):
+    ``2 * nb + 1``, ``nb`` the bit length of its zigzag plus 1, minus 1."""
+    u = (2 * d if d >= 0 else -2 * d - 1) + 1
+    nb = 0
+    while u > 1:
+        u >>= 1
+        nb += 1
+    return 2 * nb + 1
+
+
 @njit(cache=True)
 def _codes_bytes(q):
-    """``len(signals.entropy.write_codes(q))``, without writing them: each code's delta along
-    its row takes ``2 * nb + 1`` bits, ``nb`` the bit length of its zigzag plus 1, minus 1."""
+    """``len(signals.entropy.write_codes(q))``, without writing them (:func:`_code_bits`)."""
     bits = 0
     for c in range(q.shape[0]):
         prev = 0
         for s in range(q.shape[1]):
-            d = q[c, s] - prev
+            bits += _code_bits(q[c, s] - prev)
             prev = q[c, s]
-            u = (2 * d if d >= 0 else -2 * d - 1) + 1
-            nb = 0
-            while u > 1:
-                u >>= 1
-                nb += 1
-            bits += 2 * nb + 1
     return (bits + 7) >> 3
 
 
@@ -2055,14 +2054,7 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
         if not ok or pos + 2 * nw > e or n * min_bits > 16 * nw + 64:
             status[j] = 2
             continue
-        words = np.empty(nw, np.uint16)
-        for i in range(nw):
-            words[i] = np.uint16(buf[pos + 2 * i]) | (np.uint16(buf[pos + 2 * i + 1]) << np.uint16(8))
-        pos += 2 * nw
-        nraw = e - pos
-        raw = np.zeros((nraw + 7) // 8 + 1, np.uint64)
-        for i in range(nraw):
-            raw[i >> 3] |= np.uint64(buf[pos + i]) << np.uint64(8 * (i & 7))
+        words, raw, nraw = _k_words_raw(buf, pos, nw, e)
         if mh == 0 and lms == 0:  # one pass, into its place in x
             _, ok = _decode_blocks(x[out_off[j]:out_off[j + 1]], None, words, raw, 8 * nraw, crow,
                                    dtab, 0, max(n, 1), kinds, orders, shifts, coefs)
@@ -2076,6 +2068,21 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
 
 
 _N_CASCADES = len(P.CASCADES)
+
+
+@njit(cache=True, inline="always")
+def _k_words_raw(buf, pos, nw, end):
+    """The ``nw`` little-endian rANS words at ``buf[pos:]`` and the raw bits after them up to
+    ``end`` (as uint64 words, one zero word past them): ``(words, raw, raw byte count)``."""
+    words = np.empty(nw, np.uint16)
+    for i in range(nw):
+        words[i] = np.uint16(buf[pos + 2 * i]) | (np.uint16(buf[pos + 2 * i + 1]) << np.uint16(8))
+    pos += 2 * nw
+    nraw = end - pos
+    raw = np.zeros((nraw + 7) // 8 + 1, np.uint64)
+    for i in range(nraw):
+        raw[i >> 3] |= np.uint64(buf[pos + i]) << np.uint64(8 * (i & 7))
+    return words, raw, nraw
 
 
 @njit(cache=True)
@@ -2155,14 +2162,7 @@ def _k_fused(buf, pos, end, n):
     nw, pos, ok = _k_varint(buf, pos, end, (end - pos) // 2)
     if not ok or 2 * nw > end - pos or n * E.MIN_TOKEN_BITS > 16 * nw + 64:
         return bad, False
-    words = np.empty(nw, np.uint16)
-    for i in range(nw):
-        words[i] = np.uint16(buf[pos + 2 * i]) | (np.uint16(buf[pos + 2 * i + 1]) << np.uint16(8))
-    pos += 2 * nw
-    nraw = end - pos
-    raw = np.zeros((nraw + 7) // 8 + 1, np.uint64)
-    for i in range(nraw):
-        raw[i >> 3] |= np.uint64(buf[pos + i]) << np.uint64(8 * (i & 7))
+    words, raw, nraw = _k_words_raw(buf, pos, nw, end)
     cmap = np.zeros(E.CTX_RANGE, np.int64)  # (signals.entropy.context_map)
     for st in range(E.CTX_RANGE):
         c = 0
