@@ -551,6 +551,8 @@ def _decode_fused(words, raw, total_bits, n, cmap, nc, dtab, block, kinds, order
                     return x, False
                 st = (st << np.uint64(16)) | np.uint64(words[wpos])
                 wpos += 1
+            # the token's residual and context state, as in _rans_residual (written out: through a
+            # shared inline helper the one-pass decoder ran about 7% slower)
             nb = (ent >> np.uint64(32)) & np.uint64(63)
             if bpos + nb > tb:
                 return x, False

@@ -1207,15 +1207,14 @@ def _cascade_inverse_int(e3, variant):
     return h1[pad:]
 
 
-
-# The decoder's fast path runs the same integers in float64: while every
-# filter output stays below FP_LIMIT in magnitude, a product of a weight
+# The cascade's fast path (both directions) runs the same integers in float64:
+# while every filter input and output stays below FP_LIMIT in magnitude, a product of a weight
 # (|w| <= 2**30) and a past output is below 2**47 and a sum of 32 of them
 # below 2**52, so every dot product, weight update (|w + step| < 2**53) and
 # clamp is exact in any order of summation; float lanes take fused
 # multiply-adds where int64 lanes need three-uop multiplies. The NLMS step's
 # floor division is a float division corrected to the integer floor. The
-# first output at or above the limit sends the whole input to the int64 kernel.
+# first value at or above the limit sends the whole input to the int64 kernels.
 FP_LIMIT = 1 << 17
 _FP_MATH = {"reassoc", "contract"}
 
