@@ -70,13 +70,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numba import njit
 from numpy.typing import ArrayLike
+
+from ubpe._jit import njit, numba_ref
 
 from . import cm as CM
 from . import entropy as E
 from . import predict as P
-from ._intrinsics import clz64
+
+clz64 = numba_ref("signals._intrinsics", "clz64")
 
 MATCH_ROWS = 4
 
@@ -649,17 +651,17 @@ def _est_bits(z, mb, n_mb, ema, n_ctx):
     st1 = np.empty(n, np.int64)
     h0 = np.zeros(E.CTX_RANGE, np.int64)
     h1 = np.zeros(E.CTX_RANGE, np.int64)
-    raw = 0
-    b1 = 0
-    b2 = 0
-    b3 = 0
+    raw = np.int64(0)
+    b1 = np.int64(0)
+    b2 = np.int64(0)
+    b3 = np.int64(0)
     acc = 0
     width = 1
     for i in range(n):
         v = z[i]
         s0 = 2 * b1 + b2 + b3
         s1 = E.ema_stat_fast(acc, ema)
-        bl = 64 - np.int64(clz64(v))  # type: ignore[call-arg]  # the bit length of v
+        bl = 64 - np.int64(clz64(v))  # the bit length of v
         if v < np.uint64(16):
             t = np.int64(v)
         else:

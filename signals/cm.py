@@ -30,7 +30,8 @@ about 0.5-2 M symbols/s either way, so only the strongest level uses it.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ubpe._jit import njit
 
 from . import predict as P
 

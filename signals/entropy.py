@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import constriction
 import numpy as np
-from numba import njit
 
-from ._intrinsics import clz64
+from ubpe._jit import njit, numba_ref
+
+clz64 = numba_ref("signals._intrinsics", "clz64")
 
 
 def ans_encode(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -415,7 +416,7 @@ def ema_stat_fast(acc, sh):
     a = np.uint64(acc >> sh)
     if a == np.uint64(0):
         return 0
-    b = 64 - np.int64(clz64(a))  # type: ignore[call-arg]
+    b = 64 - np.int64(clz64(a))
     frac = np.int64(((a << np.uint64(2)) >> np.uint64(b - 1)) & np.uint64(3))
     return b * 4 + frac
 

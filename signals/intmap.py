@@ -95,7 +95,8 @@ from typing import Any
 
 import numpy as np
 import zstandard
-from numba import njit
+
+from ubpe._jit import njit
 
 __all__ = ["MappedArray", "map_to_int64", "unmap_from_int64", "describe", "KINDS"]
 

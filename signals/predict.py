@@ -21,8 +21,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 from numpy.typing import ArrayLike
+
+from ubpe._jit import njit
 
 from .stage import Stage, register, stage_from_config
 

@@ -15,9 +15,9 @@ per call) saves repeating the merges of a frequent word.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from ._engine import _heap_pop, _heap_push, _new_table
+from ._jit import njit
 from ._pretokenize import split_utf8
 
 _MASK = np.int64(0xFFFFFFFF)

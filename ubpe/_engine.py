@@ -25,7 +25,8 @@ Encoding keeps, per document, a linked list of symbols and a min-heap of
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ._jit import njit
 
 _MASK = np.int64(0xFFFFFFFF)
 

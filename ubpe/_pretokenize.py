@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 import regex
-from numba import njit
+
+from ._jit import njit
 
 #: Flag bits of the code point table.
 LETTER, NUMBER, SPACE, UPPERISH, LOWERISH = 1, 2, 4, 8, 16

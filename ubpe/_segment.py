@@ -27,9 +27,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from ._engine import _find_slot, _key, _lookup, _new_table
+from ._jit import njit
 
 
 @njit(cache=True)

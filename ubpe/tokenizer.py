@@ -11,10 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from numba import njit
 from numpy.typing import ArrayLike
 
 from . import _engine, _segment
+from ._jit import njit
 from .serialization import FormatError, check_document, get_limits, read_document, write_document
 
 FORMAT = "ubpe.tokenizer"

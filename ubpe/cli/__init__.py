@@ -9,6 +9,7 @@ here, so that the help screen costs no numba, scipy or codec import.
 | compress, decompress, inspect   | ``signal.py``     |
 | text train/encode/decode/stats  | ``text.py``       |
 | plot                            | ``plot.py``       |
+| aot build/status                | ``aot.py``        |
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ COMMANDS = {
     "inspect": ("signal", "inspect", "Describe a model or a .ubpe file."),
     "text": ("text", "text", "Byte-level BPE for text (train, encode, decode, stats)."),
     "plot": ("plot", "plot", "Draw PNG pictures of a signal's tokens, bits and residuals."),
+    "aot": ("aot", "aot", "Compile the kernels ahead of time: processes start faster, in less memory."),
 }
 
 

@@ -156,10 +156,12 @@ def start_numba() -> None:
     takes it as "no BLAS": those two functions, if ever compiled in this
     process, use a plain loop), and the refusal is lifted at once: scipy.linalg
     imports normally afterwards. Nothing is done once numba's target is
-    started or scipy.linalg is loaded.
+    started or scipy.linalg is loaded, nor while the kernels compiled ahead of
+    time serve the process (``ubpe._jit``: no numba at all).
     """
+    from ubpe import _jit
     blas = "scipy.linalg.cython_blas"
-    if blas in sys.modules or "numba.np.arraymath" in sys.modules:
+    if _jit.mode() == "aot" or blas in sys.modules or "numba.np.arraymath" in sys.modules:
         return
     from signals.table import _trailing_zeros  # a small cached kernel
     sys.modules[blas] = None  # type: ignore[assignment]  # import refused

@@ -1,0 +1,157 @@
+"""Kernels compiled ahead of time (ubpe/_jit.py, ubpe/_aot_build.py): the argument checks
+that stand between a Python call and compiled code that trusts its types, and a process
+served by the compiled kernels (no numba imported) against one in numba's JIT."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ubpe import _jit
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def check(spec):
+    return _jit._checker(spec)
+
+
+def test_array_check_takes_exactly_its_type():
+    c = check([["array", "int64", 1, "C", False]])
+    a = np.arange(6, dtype=np.int64)
+    assert c((a,))
+    assert c((a.astype("<i8"),))
+    assert not c((a.astype(np.int32),))  # other dtype: compiled code would misread it
+    assert not c((a.astype(np.uint64),))
+    assert not c((a.astype(">i8"),))  # other byte order
+    assert not c((a[::2],))  # not contiguous
+    assert not c((a.reshape(2, 3),))  # other ndim
+    assert not c((np.frombuffer(a.tobytes(), np.int64),))  # read-only: the kernel may write
+    assert not c((list(a),))
+    assert not c((a, a))  # argument count
+    unaligned = np.frombuffer(bytearray(8 * 6 + 1), np.uint8)[1:].view(np.int64)
+    assert not unaligned.flags.aligned and not c((unaligned,))
+
+
+def test_layouts_and_read_only_arrays():
+    any_layout = check([["array", "float64", 2, "A", True]])
+    m = np.zeros((4, 6))
+    assert any_layout((m,)) and any_layout((m[:, ::2],)) and any_layout((m.T,))
+    ro = np.frombuffer(m.tobytes()).reshape(4, 6)
+    assert any_layout((ro,))  # a read-only signature takes both
+    f = check([["array", "float64", 2, "F", False]])
+    assert f((np.asfortranarray(m),)) and not f((m,))
+
+
+def test_scalar_checks():
+    i = check([["int64"]])
+    assert i((3,)) and i((np.int64(3),)) and i((-(2 ** 63),)) and i((2 ** 63 - 1,))
+    assert not i((2 ** 63,)) and not i((True,)) and not i((3.0,)) and not i((np.int32(3),))
+    b = check([["bool"]])
+    assert b((True,)) and b((np.bool_(False),)) and not b((1,))
+    f = check([["float64"]])
+    assert f((1.5,)) and f((np.float64(1),)) and not f((1,)) and not f((np.float32(1),))
+    u = check([["uint64"]])
+    assert u((np.uint64(5),)) and not u((5,))
+
+
+def test_tuple_check():
+    c = check([["tuple", [["array", "int32", 1, "C", False], ["int64"], ["tuple", [["bool"]]]]]])
+    a = np.zeros(3, np.int32)
+    assert c(((a, 4, (True,)),))
+    assert not c(([a, 4, (True,)],)) and not c(((a, 4),)) and not c(((a, 4, (1,)),))
+    assert not c(((a.astype(np.int64), 4, (True,)),))
+
+
+def run_py(code: str, env: dict) -> str:
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, **env},
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+ROUND_TRIP = """
+import io, sys, hashlib
+import numpy as np
+from signals.files import compress_csv_stream, decompress_csv_stream
+from signals.channel import decode_packets, encode_packets, fit_channel_model
+from ubpe import _jit
+data = open("tests/data/seattle_weather_150.csv", "rb").read()
+out = io.BytesIO()
+compress_csv_stream(io.BytesIO(data), out, path="w.csv")
+back = io.BytesIO()
+decompress_csv_stream(io.BytesIO(out.getvalue()), back)
+assert back.getvalue() == data
+x = np.round(300 * np.sin(np.arange(6000) / 9.0)).astype(np.int64) + np.arange(6000) % 7
+cm = fit_channel_model([x[:4000]], packet_size=256)
+parts = [x[i:i + 256] for i in range(4000, 6000, 256)]
+blobs = encode_packets(parts, cm)
+assert all(np.array_equal(a, b) for a, b in zip(parts, decode_packets(blobs, [q.size for q in parts], cm)))
+h = hashlib.sha256(out.getvalue() + b"".join(blobs)).hexdigest()
+print(_jit.mode(), "numba" in sys.modules, h, _jit.jit_reason())
+"""
+
+WRONG_TYPE = """
+import sys
+import numpy as np
+from signals import channel
+from ubpe import _jit
+x = np.array([12, -3, 7, 1000, -2 ** 40, 5], np.int64)[::2]  # not contiguous: no compiled signature
+want = [24, 14, 2 ** 41 - 1]
+got = channel._zigzag_u64(x)
+print(_jit.mode(), "numba" in sys.modules, got.tolist() == want, _jit.jit_reason())
+"""
+
+
+@pytest.fixture(scope="module")
+def aot_dir(tmp_path_factory):
+    from ubpe._aot_build import build
+    out = tmp_path_factory.mktemp("aot") / "kernels"
+    man = build(out, small=True)
+    assert man["kernels"] and not man["failed"]
+    return out
+
+
+@pytest.mark.slow
+def test_compiled_kernels_give_the_same_bytes_without_numba(aot_dir):
+    aot = run_py(ROUND_TRIP, {"UBPE_AOT_DIR": str(aot_dir)}).split()
+    jit = run_py(ROUND_TRIP, {"UBPE_AOT_DIR": str(aot_dir), "UBPE_AOT": "0"}).split()
+    assert aot[:2] == ["aot", "False"]  # every call served by compiled code, numba never imported
+    assert jit[:2] == ["jit", "True"]
+    assert aot[2] == jit[2]
+
+
+@pytest.mark.slow
+def test_an_uncovered_call_switches_the_process_to_jit(aot_dir):
+    man = json.loads((aot_dir / _jit.MANIFEST).read_text())
+    assert "signals.channel:_zigzag_u64" in man["kernels"]
+    out = run_py(WRONG_TYPE, {"UBPE_AOT_DIR": str(aot_dir)}).split(maxsplit=3)
+    assert out[:3] == ["jit", "True", "True"]
+    assert "_zigzag_u64" in out[3]
+
+
+@pytest.mark.slow
+def test_stale_or_damaged_builds_are_ignored(aot_dir, tmp_path):
+    import shutil
+    stale = tmp_path / "stale"
+    shutil.copytree(aot_dir, stale)
+    man = json.loads((stale / _jit.MANIFEST).read_text())
+    first = next(iter(man["sources"]))
+    man["sources"][first] = "0" * 64  # as if that source file had changed since the build
+    (stale / _jit.MANIFEST).write_text(json.dumps(man))
+    out = run_py(ROUND_TRIP, {"UBPE_AOT_DIR": str(stale)}).split()
+    assert out[:2] == ["jit", "True"]
+    damaged = tmp_path / "damaged"
+    shutil.copytree(aot_dir, damaged)
+    so = next(p for p in damaged.iterdir() if p.suffix == ".so")
+    raw = bytearray(so.read_bytes())
+    raw[-1] ^= 0xFF
+    so.write_bytes(bytes(raw))
+    out = run_py(ROUND_TRIP, {"UBPE_AOT_DIR": str(damaged)}).split()
+    assert out[:2] == ["jit", "True"]

@@ -1,0 +1,290 @@
+"""Compiled kernels: numba's JIT, or the same kernels compiled ahead of time.
+
+Every hot loop of ``ubpe`` and ``signals`` is a Python function decorated with
+this module's :func:`njit` (never numba's directly). They run in one of two modes:
+
+* **JIT**, the default: :func:`njit` is ``numba.njit``. A process pays ``import
+  numba`` (about 0.3 s and 90 MB) and loads each kernel it calls from numba's
+  on-disk cache (about 0.4 s and 100 MB more for a CSV round trip).
+* **AOT**, once ``ubpe aot build`` has run: the kernels, for the argument types
+  that a workload over real and synthetic data called them with, are compiled by
+  ``numba.pycc`` (numba's ahead-of-time compiler, see "Compiling code ahead of
+  time" in numba's documentation) into extension modules under ``ubpe/_aot/``
+  (or ``$UBPE_AOT_DIR``). A process that finds them imports no numba: each
+  kernel is a :class:`Kernel` that checks its arguments' types (class, dtype,
+  dimensions, contiguity, alignment, writeability) against the compiled
+  signatures and calls the match.
+
+The modes give the same results. A call that no compiled signature matches, a
+kernel that was not compiled, or compiled modules built from other sources
+(the manifest holds a SHA-256 of every source file) switch the whole process to
+JIT for good: numba is imported, and every kernel (and every module attribute
+that holds one) becomes its numba dispatcher. ``UBPE_AOT=0`` keeps a process in
+JIT from the start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import inspect
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar, overload
+
+AOT_DIR = Path(os.environ.get("UBPE_AOT_DIR") or Path(__file__).with_name("_aot"))
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT, MANIFEST_VERSION = "ubpe-aot-manifest", 1
+PACKAGES = ("ubpe", "signals")  # the packages whose modules hold kernels
+
+_REGISTRY: list[Any] = []  # every kernel defined so far: Kernel objects, or numba dispatchers in JIT
+_STATE: dict[str, Any] = {
+    "jit": os.environ.get("UBPE_AOT", "1") == "0" or not (AOT_DIR / MANIFEST).is_file(),
+    "why": "UBPE_AOT=0" if os.environ.get("UBPE_AOT", "1") == "0" else "no compiled kernels",
+    "modules": None,  # export name -> compiled function, once loaded
+    "manifest": None,
+}
+
+
+def mode() -> str:
+    """``"aot"`` while the compiled modules serve every call, else ``"jit"``."""
+    return "jit" if _STATE["jit"] else "aot"
+
+
+def jit_reason() -> str:
+    """Why the process runs in JIT (empty in AOT)."""
+    return _STATE["why"] if _STATE["jit"] else ""
+
+
+def _key(fn: Callable) -> str:
+    return f"{fn.__module__}:{fn.__qualname__}"
+
+
+F = TypeVar("F", bound=Callable)
+
+
+@overload
+def njit(fn: F) -> F: ...
+
+
+@overload
+def njit(**options: Any) -> Callable[[F], F]: ...
+
+
+def njit(fn: Any = None, **options: Any) -> Any:
+    """``numba.njit`` in JIT mode; a :class:`Kernel` in AOT mode. Used as ``@njit`` or
+    ``@njit(cache=True, ...)`` with numba's options. (Typed as the function itself, so
+    that mypy checks the kernels' bodies and calls.)"""
+    if fn is not None:
+        return _make(fn, {})
+    return lambda f: _make(f, options)
+
+
+def _make(fn: Callable, options: dict) -> Any:
+    if _STATE["jit"]:
+        import numba
+        d = numba.njit(**options)(fn)
+        _REGISTRY.append(d)
+        return d
+    k = Kernel(fn, options)
+    _REGISTRY.append(k)
+    return k
+
+
+class LazyRef:
+    """A module attribute that only compiled numba code uses (an intrinsic): imported when
+    the process switches to JIT. Calling it from Python is an error in both modes."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def resolve(self) -> Any:
+        return getattr(importlib.import_module(self.module), self.name)
+
+
+def numba_ref(module: str, name: str) -> Any:
+    """``module.name`` (a numba intrinsic or extension) in JIT mode; a :class:`LazyRef`
+    in AOT mode, so that importing the caller does not import numba."""
+    return LazyRef(module, name).resolve() if _STATE["jit"] else LazyRef(module, name)
+
+
+class Kernel:
+    """A kernel in AOT mode: the compiled function of the first signature that the
+    arguments match, else (after switching the process to JIT) numba's dispatcher.
+
+    Attributes ``py_func`` and ``targetoptions`` are those of a numba dispatcher.
+    """
+
+    def __init__(self, fn: Callable, options: dict) -> None:
+        self.py_func = fn
+        self.targetoptions = dict(options)
+        self.key = _key(fn)
+        self.__name__, self.__qualname__ = fn.__name__, fn.__qualname__
+        self.__module__, self.__doc__, self.__wrapped__ = fn.__module__, fn.__doc__, fn
+        params = list(inspect.signature(fn).parameters.values())
+        self._n = len(params)
+        self._defaults = [p.default for p in params]
+        self._variants: list[tuple[Callable, Callable]] | None = None
+        self._dispatcher: Any = None
+
+    def __repr__(self) -> str:
+        return f"<ubpe kernel {self.key} ({mode()})>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        d = self._dispatcher
+        if d is not None:
+            return d(*args, **kwargs)
+        variants = self._variants
+        if variants is None:
+            variants = self._load()
+        full: tuple | None = args
+        if kwargs or len(args) != self._n:
+            full = self._bind(args, kwargs)
+        if full is not None:
+            for check, fn in variants:
+                if check(full):
+                    return fn(*full)
+        use_jit(f"no compiled signature of {self.key} matches its arguments ({_describe(args)})")
+        return self._dispatcher(*args, **kwargs)
+
+    def _bind(self, args: tuple, kwargs: dict) -> tuple | None:
+        """The positional arguments with the defaults filled in, or None if they cannot be."""
+        try:
+            b = inspect.signature(self.py_func).bind(*args, **kwargs)
+        except TypeError:
+            return None
+        b.apply_defaults()
+        return tuple(b.arguments.values())
+
+    def _load(self) -> list:
+        if _STATE["modules"] is None and not _open():
+            self._variants = []
+            return []
+        found = []
+        for name, spec in _STATE["manifest"]["kernels"].get(self.key, []):
+            fn = _STATE["modules"].get(name)
+            if fn is not None:
+                found.append((_checker(spec), fn))
+        self._variants = found
+        return found
+
+
+# ---------------------------------------------------------------- argument checks
+_FLAG_C, _FLAG_F, _FLAG_ALIGNED, _FLAG_WRITEABLE = 0x1, 0x2, 0x100, 0x400
+_INT64 = 1 << 63
+
+
+def _checker(spec: list[list]) -> Callable[[tuple], bool]:
+    """A function of the argument tuple: whether each argument is of the type that numba
+    would infer for the compiled signature ``spec`` (one entry per argument)."""
+    import numpy as np
+    env: dict[str, Any] = {"nd": np.ndarray, "M": _INT64, "pyint": int, "pyfloat": float, "pybool": bool,
+                           "pytuple": tuple, "i64": np.int64, "f64": np.float64, "b_": np.bool_}
+
+    def term(x: str, s: list) -> str:
+        kind = s[0]
+        if kind == "array":
+            _, dtype, ndim, layout, readonly = s
+            d = f"d{len(env)}"
+            env[d] = np.dtype(dtype)
+            mask = _FLAG_ALIGNED | {"C": _FLAG_C, "F": _FLAG_F}.get(layout, 0)
+            mask |= 0 if readonly else _FLAG_WRITEABLE
+            return (f"({x}.__class__ is nd and {x}.ndim == {ndim} and ({x}.dtype is {d} or "
+                    f"{x}.dtype == {d}) and {x}.flags.num & {mask} == {mask})")
+        if kind == "tuple":
+            items = s[1]
+            return "(" + " and ".join([f"{x}.__class__ is pytuple", f"len({x}) == {len(items)}"] + [
+                term(f"{x}[{j}]", t) for j, t in enumerate(items)]) + ")"
+        if kind == "int64":
+            return f"({x}.__class__ is i64 or ({x}.__class__ is pyint and -M <= {x} < M))"
+        if kind == "float64":
+            return f"({x}.__class__ is pyfloat or {x}.__class__ is f64)"
+        if kind == "bool":
+            return f"({x}.__class__ is pybool or {x}.__class__ is b_)"
+        t = f"t{len(env)}"  # another numpy scalar type: its class exactly
+        env[t] = getattr(np, kind)
+        return f"{x}.__class__ is {t}"
+
+    terms = [f"len(a) == {len(spec)}"] + [term(f"a[{i}]", s) for i, s in enumerate(spec)]
+    src = "def check(a):\n    return " + " and ".join(terms) + "\n"
+    exec(src, env)
+    return env["check"]
+
+
+def _describe(args: tuple) -> str:
+    """The arguments' types, as the checks see them."""
+    out = []
+    for a in args:
+        if type(a).__name__ == "ndarray":
+            f = a.flags
+            out.append(f"{a.dtype}[{a.ndim}d{',C' if f.c_contiguous else ''}{'' if f.writeable else ',ro'}]")
+        else:
+            out.append(type(a).__name__)
+    return ", ".join(out)
+
+
+# ---------------------------------------------------------------- loading, switching
+def _sha256(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def _sources(files: list[str]) -> dict[str, str]:
+    """SHA-256 of each file (relative to the folder that holds the packages); "" if unreadable."""
+    root = Path(__file__).resolve().parent.parent
+    return {rel: _sha256(root / rel) for rel in files}
+
+
+def _open() -> bool:
+    """Load the manifest and the compiled modules if they match the sources; else switch
+    to JIT. Whether the process stays in AOT."""
+    try:
+        man = json.loads((AOT_DIR / MANIFEST).read_text())
+        if man.get("format") != MANIFEST_FORMAT or man.get("version") != MANIFEST_VERSION:
+            return use_jit("the compiled kernels' manifest is of another format") and False
+        if _sources(list(man["sources"])) != man["sources"]:
+            return use_jit("the compiled kernels were built from other sources") and False
+        fns: dict[str, Callable] = {}
+        for mod_name in man["modules"]:
+            path = next(AOT_DIR.glob(f"{mod_name}.*"), None)
+            if path is None or _sha256(path) != man["files"].get(path.name):
+                return use_jit(f"compiled module {mod_name} is missing or damaged") and False
+            loader = importlib.machinery.ExtensionFileLoader(mod_name, str(path))
+            spec = importlib.util.spec_from_file_location(mod_name, path, loader=loader)
+            assert spec is not None
+            mod = importlib.util.module_from_spec(spec)
+            loader.exec_module(mod)
+            fns.update({k: v for k, v in vars(mod).items() if callable(v)})
+    except (OSError, ValueError, KeyError, ImportError, TypeError) as e:
+        return use_jit(f"the compiled kernels cannot be loaded ({e})") and False
+    _STATE["manifest"], _STATE["modules"] = man, fns
+    return True
+
+
+def use_jit(why: str) -> bool:
+    """Switch the process to JIT: import numba, give every kernel its dispatcher, and put
+    the dispatchers (and the intrinsics) in place of the kernels in every module of
+    ``PACKAGES``, so that compiled code sees numba objects. Returns True."""
+    if _STATE["jit"]:
+        return True
+    import numba
+    _STATE["jit"], _STATE["why"] = True, why
+    for k in _REGISTRY:
+        if isinstance(k, Kernel) and k._dispatcher is None:
+            k._dispatcher = numba.njit(**k.targetoptions)(k.py_func)
+    for name, mod in list(sys.modules.items()):
+        if mod is None or name.split(".")[0] not in PACKAGES:
+            continue
+        d = vars(mod)
+        for attr, v in list(d.items()):
+            if isinstance(v, Kernel):
+                d[attr] = v._dispatcher
+            elif isinstance(v, LazyRef):
+                d[attr] = v.resolve()
+    return True
