@@ -125,9 +125,8 @@ class Kernel:
         self.key = _key(fn)
         self.__name__, self.__qualname__ = fn.__name__, fn.__qualname__
         self.__module__, self.__doc__, self.__wrapped__ = fn.__module__, fn.__doc__, fn
-        params = list(inspect.signature(fn).parameters.values())
-        self._n = len(params)
-        self._defaults = [p.default for p in params]
+        self._n = fn.__code__.co_argcount
+        self._defaults = fn.__defaults__ or ()  # of the last parameters
         self._variants: list[tuple[Callable, Callable]] | None = None
         self._dispatcher: Any = None
 
@@ -153,6 +152,9 @@ class Kernel:
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple | None:
         """The positional arguments with the defaults filled in, or None if they cannot be."""
+        missing = self._n - len(args)
+        if not kwargs and 0 < missing <= len(self._defaults):
+            return args + self._defaults[len(self._defaults) - missing:]
         try:
             b = inspect.signature(self.py_func).bind(*args, **kwargs)
         except TypeError:
@@ -209,8 +211,11 @@ def _checker(spec: list[list]) -> Callable[[tuple], bool]:
         env[t] = getattr(np, kind)
         return f"{x}.__class__ is {t}"
 
-    terms = [f"len(a) == {len(spec)}"] + [term(f"a[{i}]", s) for i, s in enumerate(spec)]
-    src = "def check(a):\n    return " + " and ".join(terms) + "\n"
+    names = [f"a{i}" for i in range(len(spec))]
+    terms = [term(x, s) for x, s in zip(names, spec)] or ["True"]
+    unpack = f"    {''.join(x + ', ' for x in names)}= a\n" if names else ""
+    src = (f"def check(a):\n    if len(a) != {len(spec)}:\n        return False\n"
+           f"{unpack}    return " + " and ".join(terms) + "\n")
     exec(src, env)
     return env["check"]
 

@@ -107,7 +107,10 @@ class Reporter:
         click.echo(f"ubpe: {text}", err=True)
 
     def exit(self) -> None:
-        """Exit with status 1 if an input failed."""
+        """Exit with status 1 if an input failed. With ``-v``, say how the kernels ran first."""
+        if self.verbose and "ubpe._jit" in sys.modules:
+            from ubpe import _jit
+            self.detail(f"kernels: {_jit.mode()}" + (f" ({_jit.jit_reason()})" if _jit.jit_reason() else ""))
         if self.failed:
             raise SystemExit(1)
 

@@ -23,7 +23,10 @@ def build(quiet: bool) -> None:
     cache is cold) into ubpe/_aot, or $UBPE_AOT_DIR."""
     from ubpe._aot_build import build as run_build
     from ubpe._jit import AOT_DIR
-    man = run_build(AOT_DIR, log=None if quiet else lambda s: click.echo(s, err=True))
+    try:
+        man = run_build(AOT_DIR, log=None if quiet else lambda s: click.echo(s, err=True))
+    except (RuntimeError, OSError) as e:
+        raise click.ClickException(str(e)) from None
     if not quiet:
         n = sum(len(v) for v in man["kernels"].values())
         click.echo(f"ubpe aot: {n} signatures of {len(man['kernels'])} kernels in {AOT_DIR}", err=True)
