@@ -221,6 +221,8 @@ def main(argv=None):
         if ratios[s]:
             print(f"packets of {s}: mean ratio to the best peer {np.mean(ratios[s]):.3f}, "
                   f"worst {max(ratios[s]):.3f}")
+    from ubpe import _jit
+    print(f"kernels: {_jit.mode()}" + (f" ({_jit.jit_reason()})" if _jit.jit_reason() else ""))
 
 
 if __name__ == "__main__":

@@ -105,6 +105,8 @@ def main(argv=None):
         print(f"level {lv}: mean ratio to best AV peer {np.mean(ratios_av[lv]):.3f} "
               f"(worst {max(ratios_av[lv]):.3f}); to best of all {np.mean(ratios[lv]):.3f} "
               f"(worst {max(ratios[lv]):.3f})")
+    from ubpe import _jit
+    print(f"kernels: {_jit.mode()}" + (f" ({_jit.jit_reason()})" if _jit.jit_reason() else ""))
 
 
 if __name__ == "__main__":

@@ -656,9 +656,11 @@ def versions() -> str:
         else:
             tools.append(f"{tool} (not installed)")
     tools.append("zpaq" if shutil.which("zpaq") else "zpaq (not installed)")
+    from ubpe._aot_build import status
     return (f"commit {commit}; machine: {platform.machine()}, {os.cpu_count()} cores, "
             f"Python {platform.python_version()}, {platform.platform()}\n\n"
-            f"libraries: {', '.join(libs)}\n\ntools: {'; '.join(tools)}\n")
+            f"libraries: {', '.join(libs)}\n\ntools: {'; '.join(tools)}\n\n"
+            f"kernels (ubpe/_jit.py): {status()}\n")
 
 
 def main():
