@@ -137,6 +137,16 @@ def test_an_uncovered_call_switches_the_process_to_jit(aot_dir):
 
 
 @pytest.mark.slow
+def test_threads_switch_to_jit(aot_dir):
+    """Compiled modules hold the GIL: a batch in threads runs numba's kernels (they release it)."""
+    code = ("import sys\nfrom ubpe import _jit\nimport signals.channel\n"
+            "print(_jit.mode())\n_jit.for_threads('a test')\nprint(_jit.mode(), _jit.jit_reason())\n"
+            "print(type(signals.channel._zigzag_u64).__name__)\n")
+    out = run_py(code, {"UBPE_AOT_DIR": str(aot_dir)}).split("\n")
+    assert out[:3] == ["aot", "jit a test", "CPUDispatcher"]
+
+
+@pytest.mark.slow
 def test_stale_or_damaged_builds_are_ignored(aot_dir, tmp_path):
     import shutil
     stale = tmp_path / "stale"

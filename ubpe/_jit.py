@@ -32,6 +32,7 @@ import inspect
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -41,6 +42,7 @@ MANIFEST = "manifest.json"
 MANIFEST_FORMAT, MANIFEST_VERSION = "ubpe-aot-manifest", 1
 PACKAGES = ("ubpe", "signals")  # the packages whose modules hold kernels
 
+_LOCK = threading.RLock()  # loading the modules and switching to JIT happen once, in one thread
 _REGISTRY: list[Any] = []  # every kernel defined so far: Kernel objects, or numba dispatchers in JIT
 _STATE: dict[str, Any] = {
     "jit": os.environ.get("UBPE_AOT", "1") == "0" or not (AOT_DIR / MANIFEST).is_file(),
@@ -163,7 +165,7 @@ class Kernel:
         return tuple(b.arguments.values())
 
     def _load(self) -> list:
-        if _STATE["modules"] is None and not _open():
+        if not _open():
             self._variants = []
             return []
         found = []
@@ -249,6 +251,15 @@ def _sources(files: list[str]) -> dict[str, str]:
 def _open() -> bool:
     """Load the manifest and the compiled modules if they match the sources; else switch
     to JIT. Whether the process stays in AOT."""
+    with _LOCK:
+        if _STATE["jit"]:
+            return False
+        if _STATE["modules"] is not None:
+            return True
+        return _open_locked()
+
+
+def _open_locked() -> bool:
     try:
         man = json.loads((AOT_DIR / MANIFEST).read_text())
         if man.get("format") != MANIFEST_FORMAT or man.get("version") != MANIFEST_VERSION:
@@ -272,10 +283,22 @@ def _open() -> bool:
     return True
 
 
+def for_threads(why: str) -> None:
+    """Before kernels run in parallel threads: the compiled modules hold the GIL (numba.pycc
+    has no ``nogil``), numba's kernels release it, so switch to JIT (a no-op there)."""
+    if not _STATE["jit"]:
+        use_jit(why)
+
+
 def use_jit(why: str) -> bool:
     """Switch the process to JIT: import numba, give every kernel its dispatcher, and put
     the dispatchers (and the intrinsics) in place of the kernels in every module of
     ``PACKAGES``, so that compiled code sees numba objects. Returns True."""
+    with _LOCK:
+        return _use_jit(why)
+
+
+def _use_jit(why: str) -> bool:
     if _STATE["jit"]:
         return True
     import numba

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import _engine, _segment
+from . import _engine, _jit, _segment
 from ._jit import njit
 from .serialization import FormatError, check_document, get_limits, read_document, write_document
 
@@ -100,9 +100,10 @@ def _default_threads() -> int:
 
 
 def _native_nogil(method: str) -> bool:
-    """Whether the engine's own kernel for ``method`` releases the GIL (no extra compile)."""
+    """Whether the engine's own kernel for ``method`` releases the GIL (no extra compile;
+    never the kernels compiled ahead of time, see ``ubpe/_jit.py``)."""
     module, name = _KERNELS[method]
-    return bool(getattr(module, name).targetoptions.get("nogil"))
+    return _jit.mode() == "jit" and bool(getattr(module, name).targetoptions.get("nogil"))
 
 
 def _balanced_groups(offsets: np.ndarray, k: int) -> list[tuple[int, int]]:
@@ -468,6 +469,7 @@ class Tokenizer:
         if len(groups) <= 1:
             return self._encode_flat(flat, offsets, method, beam, nogil=False)
         parts = [(flat[offsets[a]: offsets[b]], offsets[a: b + 1] - offsets[a]) for a, b in groups]
+        _jit.for_threads("encode_batch runs in threads")
         self._trie()  # build the shared tables once, before the threads read them
         with ThreadPoolExecutor(max_workers=len(parts)) as pool:
             results = list(pool.map(lambda p: self._encode_flat(p[0], p[1], method, beam,
