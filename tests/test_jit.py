@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from ubpe import _jit
 
@@ -59,6 +61,81 @@ def test_scalar_checks():
     assert f((1.5,)) and f((np.float64(1),)) and not f((1,)) and not f((np.float32(1),))
     u = check([["uint64"]])
     assert u((np.uint64(5),)) and not u((5,))
+
+
+DTYPES = ["int8", "uint8", "int16", "int32", "int64", "uint64", "float32", "float64", "bool", ">i8"]
+
+
+@st.composite
+def arrays_any_kind(draw):
+    """Arrays of every dtype, ndim 0-3, and of every layout and flag a kernel may be given."""
+    dt = draw(st.sampled_from(DTYPES))
+    shape = tuple(draw(st.lists(st.integers(1, 4), max_size=3)))
+    a = np.zeros(shape, dt)
+    kind = draw(st.sampled_from(["plain", "fortran", "strided", "readonly", "unaligned"]))
+    if kind == "fortran":
+        a = np.asfortranarray(a)
+    elif kind == "strided" and a.ndim:
+        a = np.zeros(shape[:-1] + (2 * shape[-1],), dt)[..., ::2]
+    elif kind == "readonly":
+        a.flags.writeable = False
+    elif kind == "unaligned" and a.itemsize > 1:
+        raw = np.zeros(a.size * a.itemsize + 1, np.uint8)[1:]
+        a = raw.view(dt).reshape(shape)
+    return a
+
+
+SPEC_ARGS = ["int64[::1]", "int64[:, ::1]", "float64[::1]", "uint8[::1]", "int64[:]", "float64[:, :]",
+             "int64[::1, :]", "bool[::1]", "int32[::1]"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(arrays_any_kind(), st.sampled_from(SPEC_ARGS), st.booleans())
+def test_array_check_agrees_with_numba(a, sig, readonly):
+    """The check takes an array exactly where the compiled signature can read it safely: the
+    same native dtype and ndim, aligned, contiguous as its layout says ('A': any), writable
+    unless the signature is read-only; and it takes every array that numba's own typeof
+    gives the signature's type."""
+    numba = pytest.importorskip("numba")
+    from ubpe._aot_build import _spec
+    t = numba.core.sigutils._parse_signature_string(sig)
+    if readonly:
+        t = t.copy(readonly=True)
+    spec = _spec(t)
+    got = check([spec])((a,))
+    from numba.np.numpy_support import as_dtype
+    safe = (a.dtype.isnative and a.dtype == as_dtype(t.dtype) and a.ndim == t.ndim and a.flags.aligned
+            and (t.layout == "A" or (t.layout == "C" and a.flags.c_contiguous)
+                 or (t.layout == "F" and a.flags.f_contiguous))
+            and (not t.mutable or a.flags.writeable))
+    assert got == safe, (a.dtype, a.shape, a.strides, a.flags, sig, readonly)
+    try:
+        at = numba.typeof(a)
+    except numba.core.errors.NumbaError:  # a non-native byte order: numba has no type for it
+        return
+    if at == t and a.flags.aligned:  # (numba types an unaligned array as aligned; the check
+        assert got  # refuses it) what numba itself would dispatch to that signature is taken
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.integers(-(2 ** 70), 2 ** 70), st.booleans(), st.floats(allow_nan=True),
+                 st.sampled_from([np.int64(3), np.int32(3), np.uint64(3), np.float64(1), np.float32(1),
+                                  np.bool_(True), None, "1", (1,)])),
+       st.sampled_from(["int64", "float64", "bool", "uint64", "int32"]))
+@example(2 ** 63, "uint64")
+@example(2 ** 64 - 1, "uint64")
+@example(2 ** 63, "int64")
+@example(-(2 ** 63), "int64")
+def test_scalar_check_agrees_with_numba(x, kind):
+    """A scalar is taken exactly where numba's typeof gives the signature's type."""
+    numba = pytest.importorskip("numba")
+    try:
+        tx = numba.typeof(x)
+    except (ValueError, numba.core.errors.NumbaError):
+        tx = None
+    want = {"int64": numba.int64, "float64": numba.float64, "bool": numba.boolean,
+            "uint64": numba.uint64, "int32": numba.int32}[kind]
+    assert check([[kind]])((x,)) == (tx == want)
 
 
 def test_tuple_check():

@@ -209,6 +209,9 @@ def _checker(spec: list[list]) -> Callable[[tuple], bool]:
             return f"({x}.__class__ is pyfloat or {x}.__class__ is f64)"
         if kind == "bool":
             return f"({x}.__class__ is pybool or {x}.__class__ is b_)"
+        if kind == "uint64":  # numba types a Python int of 2**63 .. 2**64 - 1 as uint64
+            env["u64"] = np.uint64
+            return f"({x}.__class__ is u64 or ({x}.__class__ is pyint and M <= {x} < 2 * M))"
         t = f"t{len(env)}"  # another numpy scalar type: its class exactly
         env[t] = getattr(np, kind)
         return f"{x}.__class__ is {t}"
