@@ -229,12 +229,15 @@ def _ordered_map(fn: Callable, ctx: dict[str, Any], jobs: Iterable[tuple], threa
                  ) -> Iterator[Any]:
     """``fn(ctx, *job)`` for each job, in order, ``threads`` jobs at a time: this process takes
     one job of each round of ``threads`` and a pool of ``threads - 1`` processes the others (so
-    at most ``threads`` frames are held at a time: memory stays bounded). The first job runs
-    here alone, before the pool is made: forked workers then inherit the kernels it loaded
-    (each process would otherwise load them, about 0.3 s of CPU). Jobs are drawn from
-    ``jobs`` a round at a time; an error comes out in order, after the results before it."""
+    at most ``threads`` frames are held at a time: memory stays bounded). With numba's JIT the
+    first job runs here alone, before the pool is made: forked workers then inherit the kernels
+    it loaded (each process would otherwise load them, about 0.3 s of CPU; compiled kernels
+    load in a few ms, ``ubpe/_jit.py``). Jobs are drawn from ``jobs`` a round at a time; an
+    error comes out in order, after the results before it."""
+    from ubpe import _jit
     it = iter(jobs)
-    for job in islice(it, 1 if threads > 1 else None):
+    alone = None if threads <= 1 else 1 if _jit.mode() == "jit" else 0
+    for job in islice(it, alone):
         result = fn(ctx, *job)
         del job  # not held while the next job is drawn
         yield result
@@ -245,6 +248,7 @@ def _ordered_map(fn: Callable, ctx: dict[str, Any], jobs: Iterable[tuple], threa
     try:
         while batch := list(islice(it, threads)):
             if pool is None and len(batch) > 1:
+                _jit.load()  # forked workers inherit the compiled kernels
                 pool = ProcessPoolExecutor(threads - 1, mp_context=_pool_context(),
                                            initializer=_set_context, initargs=(ctx,))
             futures = [pool.submit(_in_context, fn, job) for job in batch[:-1]] if pool else []

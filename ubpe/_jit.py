@@ -286,6 +286,13 @@ def _open_locked() -> bool:
     return True
 
 
+def load() -> None:
+    """Load the compiled modules now, if the process runs them (before forking workers,
+    so that each inherits them); nothing in JIT."""
+    if not _STATE["jit"]:
+        _open()
+
+
 def for_threads(why: str) -> None:
     """Before kernels run in parallel threads: the compiled modules hold the GIL (numba.pycc
     has no ``nogil``), numba's kernels release it, so switch to JIT (a no-op there)."""
