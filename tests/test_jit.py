@@ -242,3 +242,43 @@ def test_stale_or_damaged_builds_are_ignored(aot_dir, tmp_path):
     so.write_bytes(bytes(raw))
     out = run_py(ROUND_TRIP, {"UBPE_AOT_DIR": str(damaged)}).split()
     assert out[:2] == ["jit", "True"]
+
+
+COMMAND_LINE = """
+import sys, tempfile
+from pathlib import Path
+from click.testing import CliRunner
+from ubpe.cli import main
+from ubpe import _jit
+tmp = Path(tempfile.mkdtemp())
+D = Path("tests/data")
+def ubpe(*args):
+    r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    assert r.exit_code == 0, (args, r.output)
+for name in ("seattle_weather_150.csv", "pvlib_tmy3_723170_48h.csv", "daphnet_accel_150.csv",
+             "heartpy_ppg_300.csv", "mitbih208_ecg_4k.npz", "speech_0880.wav"):
+    ubpe("compress", D / name, "-o", tmp / "x.ubpe", "-q", "-f")
+    ubpe("decompress", tmp / "x.ubpe", "-o", tmp / ("back_" + name), "-q", "-f")
+ubpe("build", D / "daphnet_accel_150.csv", "-o", tmp / "m.json", "-q")
+ubpe("encode", tmp / "m.json", D / "daphnet_accel_150.csv", "-o", tmp / "t.npz", "-q")
+ubpe("decode", tmp / "m.json", tmp / "t.npz", "-o", tmp / "t.csv", "-q")
+ubpe("compress", D / "daphnet_accel_150.csv", "--model", tmp / "m.json", "--packet-size", 256,
+     "-o", tmp / "p.ubpe", "-q")
+ubpe("decompress", tmp / "p.ubpe", "--model", tmp / "m.json", "-o", tmp / "p.npz", "-q")
+ubpe("text", "train", D / "shakespeare_150k.txt", "--vocab-size", 400, "--workers", 1, "-o", tmp / "tok.json",
+     "-q")  # (threads would switch to numba: compiled kernels hold the GIL)
+ubpe("text", "encode", tmp / "tok.json", D / "kjv_150k.txt", "--npy", tmp / "ids.npy")
+print(_jit.mode(), "numba" in sys.modules, _jit.jit_reason())
+"""
+
+
+@pytest.mark.slow
+def test_the_build_covers_the_command_line():
+    """With this checkout's build (README's first command makes it), the command line's usual
+    paths run on compiled kernels alone: a kernel or a path added without the build's workload
+    reaching it shows up here."""
+    from ubpe._aot_build import status
+    if "built in" not in status():
+        pytest.skip(f"no current build: {status()}")
+    out = run_py(COMMAND_LINE, {}).split(maxsplit=2)
+    assert out[:2] == ["aot", "False"], out
