@@ -224,7 +224,7 @@ def test_threads_switch_to_jit(aot_dir):
 
 
 @pytest.mark.slow
-def test_stale_or_damaged_builds_are_ignored(aot_dir, tmp_path):
+def test_stale_damaged_or_foreign_builds_are_ignored(aot_dir, tmp_path):
     import shutil
     stale = tmp_path / "stale"
     shutil.copytree(aot_dir, stale)
@@ -242,6 +242,13 @@ def test_stale_or_damaged_builds_are_ignored(aot_dir, tmp_path):
     so.write_bytes(bytes(raw))
     out = run_py(ROUND_TRIP, {"UBPE_AOT_DIR": str(damaged)}).split()
     assert out[:2] == ["jit", "True"]
+    other = tmp_path / "other_numpy"
+    shutil.copytree(aot_dir, other)
+    man = json.loads((other / _jit.MANIFEST).read_text())
+    man["numpy"] = "1.0.0"  # built against another numpy's headers
+    (other / _jit.MANIFEST).write_text(json.dumps(man))
+    out = run_py(ROUND_TRIP, {"UBPE_AOT_DIR": str(other)}).split(maxsplit=3)
+    assert out[:2] == ["jit", "True"] and "numpy 1.0.0" in out[3]
 
 
 COMMAND_LINE = """

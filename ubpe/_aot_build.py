@@ -99,6 +99,10 @@ def status(out_dir: Path = AOT_DIR) -> str:
     n = sum(len(v) for v in man["kernels"].values())
     if _sources(list(man["sources"])) != man["sources"]:
         return f"{out_dir}: {n} signatures, built from other sources (ignored: run 'ubpe aot build')"
+    import numpy as np
+    if man.get("numpy") != np.__version__:
+        return (f"{out_dir}: {n} signatures, built with numpy {man.get('numpy')}, not {np.__version__} "
+                f"(ignored: run 'ubpe aot build')")
     return (f"{out_dir}: {len(man['kernels'])} kernels, {n} signatures, {len(man['modules'])} modules, "
             f"built in {man['seconds']:.0f} s with numba {man['numba']}")
 
@@ -346,7 +350,9 @@ def _child(tmp: Path, small: bool) -> None:
                 if not compile_group(f"{base}_{j}", [item]):
                     failed.append(item[0])
         print(f"{mod}: {len(items)} signatures, {time.time() - t1:.1f} s", flush=True)
+    import numpy as np
     man = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "numba": numba.__version__,
+           "numpy": np.__version__,
            "python": sys.version.split()[0], "seconds": round(time.time() - t0, 1),
            "modules": modules, "kernels": kernels, "failed": sorted(set(failed)),
            "sources": _sources(source_files()),

@@ -16,11 +16,12 @@ this module's :func:`njit` (never numba's directly). They run in one of two mode
   signatures and calls the match.
 
 The modes give the same results. A call that no compiled signature matches, a
-kernel that was not compiled, or compiled modules built from other sources
-(the manifest holds a SHA-256 of every source file) switch the whole process to
-JIT for good: numba is imported, and every kernel (and every module attribute
-that holds one) becomes its numba dispatcher. ``UBPE_AOT=0`` keeps a process in
-JIT from the start.
+kernel that was not compiled, compiled modules built from other sources (the
+manifest holds a SHA-256 of every source file and of every module) or against
+another numpy, and kernels asked to run in threads (the compiled modules hold
+the GIL) switch the whole process to JIT for good: numba is imported, and every
+kernel (and every module attribute that holds one) becomes its numba
+dispatcher. ``UBPE_AOT=0`` keeps a process in JIT from the start.
 """
 
 from __future__ import annotations
@@ -269,6 +270,9 @@ def _open_locked() -> bool:
             return use_jit("the compiled kernels' manifest is of another format") and False
         if _sources(list(man["sources"])) != man["sources"]:
             return use_jit("the compiled kernels were built from other sources") and False
+        import numpy as np
+        if man.get("numpy") != np.__version__:  # their C code was built against numpy's headers
+            return use_jit(f"the compiled kernels were built with numpy {man.get('numpy')}") and False
         fns: dict[str, Callable] = {}
         for mod_name in man["modules"]:
             path = next(AOT_DIR.glob(f"{mod_name}.*"), None)
