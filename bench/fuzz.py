@@ -36,7 +36,8 @@ with ``signals.channel.decode_packets``. ``packet_stream`` mutates a packet stre
 (``write_packet_stream``): a short stream must be an error.
 
 Prints one line per target: mutations, outcomes, findings (new ones are
-written to ``--out``), and mutations per second.
+written to ``--out``), mutations per second, and how the workers' kernels ran
+(``aot``: the compiled kernels alone, see ``ubpe/_jit.py``; ``jit``: numba's).
 """
 
 from __future__ import annotations
@@ -158,7 +159,8 @@ def worker(name: str, seed: int, count: int, scratch: Path) -> None:
             else:
                 print(json.dumps({"finding": str(e)[:300], "input": data.hex()}), flush=True)
         if (i + 1) % HEARTBEAT == 0 or i + 1 == count:
-            print(json.dumps({"done": i + 1, **counts}), flush=True)
+            from ubpe import _jit
+            print(json.dumps({"done": i + 1, **counts, "kernels": _jit.mode()}), flush=True)
     current.unlink(missing_ok=True)
 
 
@@ -201,6 +203,8 @@ def campaign(name: str, count: int, seed: int, out: Path, scratch: Path) -> dict
         done = last["done"]
         for k in ("ok", "error", "known"):
             tally[k] += last[k]
+        if "kernels" in last:  # how the worker's kernels ran (ubpe/_jit.py): jit if any did
+            tally["kernels"] = "jit" if "jit" in (tally.get("kernels"), last["kernels"]) else "aot"
         tally["mutations"] += done
         current = scratch / f"current-{proc.pid}.bin"
         if proc.returncode != 0 or hung:
@@ -247,7 +251,7 @@ def main() -> None:
     per = -(-args.mutations // len(names))
     total = {"mutations": 0, "findings": 0, "crashes": 0, "hangs": 0, "known": 0}
     print(f"{'target':<24} {'mutations':>9} {'ok':>7} {'error':>7} {'known':>6} {'findings':>8} "
-          f"{'crashes':>7} {'hangs':>5} {'per s':>7}")
+          f"{'crashes':>7} {'hangs':>5} {'per s':>7} kernels")
     rows = []
     t_start = time.perf_counter()
     for i, name in enumerate(names):
@@ -257,7 +261,7 @@ def main() -> None:
         rows.append((name, t))
         print(f"{name:<24} {t['mutations']:>9,} {t['ok']:>7,} {t['error']:>7,} {t['known']:>6,} "
               f"{t['findings']:>8,} {t['crashes']:>7,} {t['hangs']:>5,} "
-              f"{t['mutations'] / t['seconds']:>7,.0f}", flush=True)
+              f"{t['mutations'] / t['seconds']:>7,.0f} {t.get('kernels', '?')}", flush=True)
     summary = (f"{total['mutations']:,} mutations, {total['findings']:,} findings, "
                f"{total['crashes']:,} crashes, {total['hangs']:,} hangs, {total['known']:,} hits "
                f"of known findings")
@@ -271,10 +275,11 @@ def main() -> None:
                  "the project's error; known: a finding already in tests/data/crafted "
                  "(xfail there); findings: a new crash, allocation above the cap or silent "
                  "wrong data, input saved.", "",
-                 "| target | mutations | ok | error | known | findings | crashes | hangs |",
-                 "|---|---|---|---|---|---|---|---|"]
+                 "| target | mutations | ok | error | known | findings | crashes | hangs | kernels |",
+                 "|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {n} | {t['mutations']:,} | {t['ok']:,} | {t['error']:,} | {t['known']:,} "
-                  f"| {t['findings']:,} | {t['crashes']:,} | {t['hangs']:,} |" for n, t in rows]
+                  f"| {t['findings']:,} | {t['crashes']:,} | {t['hangs']:,} | {t.get('kernels', '?')} |"
+                  for n, t in rows]
         args.results.write_text("\n".join(lines) + "\n")
 
 
