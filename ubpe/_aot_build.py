@@ -50,7 +50,7 @@ def build(out_dir: Path = AOT_DIR, *, small: bool = False, log: Any = None) -> d
     out_dir : path
         The folder of the compiled modules and their manifest.
     small : bool
-        A short workload (one CSV round trip and one packet batch): the tests' build.
+        A short workload (two CSV round trips and one packet batch): the tests' build.
     log : callable, optional
         Called with the child's output (one string).
 
@@ -228,6 +228,17 @@ def _workload(tmp: Path, small: bool = False) -> None:
     buf.seek(0)
     list(m.read_packet_stream(buf))
     m.decompress_packet(m.compress_packet(pk[0]))
+    # the frozen files of every format version (version-1 decoders included)
+    fixtures = ROOT / "tests" / "data"
+    for fixture in [*sorted((fixtures / "frozen").glob("*.ubp*")), fixtures / "golden_v1.ubpe"]:
+        if not fixture.is_file():
+            continue
+        if fixture.name.startswith("csv_stream"):
+            decompress_csv_stream(io.BytesIO(fixture.read_bytes()), io.BytesIO())
+        elif fixture.suffix == ".ubps":
+            list(signals.decompress_stream(io.BytesIO(fixture.read_bytes())))
+        else:
+            signals.decompress(fixture.read_bytes())
     # text: byte-level BPE
     for name in ("shakespeare_150k.txt", "mixed_scripts.txt"):
         p = _data(name)
