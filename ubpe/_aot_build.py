@@ -306,6 +306,7 @@ def _child(tmp: Path, small: bool) -> None:
     t0 = time.time()
     warnings.simplefilter("ignore")
     import numba
+    import numpy as np
     from numba.core import types
     from numba.core.typing import signature
     from numba.pycc import CC
@@ -361,10 +362,8 @@ def _child(tmp: Path, small: bool) -> None:
                 if not compile_group(f"{base}_{j}", [item]):
                     failed.append(item[0])
         print(f"{mod}: {len(items)} signatures, {time.time() - t1:.1f} s", flush=True)
-    import numpy as np
     man = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "numba": numba.__version__,
-           "numpy": np.__version__,
-           "python": sys.version.split()[0], "seconds": round(time.time() - t0, 1),
+           "numpy": np.__version__, "python": sys.version.split()[0], "seconds": round(time.time() - t0, 1),
            "modules": modules, "kernels": kernels, "failed": sorted(set(failed)),
            "sources": _sources(source_files()),
            "files": {p.name: _sha256(p) for p in sorted(tmp.iterdir())}}

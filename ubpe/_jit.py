@@ -263,21 +263,27 @@ def _open() -> bool:
         return _open_locked()
 
 
+def _refuse(why: str) -> bool:
+    """Switch to JIT because the compiled modules cannot serve (``why``); False."""
+    use_jit(why)
+    return False
+
+
 def _open_locked() -> bool:
     try:
         man = json.loads((AOT_DIR / MANIFEST).read_text())
         if man.get("format") != MANIFEST_FORMAT or man.get("version") != MANIFEST_VERSION:
-            return use_jit("the compiled kernels' manifest is of another format") and False
+            return _refuse("the compiled kernels' manifest is of another format")
         if _sources(list(man["sources"])) != man["sources"]:
-            return use_jit("the compiled kernels were built from other sources") and False
+            return _refuse("the compiled kernels were built from other sources")
         import numpy as np
         if man.get("numpy") != np.__version__:  # their C code was built against numpy's headers
-            return use_jit(f"the compiled kernels were built with numpy {man.get('numpy')}") and False
+            return _refuse(f"the compiled kernels were built with numpy {man.get('numpy')}")
         fns: dict[str, Callable] = {}
         for mod_name in man["modules"]:
             path = next(AOT_DIR.glob(f"{mod_name}.*"), None)
             if path is None or _sha256(path) != man["files"].get(path.name):
-                return use_jit(f"compiled module {mod_name} is missing or damaged") and False
+                return _refuse(f"compiled module {mod_name} is missing or damaged")
             loader = importlib.machinery.ExtensionFileLoader(mod_name, str(path))
             spec = importlib.util.spec_from_file_location(mod_name, path, loader=loader)
             assert spec is not None
@@ -285,7 +291,7 @@ def _open_locked() -> bool:
             loader.exec_module(mod)
             fns.update({k: v for k, v in vars(mod).items() if callable(v)})
     except (OSError, ValueError, KeyError, ImportError, TypeError) as e:
-        return use_jit(f"the compiled kernels cannot be loaded ({e})") and False
+        return _refuse(f"the compiled kernels cannot be loaded ({e})")
     _STATE["manifest"], _STATE["modules"] = man, fns
     return True
 
@@ -293,15 +299,13 @@ def _open_locked() -> bool:
 def load() -> None:
     """Load the compiled modules now, if the process runs them (before forking workers,
     so that each inherits them); nothing in JIT."""
-    if not _STATE["jit"]:
-        _open()
+    _open()
 
 
 def for_threads(why: str) -> None:
     """Before kernels run in parallel threads: the compiled modules hold the GIL (numba.pycc
     has no ``nogil``), numba's kernels release it, so switch to JIT (a no-op there)."""
-    if not _STATE["jit"]:
-        use_jit(why)
+    use_jit(why)
 
 
 def use_jit(why: str) -> bool:
