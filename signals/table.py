@@ -1084,16 +1084,22 @@ def _code_time(b: _Builder, name: str, col: pa.Array) -> dict | None:
     return spec
 
 
-def _print_time(spec: dict, ints: list[np.ndarray], skip: np.ndarray, lo: int, hi: int) -> pa.Array:
-    values = ints[spec["values"]][lo:hi]
-    if values.size != skip.size:
-        raise ValueError("corrupt CSV parts: time column length")
+def _time_format(spec: dict) -> tuple[bytes, list[tuple[int, int, str]]]:
+    """A time column's template and fields, checked."""
     template = _b(spec["template"])
     if not 0 < len(template) < 64:
         raise ValueError("corrupt CSV parts: time template length")
     fields = [(int(a), int(e), str(k)) for a, e, k in spec["fields"]]
     if any(not 0 <= a < e <= len(template) or k not in _KINDS for a, e, k in fields):
         raise ValueError("corrupt CSV parts: time field outside its template")
+    return template, fields
+
+
+def _print_time(spec: dict, ints: list[np.ndarray], skip: np.ndarray, lo: int, hi: int) -> pa.Array:
+    values = ints[spec["values"]][lo:hi]
+    if values.size != skip.size:
+        raise ValueError("corrupt CSV parts: time column length")
+    template, fields = _time_format(spec)
     args = _time_args(fields, template)
     sk = skip.copy()
     data = _time_print_all(values, *args, sk)
@@ -1329,11 +1335,21 @@ def _code_column(b: _Builder, name: str, col: pa.Array, numeric: bool) -> dict:
     return spec
 
 
-def _print_decimal(spec: dict, ints: list[np.ndarray], skip: np.ndarray, lo: int, hi: int) -> pa.Array:
-    values = ints[spec["values"]][lo:hi]
+def _decimal_format(spec: dict) -> tuple[int, int, int]:
+    """A decimal column's scale and padding (lead, width), checked."""
     scale = int(spec["scale"])
     if not 0 <= scale <= _MAX_DIGITS:
         raise ValueError("corrupt CSV parts: scale outside 0..18")
+    lead, width = int(spec.get("lead", 0)), int(spec.get("width", 0))
+    if not (0 <= lead < 64 and 0 <= width < 64):
+        raise ValueError("corrupt CSV parts: padding outside 0..63")
+    return scale, lead, width
+
+
+def _print_decimal(spec: dict, values: np.ndarray, cell_dec: np.ndarray | None, skip: np.ndarray
+                   ) -> pa.Array:
+    """Cells of a decimal column (``cell_dec``: their decimals, format ``digits``)."""
+    scale, lead, width = _decimal_format(spec)
     if spec["format"] == "exponent":
         dm, ew = int(spec["mantissa_decimals"]), int(spec["exponent_width"])
         if not (0 <= dm <= 17 and 1 <= ew <= 5 and spec["exponent"] in ("e", "E")):
@@ -1345,16 +1361,18 @@ def _print_decimal(spec: dict, ints: list[np.ndarray], skip: np.ndarray, lo: int
     elif spec["format"] == "trim":
         dec = np.maximum(_trailing_zeros(values, scale), int(spec["min_decimals"]))
     else:
-        dec = ints[spec["decimals"]][lo:hi]
-        if dec.size != values.size or (dec.size and (dec.min() < 0 or dec.max() > scale)):
-            raise ValueError("corrupt CSV parts: per-cell decimals out of range")
-    if not 0 <= scale <= _MAX_DIGITS:
-        raise ValueError("corrupt CSV parts: scale outside 0..18")
-    lead, width = int(spec.get("lead", 0)), int(spec.get("width", 0))
-    if not (0 <= lead < 64 and 0 <= width < 64):
-        raise ValueError("corrupt CSV parts: padding outside 0..63")
+        assert cell_dec is not None
+        dec = cell_dec
     offs, data = _print_decimals(values, dec, scale, skip, lead, width)
     return _from_buffers(offs, data)
+
+
+def _cell_decimals(spec: dict, ints: list[np.ndarray], scale: int) -> np.ndarray:
+    """A decimal column's per-cell decimals (format ``digits``), checked."""
+    dec = ints[spec["decimals"]]
+    if dec.size != ints[spec["values"]].size or (dec.size and (dec.min() < 0 or dec.max() > scale)):
+        raise ValueError("corrupt CSV parts: per-cell decimals out of range")
+    return dec
 
 
 def _check_rows(rows: np.ndarray, n: int, what: str) -> None:
@@ -1363,7 +1381,8 @@ def _check_rows(rows: np.ndarray, n: int, what: str) -> None:
 
 
 class _ColumnPrinter:
-    """Prints rows ``lo:hi`` of one column, exceptions applied (a large_binary array)."""
+    """Prints rows ``lo:hi`` of one column, exceptions applied (a large_binary array), or
+    gives the program by which :func:`_print_rows` prints it."""
 
     def __init__(self, spec: dict, ints: list[np.ndarray], blobs: list[bytes], n: int) -> None:
         self.spec, self.ints, self.n = spec, ints, n
@@ -1377,6 +1396,7 @@ class _ColumnPrinter:
             self.exc = _unpack(blobs[spec["exception_text"]])
             if len(self.exc) != self.rows.size:
                 raise ValueError("corrupt CSV parts: exception count")
+        self.cell_dec: np.ndarray | None = None
         if kind == "category":
             self.dictionary = _unpack(blobs[spec["dictionary"]])
             codes = ints[spec["values"]]
@@ -1386,7 +1406,13 @@ class _ColumnPrinter:
             self.text = _unpack(blobs[spec["text"]])
             if len(self.text) != n:
                 raise ValueError(f"corrupt CSV parts: column {spec.get('name')!r} length")
-        elif kind not in ("decimal", "time"):
+        elif kind == "decimal":
+            scale, _, _ = _decimal_format(spec)
+            if spec["format"] not in ("fixed", "trim", "exponent"):
+                dec = self.cell_dec = ints[spec["decimals"]]
+                if dec.size != n or (dec.size and (dec.min() < 0 or dec.max() > scale)):
+                    raise ValueError("corrupt CSV parts: per-cell decimals out of range")
+        elif kind != "time":
             raise ValueError(f"corrupt CSV parts: unknown column kind {kind!r}")
 
     def __call__(self, lo: int, hi: int) -> pa.Array:
@@ -1395,7 +1421,8 @@ class _ColumnPrinter:
         skip = np.zeros(hi - lo, np.bool_)
         skip[self.rows[k0:k1] - lo] = True
         if kind == "decimal":
-            arr = _print_decimal(spec, self.ints, skip, lo, hi)
+            cell_dec = None if self.cell_dec is None else self.cell_dec[lo:hi]
+            arr = _print_decimal(spec, self.ints[spec["values"]][lo:hi], cell_dec, skip)
         elif kind == "time":
             arr = _print_time(spec, self.ints, skip, lo, hi)
         elif kind == "category":
@@ -1406,103 +1433,277 @@ class _ColumnPrinter:
             arr = pc.replace_with_mask(arr, _arrow_mask(skip), self.exc.slice(k0, k1 - k0))
         return arr
 
+    def program(self, tfields: list[list[int]], entries: list[bytes], quote: bool, scan: bool,
+                delim: bytes) -> list[int] | None:
+        """This column's row of a :func:`_print_rows` program from position 4 on, its kind
+        first, for a column without exceptions: a category, or a decimal (not in exponent
+        format) or time column whose cells need no scan for quoting; else None (printed as
+        fields). A time template's fields (start and end in the template, field kind) and
+        its other bytes (position, position + 1, ``_LITERAL`` + the byte) are appended to
+        ``tfields``; a category's entries, quoted as they print, to ``entries``."""
+        spec, kind = self.spec, self.spec["kind"]
+        if self.rows.size or spec.get("format") == "exponent":
+            return None
+        if kind == "category":
+            first = len(entries)
+            for x in self.dictionary.to_pylist():
+                x = x if isinstance(x, bytes) else x.encode()
+                if quote or (scan and any(c in x for c in (b'"', delim, b"\r", b"\n"))):
+                    x = b'"' + x.replace(b'"', b'""') + b'"'
+                entries.append(x)
+            return [_CATEGORY, first, max(map(len, entries[first:]), default=0)]
+        if scan or kind not in ("decimal", "time"):
+            return None
+        if kind == "decimal":
+            scale, lead, width = _decimal_format(spec)
+            how = {"fixed": 0, "trim": 1}.get(spec["format"], 2)
+            least = min(max(int(spec["min_decimals"]), 0), _MAX_DIGITS + 1) if how == 1 else 0
+            return [_DECIMAL, scale, how, least, lead, width]
+        template, fields = _time_format(spec)
+        _, arr, has_date, has_time, n_time, fdig = _time_args(fields, template)
+        first = len(tfields)
+        tfields += arr.tolist()
+        digit = np.zeros(len(template), np.bool_)
+        for a, e, _ in fields:
+            digit[a:e] = True
+        tfields += [[i, i + 1, _LITERAL + c] for i, c in enumerate(template) if not digit[i]]
+        return [_TIME, 0, len(template), first, len(tfields), int(has_date), int(has_time),
+                n_time, fdig]
+
+
+# a column's program for _print_rows: one int64 row of _PROG_WIDTH
+# printed fields (offsets into bytes), decimal values, time values, category codes
+_FIELD, _DECIMAL, _TIME, _CATEGORY = 0, 1, 2, 3
+_PROG_WIDTH = 16  # kind, source row, quote_all, scan, then per kind (see _ColumnPrinter.program)
+_LITERAL = 256  # a time template's row of fields with a kind from here: a byte (kind - 256)
+
 
 @njit(cache=True)
-def _join_rows(offs, d, quote_all, scan, delim, eol):  # pragma: no cover - compiled
-    """CSV rows from columns of fields: (row offsets int64 (n + 1,), bytes uint8).
+def _print_rows(n, prog, vals, decs, tfields, eoffs, edata, offs, d, delim,
+                eol):  # pragma: no cover - compiled
+    """CSV rows printed from their columns in one pass: (row offsets int64 (n + 1,), bytes uint8).
 
-    ``offs[j]`` (n + 1,), row ``j`` of an int64 array of shape (ncol, n + 1),
-    are the offsets of column ``j``'s fields into ``d`` (every column's bytes
-    in one uint8 array: a 2-D array, not a typed list, so that no list code is
-    compiled in each process). A field is quoted when
-    its column's ``quote_all`` is set or, for columns with ``scan`` set, it
-    holds the delimiter, a quote, CR or LF (RFC 4180); quotes inside are doubled.
+    ``n`` rows; column ``j`` is described by ``prog[j]`` (int64, ``_PROG_WIDTH`` wide): its
+    kind, and for ``_FIELD`` the row of ``offs`` (int64 of shape (k, n + 1)) holding the
+    offsets of its printed fields into ``d`` (uint8); for ``_DECIMAL`` and ``_TIME`` the row of
+    ``vals`` (int64 of shape (m, n)) holding its values, and how they print (decimals: as
+    ``_print_decimals``, from a row of ``decs`` for per-cell decimals; times: as
+    ``_time_print_all``, a template's fields and other bytes in rows of ``tfields``); for
+    ``_CATEGORY`` the row of ``vals`` holding its codes, each the index of an entry (after the
+    column's first, ``prog[j, 4]``; the longest is ``prog[j, 5]`` bytes) of ``eoffs`` (int64)
+    into ``edata`` (uint8): the category as printed, quoted where needed. A field is
+    quoted when its column's quote_all is set or, for columns with scan set, it holds the
+    delimiter, a quote, CR or LF (RFC 4180); quotes inside are doubled.
+
+    The printing is written out in the loop, not in helper functions: a helper that takes
+    arrays costs about three times as much per cell, in numba.
+
+    Raises
+    ------
+    ValueError
+        A decimal value or its decimals out of range, a time value that does not fit its
+        template (corrupt parts).
     """
-    ncol = offs.shape[0]
-    n = offs.shape[1] - 1
-    row_len = np.full(n, ncol - 1 + eol.size, np.int64)
+    ncol = prog.shape[0]
+    p10 = np.ones(19, np.int64)
+    for k in range(1, 19):
+        p10[k] = p10[k - 1] * 10
+    bound = n * (ncol - 1 + eol.size)  # every field's longest print, quoted
     for j in range(ncol):
-        o = offs[j]
-        if not quote_all[j] and not scan[j]:
-            row_len += o[1:] - o[:-1]
-            continue
-        for i in range(n):
-            a = o[i]
-            e = o[i + 1]
-            extra = 0
-            if quote_all[j]:
-                extra = 2
-                for p in range(a, e):
-                    if d[p] == 34:
-                        extra += 1
-            elif scan[j]:
-                need = False
-                nq = 0
-                for p in range(a, e):
-                    c = d[p]
-                    if c == 34:
-                        nq += 1
-                        need = True
-                    elif c == delim or c == 10 or c == 13:
-                        need = True
-                if need:
-                    extra = 2 + nq
-            row_len[i] += e - a + extra
-    row_off = np.zeros(n + 1, np.int64)
-    row_off[1:] = np.cumsum(row_len)
-    out = np.empty(row_off[n], np.uint8)
-    pos = row_off[:n].copy()
-    for j in range(ncol):
-        o = offs[j]
-        last = j == ncol - 1
-        for i in range(n):
-            k = pos[i]
-            a = o[i]
-            e = o[i + 1]
-            need = quote_all[j]
-            if scan[j] and not need:
-                for p in range(a, e):
-                    c = d[p]
-                    if c == 34 or c == delim or c == 10 or c == 13:
-                        need = True
-                        break
-            if need:
-                out[k] = 34
-                k += 1
-                for p in range(a, e):
-                    out[k] = d[p]
-                    k += 1
-                    if d[p] == 34:
-                        out[k] = 34
-                        k += 1
-                out[k] = 34
-                k += 1
+        kind = prog[j, 0]
+        if kind == _FIELD:
+            o = offs[prog[j, 1]]
+            bound += 2 * (o[n] - o[0]) + 2 * n
+        elif kind == _DECIMAL:
+            bound += n * (24 + max(prog[j, 7], prog[j, 8]))
+        elif kind == _TIME:
+            bound += n * (2 + prog[j, 5])
+        else:
+            bound += n * prog[j, 5]
+    out = np.empty(bound, np.uint8)
+    row_off = np.empty(n + 1, np.int64)
+    g = np.zeros(7, np.int64)
+    pairs = np.empty(200, np.uint8)  # "00" to "99"
+    for k in range(100):
+        pairs[2 * k] = 48 + k // 10
+        pairs[2 * k + 1] = 48 + k % 10
+    p = 0
+    for i in range(n):
+        row_off[i] = p
+        for j in range(ncol):
+            kind = prog[j, 0]
+            src = prog[j, 1]
+            quote = prog[j, 2] != 0
+            if kind == _FIELD:
+                a = offs[src, i]
+                e = offs[src, i + 1]
+                if not quote and prog[j, 3] != 0:
+                    for t in range(a, e):
+                        c = d[t]
+                        if c == 34 or c == delim or c == 10 or c == 13:
+                            quote = True
+                            break
+                if quote:
+                    out[p] = 34
+                    p += 1
+                    for t in range(a, e):
+                        out[p] = d[t]
+                        p += 1
+                        if d[t] == 34:
+                            out[p] = 34
+                            p += 1
+                    out[p] = 34
+                    p += 1
+                else:
+                    for t in range(a, e):
+                        out[p] = d[t]
+                        p += 1
+            elif kind == _CATEGORY:
+                c = prog[j, 4] + vals[src, i]
+                for t in range(eoffs[c], eoffs[c + 1]):
+                    out[p] = edata[t]
+                    p += 1
+            elif kind == _DECIMAL:
+                if quote:
+                    out[p] = 34
+                    p += 1
+                v = vals[src, i]
+                scale = prog[j, 4]
+                how = prog[j, 5]
+                q = -v if v < 0 else v
+                if how == 0:  # fixed
+                    dec = scale
+                elif how == 1:  # trim: the decimals v needs, at least prog[j, 6]
+                    dec = scale
+                    while dec > 0 and q % 10 == 0:
+                        q //= 10
+                        dec -= 1
+                    dec = max(dec, prog[j, 6])
+                    q = -v if v < 0 else v
+                else:  # per cell
+                    dec = decs[prog[j, 6], i]
+                if v == -9223372036854775807 - 1 or dec < 0 or dec > scale:
+                    raise ValueError("corrupt CSV parts: a decimal value out of range")
+                uq = np.uint64(q)  # (unsigned: no floor-division fix-ups)
+                if dec < scale:
+                    uq //= np.uint64(p10[scale - dec])
+                nd = 1  # digits: those of uq, and at least one before the point
+                while nd < 19 and uq >= np.uint64(p10[nd]):
+                    nd += 1
+                nd = max(nd, dec + 1)
+                size = nd + (1 if dec > 0 else 0) + (1 if v < 0 else 0)
+                width = prog[j, 8]
+                pad = prog[j, 7] if width == 0 else max(0, width - size)
+                for _ in range(pad):
+                    out[p] = 32
+                    p += 1
+                if v < 0:
+                    out[p] = 45
+                p += size
+                e = p
+                w = dec  # the decimals, then the point, then the digits before it
+                for part in range(2):
+                    while w >= 2:  # two digits at a time
+                        r = 2 * (uq % np.uint64(100))
+                        uq //= np.uint64(100)
+                        e -= 2
+                        out[e] = pairs[r]
+                        out[e + 1] = pairs[r + 1]
+                        w -= 2
+                    if w:
+                        e -= 1
+                        out[e] = 48 + uq % np.uint64(10)
+                        uq //= np.uint64(10)
+                    if part == 0 and dec > 0:
+                        e -= 1
+                        out[e] = 46
+                    w = nd - dec
+                if quote:
+                    out[p] = 34
+                    p += 1
             else:
-                for p in range(a, e):
-                    out[k] = d[p]
-                    k += 1
-            if last:
-                for q in range(eol.size):
-                    out[k] = eol[q]
-                    k += 1
+                if quote:
+                    out[p] = 34
+                    p += 1
+                # _time_decompose, then _time_write
+                v = vals[src, i]
+                has_date, has_time, n_time, fdig = prog[j, 8], prog[j, 9], prog[j, 10], prog[j, 11]
+                if has_time:
+                    if n_time > 3:
+                        g[6] = v % fdig
+                        v //= fdig
+                    if n_time > 2:
+                        g[5] = v % 60
+                        v //= 60
+                    g[4] = v % 60
+                    v //= 60
+                    if has_date:
+                        g[3] = v % 24
+                        v //= 24
+                    else:
+                        g[3] = v
+                if has_date:  # in unsigned arithmetic, whole eras of 400 years added first
+                    z = v + 719468
+                    shift = 0 if z >= 0 else -z // 146097 + 1  # (dates before year 0)
+                    uz = np.uint64(z + shift * 146097)
+                    era = uz // np.uint64(146097)
+                    doe = uz - era * np.uint64(146097)
+                    yoe = (doe - doe // np.uint64(1460) + doe // np.uint64(36524)
+                           - doe // np.uint64(146096)) // np.uint64(365)
+                    doy = doe - (np.uint64(365) * yoe + yoe // np.uint64(4) - yoe // np.uint64(100))
+                    mp = np.int64((np.uint64(5) * doy + np.uint64(2)) // np.uint64(153))
+                    g[2] = np.int64(doy) - (153 * mp + 2) // 5 + 1
+                    g[1] = mp + 3 if mp < 10 else mp - 9
+                    g[0] = np.int64(yoe) + (np.int64(era) - shift) * 400 + (1 if g[1] <= 2 else 0)
+                for f in range(prog[j, 6], prog[j, 7]):
+                    kf = tfields[f, 2]
+                    if kf >= _LITERAL:  # a byte of the template between the fields
+                        out[p + tfields[f, 0]] = kf - _LITERAL
+                        continue
+                    x = g[kf]
+                    if x < 0:
+                        raise ValueError("corrupt CSV parts: a time value does not fit its template")
+                    ux = np.uint64(x)
+                    e = p + tfields[f, 1]
+                    w = tfields[f, 1] - tfields[f, 0]
+                    while w >= 2:  # two digits at a time
+                        r = 2 * (ux % np.uint64(100))
+                        ux //= np.uint64(100)
+                        e -= 2
+                        out[e] = pairs[r]
+                        out[e + 1] = pairs[r + 1]
+                        w -= 2
+                    if w:
+                        out[e - 1] = 48 + ux % np.uint64(10)
+                        ux //= np.uint64(10)
+                    if ux != 0:
+                        raise ValueError("corrupt CSV parts: a time value does not fit its template")
+                p += prog[j, 5]
+                if quote:
+                    out[p] = 34
+                    p += 1
+            if j < ncol - 1:
+                out[p] = delim
+                p += 1
             else:
-                out[k] = delim
-                k += 1
-            pos[i] = k
-    return row_off, out
+                for t in range(eol.size):
+                    out[p] = eol[t]
+                    p += 1
+    row_off[n] = p
+    return row_off, out[:p]
 
 
-def _stack_fields(cols: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
-    """Columns of fields (binary arrays of one length ``n``) as ``_join_rows`` takes them: int64
+def _stack_fields(cols: list[pa.Array], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Columns of fields (binary arrays of length ``n``) as ``_print_rows`` takes them: int64
     offsets of shape (ncol, n + 1) into one uint8 array holding every column's bytes."""
     bufs = [_binary_buffers(c) for c in cols]
-    n = len(cols[0])
     offs = np.empty((len(bufs), n + 1), np.int64)
     base = 0
     for j, (o, d) in enumerate(bufs):
         np.add(o, base, out=offs[j], casting="unsafe")
         base += d.size
-    return offs, np.concatenate([d for _, d in bufs])  # one writable array: one signature
+    data = np.concatenate([d for _, d in bufs]) if bufs else np.zeros(0, np.uint8)
+    return offs, data  # one writable array: one signature
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1523,11 +1724,34 @@ def _iter_body(layout: dict, ints: list[np.ndarray], blobs: list[bytes]) -> Iter
     if len(delim) != 1 or len(specs) != len(layout["quote"]) or not specs:
         raise ValueError("corrupt CSV parts: delimiter, quoting or columns")
     printers = [_ColumnPrinter(c, ints, blobs, n) for c in specs]
-    quote_all = np.array([q == "all" for q in layout["quote"]], np.bool_)
+    quote_all = [q == "all" for q in layout["quote"]]
     # fields printed here hold no delimiter, quote or line break: no need to look
-    scan = np.array([not (c["kind"] in ("decimal", "time") and not c.get("n_exceptions")
-                          and not any(ch in c.get("template", "") for ch in '"\r\n' + layout["delimiter"]))
-                     for c in specs], np.bool_)
+    scan = [not (c["kind"] in ("decimal", "time") and not c.get("n_exceptions")
+                 and not any(ch in c.get("template", "") for ch in '"\r\n' + layout["delimiter"]))
+            for c in specs]
+    # the program of _print_rows: decimal and time columns printed by it, the others as fields
+    prog = np.zeros((len(specs), _PROG_WIDTH), np.int64)
+    tfields: list[list[int]] = []
+    entries: list[bytes] = []
+    as_fields: list[_ColumnPrinter] = []
+    as_values: list[np.ndarray] = []
+    cell_decs: list[np.ndarray] = []
+    for j, pr in enumerate(printers):
+        row = pr.program(tfields, entries, quote_all[j], scan[j], delim)
+        if row is None:
+            prog[j, :2] = _FIELD, len(as_fields)
+            as_fields.append(pr)
+        else:
+            prog[j, 0], prog[j, 1], prog[j, 4:3 + len(row)] = row[0], len(as_values), row[1:]
+            as_values.append(ints[pr.spec["values"]])
+            if row[0] == _DECIMAL and pr.cell_dec is not None:
+                prog[j, 6] = len(cell_decs)
+                cell_decs.append(pr.cell_dec)
+        prog[j, 2:4] = quote_all[j], scan[j]
+    tfields_a = np.array(tfields, np.int64).reshape(-1, 3)
+    entry_offs = np.zeros(len(entries) + 1, np.int64)
+    np.cumsum([len(x) for x in entries], out=entry_offs[1:])
+    entry_data = np.frombuffer(b"".join(entries), np.uint8).copy()  # (writable: one signature)
     rep_rows = np.zeros(0, np.int64)
     if layout.get("replaced"):
         rep_rows = ints[layout["replaced"]["rows"]]
@@ -1548,8 +1772,15 @@ def _iter_body(layout: dict, ints: list[np.ndarray], blobs: list[bytes]) -> Iter
     while True:
         hi = min(n, lo + step)
         if hi > lo:
-            row_off, out = _join_rows(*_stack_fields([p(lo, hi) for p in printers]),
-                                      quote_all, scan, delim[0], eol)
+            vals = np.empty((len(as_values), hi - lo), np.int64)
+            for k, v in enumerate(as_values):
+                vals[k] = v[lo:hi]
+            decs = np.empty((len(cell_decs), hi - lo), np.int64)
+            for k, v in enumerate(cell_decs):
+                decs[k] = v[lo:hi]
+            offs, data = _stack_fields([p(lo, hi) for p in as_fields], hi - lo)
+            row_off, out = _print_rows(hi - lo, prog, vals, decs, tfields_a, entry_offs,
+                                       entry_data, offs, data, delim[0], eol)
         else:
             row_off, out = np.zeros(1, np.int64), np.zeros(0, np.uint8)
         r0, r1 = np.searchsorted(rep_rows, [lo, hi])

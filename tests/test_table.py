@@ -386,22 +386,100 @@ _field = st.lists(st.sampled_from([b"a", b"1", b'"', b",", b";", b"\n", b"\r", b
     st.lists(st.booleans(), min_size=w, max_size=w),
     st.lists(st.booleans(), min_size=w, max_size=w),
     st.sampled_from([b",", b";"]), st.sampled_from([b"\n", b"\r\n", b"\r"]))))
-def test_join_rows_matches_rfc4180(case):
+def test_print_rows_of_fields_matches_rfc4180(case):
     import pyarrow as pa
 
-    from signals.table import _join_rows, _stack_fields
+    from signals.table import _PROG_WIDTH, _print_rows, _stack_fields
     rows, quote_all, scan, delim, eol = case
     width = len(quote_all)
     cols = [[r[j] for r in rows] for j in range(width)]
     arrays = [pa.array(c, pa.binary()) if j % 2 else pa.array(c, pa.large_binary())
               for j, c in enumerate(cols)]  # int32 and int64 offsets, as the printers give
-    offs, data = _stack_fields(arrays)
+    offs, data = _stack_fields(arrays, len(rows))
     assert offs.shape == (width, len(rows) + 1) and offs.dtype == np.int64
-    row_off, out = _join_rows(offs, data, np.array(quote_all), np.array(scan), delim[0],
-                              np.frombuffer(eol, np.uint8))
+    prog = np.zeros((width, _PROG_WIDTH), np.int64)  # every column printed fields (kind 0)
+    prog[:, 1], prog[:, 2], prog[:, 3] = np.arange(width), quote_all, scan
+    none = np.zeros((0, len(rows)), np.int64)
+    row_off, out = _print_rows(len(rows), prog, none, none, np.zeros((0, 3), np.int64),
+                               np.zeros(1, np.int64), np.zeros(0, np.uint8), offs, data, delim[0],
+                               np.frombuffer(eol, np.uint8))
     want = _join_reference(cols, quote_all, scan, delim, eol)
     assert out.tobytes() == want
     assert row_off[0] == 0 and row_off[-1] == len(want) and row_off.size == len(rows) + 1
+
+
+_TEMPLATES = [("0000-00-00", [[0, 4, "Y"], [5, 7, "M"], [8, 10, "D"]]),
+              ("00/00/0000 00:00", [[0, 2, "M"], [3, 5, "D"], [6, 10, "Y"], [11, 13, "h"],
+                                    [14, 16, "m"]]),
+              ("00:00:00.000", [[0, 2, "h"], [3, 5, "m"], [6, 8, "s"], [9, 12, "f"]]),
+              ("0000000000000", [[0, 13, "Y"]])]
+
+
+@st.composite
+def _printed_columns(draw):
+    """(n, column specs, int columns, blobs) of decimal, time and category columns, values in
+    and out of range."""
+    from signals.table import _pack
+    n = draw(st.integers(0, 12))
+    specs, cols, blobs = [], [], []
+    for _ in range(draw(st.integers(1, 4))):
+        what = draw(st.sampled_from(["decimal", "time", "category"]))
+        if what == "category":
+            words = draw(st.lists(_field, min_size=1, max_size=4, unique=True))
+            spec = {"kind": "category", "values": len(cols), "dictionary": len(blobs)}
+            blobs.append(_pack(words))
+            cols.append(np.array(draw(st.lists(st.integers(0, len(words) - 1), min_size=n,
+                                               max_size=n)), np.int64))
+        elif what == "decimal":
+            scale = draw(st.integers(0, 18))
+            spec = {"kind": "decimal", "scale": scale, "values": len(cols),
+                    "format": draw(st.sampled_from(["fixed", "trim", "digits"]))}
+            bound = draw(st.sampled_from([10**4, 10**12, 2**63 - 1]))
+            cols.append(np.array(draw(st.lists(st.integers(-bound, bound), min_size=n,
+                                               max_size=n)), np.int64))
+            if spec["format"] == "trim":
+                spec["min_decimals"] = draw(st.integers(0, 1))
+            elif spec["format"] == "digits":
+                spec["decimals"] = len(cols)
+                cols.append(np.array(draw(st.lists(st.integers(0, scale), min_size=n, max_size=n)),
+                                     np.int64))
+            pad = draw(st.sampled_from([{}, {"lead": 2}, {"width": 7}]))
+            spec.update(pad)
+        else:
+            template, fields = draw(st.sampled_from(_TEMPLATES))
+            spec = {"kind": "time", "template": template, "fields": fields, "values": len(cols)}
+            cols.append(np.array(draw(st.lists(st.integers(-800_000, 3_000_000), min_size=n,
+                                               max_size=n)), np.int64))
+        specs.append(spec)
+    return n, specs, cols, blobs
+
+
+@settings(max_examples=300, deadline=None)
+@given(_printed_columns(), st.booleans(), st.sampled_from([b",", b"\t"]))
+def test_print_rows_matches_the_column_printers(case, quote, delim):
+    """The one-pass printer of decimal, time and category columns gives the bytes of the column
+    printers (the readable twin, still used for columns with exceptions) joined per RFC 4180,
+    or the same error."""
+    from signals.table import _iter_body
+    n, specs, cols, blobs = case
+    layout = {"eol": "\n", "n_rows": n, "delimiter": delim.decode(), "columns": specs,
+              "quote": ["all" if quote else "needed"] * len(specs)}
+    try:
+        fast = b"".join(_iter_body(layout, cols, blobs))
+    except ValueError as e:
+        fast = str(e)
+    with_exc = [dict(s, n_exceptions=1, exception_rows=len(cols), exception_text=len(blobs))
+                for s in specs]  # exceptions (none): printed by column
+    from signals.table import _ColumnPrinter, _pack
+    try:
+        printed = [_ColumnPrinter(s, cols + [np.zeros(0, np.int64)], blobs + [_pack([])], n)
+                   for s in with_exc]
+        fields = [p(0, n).to_pylist() for p in printed]
+        scan = [s["kind"] == "category" for s in specs]
+        want = _join_reference(fields, [quote] * len(specs), scan, delim, b"\n")
+    except ValueError as e:
+        want = str(e)
+    assert fast == want
 
 
 @settings(max_examples=100, deadline=None)
