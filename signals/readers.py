@@ -8,7 +8,6 @@ from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .table import (
     CsvError,
@@ -81,6 +80,7 @@ def _first_float(text: str) -> bool:
 def _column(col: pa.Array, name: str, s: Sniffed, path: str,
             decimals: str) -> tuple[np.ndarray, int, bool]:
     """(values, scale, scaled) of one numeric column; raises CsvError naming the first bad cell."""
+    import pyarrow.compute as pc  # (25 ms to import: where needed)
     offs, data = _binary_buffers(col)
     digits, dec, ok, _ = _scan_decimals(offs, data)
     if ok.all():
@@ -245,6 +245,7 @@ def _as_output(t: CsvChannels, output: str) -> Any:
 def _read_csv(path: str, columns: list[str | int] | None, exclude: list[str | int] | None,
               skip_rows: int | None, comment: str | None, delimiter: str | None,
               decimals: str) -> CsvChannels:
+    import pyarrow.compute as pc  # (25 ms to import: where needed)
     with open(path, "rb") as f:
         data = f.read()
     s = sniff(data, skip_rows=skip_rows, comment=comment, delimiter=delimiter, path=path)

@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ubpe._jit import njit
@@ -1110,6 +1109,7 @@ def _print_time(spec: dict, ints: list[np.ndarray], skip: np.ndarray, lo: int, h
 
 
 def _code_category(b: _Builder, name: str, col: pa.Array) -> dict:
+    import pyarrow.compute as pc  # (25 ms to import: where needed)
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
     enc = pc.dictionary_encode(col)
@@ -1430,6 +1430,7 @@ class _ColumnPrinter:
         else:
             arr = self.text.slice(lo, hi - lo)
         if k1 > k0:
+            import pyarrow.compute as pc  # (25 ms to import: where needed)
             arr = pc.replace_with_mask(arr, _arrow_mask(skip), self.exc.slice(k0, k1 - k0))
         return arr
 
@@ -1795,6 +1796,7 @@ def _iter_body(layout: dict, ints: list[np.ndarray], blobs: list[bytes]) -> Iter
             if r1 > r0:
                 mask = np.zeros(hi - lo, np.bool_)
                 mask[rep_rows[r0:r1] - lo] = True
+                import pyarrow.compute as pc  # (25 ms to import: where needed)
                 rows = pc.replace_with_mask(rows, _arrow_mask(mask), rep_text.slice(r0, r1 - r0))
             if i1 > i0:
                 # a line inserted at position p goes before row p: sort keys 2p (lines), 2r + 1 (rows)
