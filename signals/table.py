@@ -911,16 +911,19 @@ def _time_decompose(v, g, has_date, has_time, n_time, fdig):  # pragma: no cover
             v //= 24
         else:
             g[3] = v
-    if has_date:
+    if has_date:  # in unsigned arithmetic, whole eras of 400 years added first
         z = v + 719468
-        era = z // 146097
-        doe = z - era * 146097
-        yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-        doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-        mp = (5 * doy + 2) // 153
-        g[2] = doy - (153 * mp + 2) // 5 + 1
+        shift = 0 if z >= 0 else -z // 146097 + 1  # (dates before year 0)
+        uz = np.uint64(z + shift * 146097)
+        era = uz // np.uint64(146097)
+        doe = uz - era * np.uint64(146097)
+        yoe = (doe - doe // np.uint64(1460) + doe // np.uint64(36524)
+               - doe // np.uint64(146096)) // np.uint64(365)
+        doy = doe - (np.uint64(365) * yoe + yoe // np.uint64(4) - yoe // np.uint64(100))
+        mp = np.int64((np.uint64(5) * doy + np.uint64(2)) // np.uint64(153))
+        g[2] = np.int64(doy) - (153 * mp + 2) // 5 + 1
         g[1] = mp + 3 if mp < 10 else mp - 9
-        g[0] = yoe + era * 400 + (1 if g[1] <= 2 else 0)
+        g[0] = np.int64(yoe) + (np.int64(era) - shift) * 400 + (1 if g[1] <= 2 else 0)
 
 
 @njit(cache=True)
@@ -1626,36 +1629,9 @@ def _print_rows(n, prog, vals, decs, tfields, eoffs, edata, offs, d, delim,
                 if quote:
                     out[p] = 34
                     p += 1
-                # _time_decompose, then _time_write
-                v = vals[src, i]
-                has_date, has_time, n_time, fdig = prog[j, 8], prog[j, 9], prog[j, 10], prog[j, 11]
-                if has_time:
-                    if n_time > 3:
-                        g[6] = v % fdig
-                        v //= fdig
-                    if n_time > 2:
-                        g[5] = v % 60
-                        v //= 60
-                    g[4] = v % 60
-                    v //= 60
-                    if has_date:
-                        g[3] = v % 24
-                        v //= 24
-                    else:
-                        g[3] = v
-                if has_date:  # in unsigned arithmetic, whole eras of 400 years added first
-                    z = v + 719468
-                    shift = 0 if z >= 0 else -z // 146097 + 1  # (dates before year 0)
-                    uz = np.uint64(z + shift * 146097)
-                    era = uz // np.uint64(146097)
-                    doe = uz - era * np.uint64(146097)
-                    yoe = (doe - doe // np.uint64(1460) + doe // np.uint64(36524)
-                           - doe // np.uint64(146096)) // np.uint64(365)
-                    doy = doe - (np.uint64(365) * yoe + yoe // np.uint64(4) - yoe // np.uint64(100))
-                    mp = np.int64((np.uint64(5) * doy + np.uint64(2)) // np.uint64(153))
-                    g[2] = np.int64(doy) - (153 * mp + 2) // 5 + 1
-                    g[1] = mp + 3 if mp < 10 else mp - 9
-                    g[0] = np.int64(yoe) + (np.int64(era) - shift) * 400 + (1 if g[1] <= 2 else 0)
+                # _time_decompose, then _time_write's work
+                _time_decompose(vals[src, i], g, prog[j, 8] != 0, prog[j, 9] != 0, prog[j, 10],
+                                prog[j, 11])
                 for f in range(prog[j, 6], prog[j, 7]):
                     kf = tfields[f, 2]
                     if kf >= _LITERAL:  # a byte of the template between the fields
