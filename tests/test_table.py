@@ -408,6 +408,27 @@ def test_print_rows_of_fields_matches_rfc4180(case):
     assert row_off[0] == 0 and row_off[-1] == len(want) and row_off.size == len(rows) + 1
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-3_000_000, 3_000_000), st.integers(0, 86_399_999))
+def test_time_decompose_is_the_calendar(days, ms):
+    """The printer's calendar (days since 1970-01-01, unsigned arithmetic after whole eras)
+    against Python's proleptic Gregorian calendar, and composed back (the encoder's, signed)
+    over about 16,000 years on either side of 1970."""
+    import datetime
+
+    from signals.table import _time_compose, _time_decompose
+    g = np.zeros(7, np.int64)
+    v = days * 86_400_000 + ms  # date, hour, minute, second, milliseconds
+    _time_decompose(v, g, True, True, 4, 1000)
+    if 1 <= g[0] <= 9999:
+        d = datetime.date(1970, 1, 1) + datetime.timedelta(days=days)
+        assert (g[0], g[1], g[2]) == (d.year, d.month, d.day)
+    assert (g[3], g[4], g[5], g[6]) == (ms // 3_600_000, ms // 60_000 % 60, ms // 1000 % 60,
+                                        ms % 1000)
+    assert 1 <= g[1] <= 12 and 1 <= g[2] <= 31
+    assert _time_compose(g, True, True, 4, 1000) == v
+
+
 _TEMPLATES = [("0000-00-00", [[0, 4, "Y"], [5, 7, "M"], [8, 10, "D"]]),
               ("00/00/0000 00:00", [[0, 2, "M"], [3, 5, "D"], [6, 10, "Y"], [11, 13, "h"],
                                     [14, 16, "m"]]),
