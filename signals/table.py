@@ -1370,14 +1370,6 @@ def _print_decimal(spec: dict, values: np.ndarray, cell_dec: np.ndarray | None, 
     return _from_buffers(offs, data)
 
 
-def _cell_decimals(spec: dict, ints: list[np.ndarray], scale: int) -> np.ndarray:
-    """A decimal column's per-cell decimals (format ``digits``), checked."""
-    dec = ints[spec["decimals"]]
-    if dec.size != ints[spec["values"]].size or (dec.size and (dec.min() < 0 or dec.max() > scale)):
-        raise ValueError("corrupt CSV parts: per-cell decimals out of range")
-    return dec
-
-
 def _check_rows(rows: np.ndarray, n: int, what: str) -> None:
     if rows.size and (rows[0] < 0 or rows[-1] >= n or (np.diff(rows) <= 0).any()):
         raise ValueError(f"corrupt CSV parts: {what} rows out of range or order")
@@ -1471,14 +1463,16 @@ class _ColumnPrinter:
         for a, e, _ in fields:
             digit[a:e] = True
         tfields += [[i, i + 1, _LITERAL + c] for i, c in enumerate(template) if not digit[i]]
-        return [_TIME, 0, len(template), first, len(tfields), int(has_date), int(has_time),
-                n_time, fdig]
+        return [_TIME, len(template), first, len(tfields), int(has_date), int(has_time), n_time,
+                fdig]
 
 
-# a column's program for _print_rows: one int64 row of _PROG_WIDTH
-# printed fields (offsets into bytes), decimal values, time values, category codes
-_FIELD, _DECIMAL, _TIME, _CATEGORY = 0, 1, 2, 3
-_PROG_WIDTH = 16  # kind, source row, quote_all, scan, then per kind (see _ColumnPrinter.program)
+# a column's program for _print_rows: one int64 row of _PROG_WIDTH, [kind, source row, quote_all,
+# scan, ...] then by kind: _DECIMAL [scale, how (0 fixed, 1 trim, 2 per cell), least decimals or
+# row of per-cell decimals, lead, width]; _TIME [width, first and end row of its fields,
+# has_date, has_time, n_time, fdig]; _CATEGORY [first entry, longest entry]
+_FIELD, _DECIMAL, _TIME, _CATEGORY = 0, 1, 2, 3  # printed fields, values, times, codes
+_PROG_WIDTH = 12
 _LITERAL = 256  # a time template's row of fields with a kind from here: a byte (kind - 256)
 
 
@@ -1521,7 +1515,7 @@ def _print_rows(n, prog, vals, decs, tfields, eoffs, edata, offs, d, delim,
         elif kind == _DECIMAL:
             bound += n * (24 + max(prog[j, 7], prog[j, 8]))
         elif kind == _TIME:
-            bound += n * (2 + prog[j, 5])
+            bound += n * (2 + prog[j, 4])
         else:
             bound += n * prog[j, 5]
     out = np.empty(bound, np.uint8)
@@ -1630,9 +1624,9 @@ def _print_rows(n, prog, vals, decs, tfields, eoffs, edata, offs, d, delim,
                     out[p] = 34
                     p += 1
                 # _time_decompose, then _time_write's work
-                _time_decompose(vals[src, i], g, prog[j, 8] != 0, prog[j, 9] != 0, prog[j, 10],
-                                prog[j, 11])
-                for f in range(prog[j, 6], prog[j, 7]):
+                _time_decompose(vals[src, i], g, prog[j, 7] != 0, prog[j, 8] != 0, prog[j, 9],
+                                prog[j, 10])
+                for f in range(prog[j, 5], prog[j, 6]):
                     kf = tfields[f, 2]
                     if kf >= _LITERAL:  # a byte of the template between the fields
                         out[p + tfields[f, 0]] = kf - _LITERAL
@@ -1655,7 +1649,7 @@ def _print_rows(n, prog, vals, decs, tfields, eoffs, edata, offs, d, delim,
                         ux //= np.uint64(10)
                     if ux != 0:
                         raise ValueError("corrupt CSV parts: a time value does not fit its template")
-                p += prog[j, 5]
+                p += prog[j, 4]
                 if quote:
                     out[p] = 34
                     p += 1
