@@ -2458,15 +2458,16 @@ def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelMo
         if 0 < x.size <= CONST_MAX and (x == x[0]).all():  # a constant, as encode_packets codes it
             const = _encode_plain(x, 0)
             return const if len(const) < len(raw) else raw
-        cmap, f, cum, _ = model.tables()
         z, tokens, nbits, stat, mb = _model_tokens(x, model)
-        rows = cmap[stat] + (model.thresholds.size + 1) * mb.astype(np.int64)
-        words = E.rans_encode_rows(tokens, rows, f, cum)
-        rb, total = E.pack_raw_bits(z, nbits)
-        out = b"".join([bytes([MODEL]), _varint(words.size), words.astype("<u2").tobytes(),
-                        rb.astype("<u8").tobytes()[:(total + 7) // 8]])
         if model.merges is not None:  # the vocabulary stage, kept where it paid in training
             out = _vocab_payload(z, tokens, nbits, model)
+        else:
+            cmap, f, cum, _ = model.tables()
+            rows = cmap[stat] + (model.thresholds.size + 1) * mb.astype(np.int64)
+            words = E.rans_encode_rows(tokens, rows, f, cum)
+            rb, total = E.pack_raw_bits(z, nbits)
+            out = b"".join([bytes([MODEL]), _varint(words.size), words.astype("<u2").tobytes(),
+                            rb.astype("<u8").tobytes()[:(total + 7) // 8]])
         out = _try_own(x, out, model, level)  # the packet's own tables, where smaller
         return out if len(out) < len(raw) else raw
     return _encode_plain(x, level)
