@@ -211,7 +211,7 @@ def decode_columns(data: bytes, model: Any = None, *,
             elif c["map"].get("kind") == "quantizer":
                 values = quantizer_from_dict(c["map"]["quantizer"]).decode(ints)
             else:
-                values = unmap_from_int64(ints, c["map"], extra)
+                values = unmap_from_int64(ints, c["map"], extra, copy=False)
         except (ValueError, KeyError, TypeError) as e:
             raise SignalFormatError(f"column {name!r}: bad mapping ({e})") from None
         columns.append(Column(name, values, float(c.get("max_error") or 0.0), c["map"]))

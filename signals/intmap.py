@@ -768,7 +768,8 @@ def _check_range(ints: np.ndarray, lo: int, hi: int, what: str) -> None:
         raise ValueError(f"ints out of range {lo}..{hi} for {what}")
 
 
-def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"") -> np.ndarray:
+def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"", *,
+                     copy: bool = True) -> np.ndarray:
     """Inverse of :func:`map_to_int64`.
 
     Parameters
@@ -779,6 +780,10 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
         ``MappedArray.config``.
     extra : bytes
         ``MappedArray.extra``.
+    copy : bool, default True
+        False: where the mapping is the identity (int64 values, no step) and
+        ``ints`` is writeable, return ``ints`` itself (a decoder's own array: one
+        copy less).
 
     Returns
     -------
@@ -842,9 +847,10 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
             g = _check_int(config, "step", 2, 1 << 62)
             r = _check_int(config, "offset", 0, g - 1)
             _check_range(ints, -((r - lo) // g), (hi - r) // g, name)
-            return (ints * g + r).astype(dtype)
-        _check_range(ints, lo, hi, name)
-        return ints.astype(dtype)
+            return (ints * g + r).astype(dtype, copy=False)
+        if dtype != np.int64:  # (every int64 is in range: no pass over the data)
+            _check_range(ints, lo, hi, name)
+        return ints.astype(dtype, copy=copy or not ints.flags.writeable)
     if kind == "uint64_flip":
         if dtype != np.uint64:
             raise ValueError("mapping 'uint64_flip' applies to uint64 only")

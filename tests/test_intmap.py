@@ -105,6 +105,23 @@ def test_golden_int_kinds():
     assert m.config["kind"] == "int" and y.tolist() == [5, 2**63 - 1]
 
 
+def test_unmap_without_copy_only_where_the_mapping_is_the_identity():
+    x = np.array([-(2**63), -1, 0, 2**63 - 1], np.int64)
+    m = map_to_int64(x)
+    back = unmap_from_int64(m.ints, m.config, m.extra)
+    assert back is not m.ints and back.tolist() == x.tolist()  # a copy by default
+    assert unmap_from_int64(m.ints, m.config, m.extra, copy=False) is m.ints
+    frozen = m.ints.copy()
+    frozen.flags.writeable = False
+    out = unmap_from_int64(frozen, m.config, m.extra, copy=False)
+    assert out is not frozen and out.flags.writeable and out.tolist() == x.tolist()
+    m16 = map_to_int64(np.array([-5, 7], np.int16))
+    out16 = unmap_from_int64(m16.ints, m16.config, m16.extra, copy=False)
+    assert out16.dtype == np.int16 and out16.tolist() == [-5, 7]
+    with pytest.raises(ValueError, match="out of range"):
+        unmap_from_int64(np.array([40000], np.int64), m16.config, m16.extra, copy=False)
+
+
 def test_golden_int_quantize():
     # E = 2.5 -> bins of 5 from the minimum 10: 10..14 -> 12, 15..19 -> 17, 20..21 -> 22 clipped to 21
     x = np.array([10, 14, 15, 19, 20, 21], np.int32)
