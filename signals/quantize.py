@@ -390,9 +390,13 @@ class MuLawQuantizer(Quantizer):
         centre, half = (x.max() + x.min()) / 2, (x.max() - x.min()) / 2
         y = np.linspace(-1.0, 1.0, self.n_levels + 1)
         expand = lambda y: centre + half * np.sign(y) * np.expm1(np.abs(y) * np.log1p(self.mu)) / self.mu
-        edges = np.unique(expand(y))
-        edges[0], edges[-1] = x.min(), x.max()
-        return edges, expand((y[:-1] + y[1:]) / 2)[: len(edges) - 1]
+        # the inner edges strictly inside the range (a range of a few ulps, or denormals,
+        # collapses them), each centre then clipped into its bin
+        inner = expand(y[1:-1])
+        edges = np.unique(np.concatenate([[x.min()], inner[(inner > x.min()) & (inner < x.max())],
+                                          [x.max()]]))
+        centres = expand((y[:-1] + y[1:]) / 2)[: len(edges) - 1]
+        return edges, np.clip(centres, edges[:-1], edges[1:])
 
 
 class LloydMaxQuantizer(Quantizer):
