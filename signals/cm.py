@@ -59,7 +59,7 @@ _SQUASH_POINTS = np.array([1, 2, 4, 6, 10, 17, 27, 45, 74, 120, 194, 311, 488, 7
                            4086, 4090, 4092, 4094, 4095], np.int64)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _squash(d, t):
     if d > 2047:
         return 4095
@@ -131,7 +131,7 @@ def _predict(sym, i, order, m, u):
     return lo if v - u[lo] <= u[hi] - v else hi
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _zz(r):
     return 2 * r if r >= 0 else -2 * r - 1
 

@@ -92,7 +92,7 @@ def alphabet_size(k: int, msb: int) -> int:
     return (1 << k) + (64 - k) * (1 << msb)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _bitlen(v):
     n = 0
     if v >= np.uint64(1) << np.uint64(32):

@@ -777,8 +777,8 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
     return kinds, orders, shifts, coefs
 
 
-@njit(cache=True)
-def _hash(x, i, mh, mask):
+@njit(cache=True, inline="always")  # called once a sample: a call passing an array costs more than
+def _hash(x, i, mh, mask):  # the hash (its reference counts)
     h = 0
     for j in range(1, mh + 1):
         h = (h + x[i - j]) * 0x5BD1E995
@@ -786,7 +786,7 @@ def _hash(x, i, mh, mask):
     return h & mask
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _bucket(mlen, t):
     d = mlen - t
     if d < 4:
