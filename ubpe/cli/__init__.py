@@ -15,9 +15,16 @@ here, so that the help screen costs no numba, scipy or codec import.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 import click
+
+# numpy's OpenBLAS starts a thread per CPU that spins for work at start-up (about 0.2 s of
+# CPU time a process on 2 CPUs, and a thread per CPU on larger machines), which the command
+# line never uses: its linear algebra is a few small solves in 'ubpe build'. Set before any
+# command imports numpy; the user's own setting wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # name -> (module, attribute, one-line help shown by ``ubpe --help``)
 COMMANDS = {
