@@ -2414,8 +2414,7 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
         ends = off.tolist()
         pieces = [late[j] if j in late else x[a:b]
                   for j, (a, b) in enumerate(zip(ends, ends[1:]))]
-        off = np.zeros(len(pieces) + 1, np.int64)
-        np.cumsum([p.size for p in pieces], out=off[1:])
+        off = _starts(p.size for p in pieces)
         x = np.concatenate(pieces) if pieces else x
     return x, off, errors
 

@@ -777,8 +777,9 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
     return kinds, orders, shifts, coefs
 
 
-@njit(cache=True, inline="always")  # called once a sample: a call passing an array costs more than
-def _hash(x, i, mh, mask):  # the hash (its reference counts)
+# called once a sample: in the AOT build a call that passes an array costs more than the hash
+@njit(cache=True, inline="always")
+def _hash(x, i, mh, mask):
     h = 0
     for j in range(1, mh + 1):
         h = (h + x[i - j]) * 0x5BD1E995
