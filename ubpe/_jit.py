@@ -48,7 +48,8 @@ _REGISTRY: list[Any] = []  # every kernel defined so far: Kernel objects, or num
 _STATE: dict[str, Any] = {
     "jit": os.environ.get("UBPE_AOT", "1") == "0" or not (AOT_DIR / MANIFEST).is_file(),
     "why": "UBPE_AOT=0" if os.environ.get("UBPE_AOT", "1") == "0" else "no compiled kernels",
-    "modules": None,  # export name -> compiled function, once loaded
+    "modules": None,  # module name -> {export name: compiled function}, each once loaded
+    "owners": None,  # export name -> the name of the module that holds it
     "manifest": None,
 }
 
@@ -171,7 +172,11 @@ class Kernel:
             return []
         found = []
         for name, spec in _STATE["manifest"]["kernels"].get(self.key, []):
-            fn = _STATE["modules"].get(name)
+            fns = _module_functions(_owner(name))
+            if fns is None:  # (the process switched to JIT)
+                self._variants = []
+                return []
+            fn = fns.get(name)
             if fn is not None:
                 found.append((_checker(spec), fn))
         self._variants = found
@@ -279,27 +284,55 @@ def _open_locked() -> bool:
         import numpy as np
         if man.get("numpy") != np.__version__:  # their C code was built against numpy's headers
             return _refuse(f"the compiled kernels were built with numpy {man.get('numpy')}")
-        fns: dict[str, Callable] = {}
-        for mod_name in man["modules"]:
-            path = next(AOT_DIR.glob(f"{mod_name}.*"), None)
-            if path is None or _sha256(path) != man["files"].get(path.name):
-                return _refuse(f"compiled module {mod_name} is missing or damaged")
+        owners = {name: mod for mod in sorted(man["modules"], key=len)
+                  for entries in man["kernels"].values() for name, _ in entries
+                  if name.startswith(mod + "__")}  # (the longest prefix wins: sorted by length)
+    except (OSError, ValueError, KeyError, ImportError, TypeError) as e:
+        return _refuse(f"the compiled kernels cannot be loaded ({e})")
+    _STATE["manifest"], _STATE["modules"], _STATE["owners"] = man, {}, owners
+    return True
+
+
+def _owner(name: str) -> str:
+    """The compiled module that exports ``name`` ("" if none does)."""
+    return _STATE["owners"].get(name, "")
+
+
+def _module_functions(mod_name: str) -> dict[str, Callable] | None:
+    """The compiled functions of module ``mod_name``, loaded on first use (each module is
+    about 1 MB: a command loads only those it calls), its file checked against the
+    manifest's SHA-256 first; None, after switching the process to JIT, if it cannot be."""
+    with _LOCK:
+        if _STATE["jit"]:
+            return None
+        fns = _STATE["modules"].get(mod_name)
+        if fns is not None:
+            return fns
+        try:
+            path = next(AOT_DIR.glob(f"{mod_name}.*"), None) if mod_name else None
+            if path is None or _sha256(path) != _STATE["manifest"]["files"].get(path.name):
+                _refuse(f"compiled module {mod_name or '?'} is missing or damaged")
+                return None
             loader = importlib.machinery.ExtensionFileLoader(mod_name, str(path))
             spec = importlib.util.spec_from_file_location(mod_name, path, loader=loader)
             assert spec is not None
             mod = importlib.util.module_from_spec(spec)
             loader.exec_module(mod)
-            fns.update({k: v for k, v in vars(mod).items() if callable(v)})
-    except (OSError, ValueError, KeyError, ImportError, TypeError) as e:
-        return _refuse(f"the compiled kernels cannot be loaded ({e})")
-    _STATE["manifest"], _STATE["modules"] = man, fns
-    return True
+        except (OSError, ValueError, KeyError, ImportError, TypeError) as e:
+            _refuse(f"the compiled kernels cannot be loaded ({e})")
+            return None
+        fns = {k: v for k, v in vars(mod).items() if callable(v)}
+        _STATE["modules"][mod_name] = fns
+        return fns
 
 
 def load() -> None:
-    """Load the compiled modules now, if the process runs them (before forking workers,
+    """Load every compiled module now, if the process runs them (before forking workers,
     so that each inherits them); nothing in JIT."""
-    _open()
+    if _open():
+        for mod_name in _STATE["manifest"]["modules"]:
+            if _module_functions(mod_name) is None:
+                return
 
 
 def for_threads(why: str) -> None:
@@ -329,8 +362,9 @@ def _use_jit(why: str) -> bool:
             continue
         d = vars(mod)
         for attr, v in list(d.items()):
-            if isinstance(v, Kernel):
+            kind = type(v)  # (not isinstance: it would load a module that is imported lazily)
+            if kind is Kernel:
                 d[attr] = v._dispatcher
-            elif isinstance(v, LazyRef):
+            elif kind is LazyRef:
                 d[attr] = v.resolve()
     return True
