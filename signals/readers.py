@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import pyarrow as pa
 
 from .table import (
     CsvError,
@@ -15,6 +14,7 @@ from .table import (
     _binary_buffers,
     _decimal_values,
     _scan_decimals,
+    pa,  # pyarrow, imported on first use
     parse_table,
     resolve_columns,
     sniff,

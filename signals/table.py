@@ -29,18 +29,43 @@ from __future__ import annotations
 
 import csv
 import functools
+import importlib.util
 import io
 import json
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from ubpe._jit import njit
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+def _lazy_import(name: str) -> ModuleType:
+    """The module ``name``, imported on the first use of one of its attributes
+    (``importlib.util.LazyLoader``, as the importlib documentation's "Implementing lazy
+    imports" does): Arrow costs about 50 ms to import, and decoding a CSV without text
+    columns, an array or a WAV file never uses it."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"No module named {name!r}")
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+if not TYPE_CHECKING:
+    pa = _lazy_import("pyarrow")
 
 __all__ = ["CsvError", "CsvParts", "encode_csv", "decode_csv", "sniff", "parse_table", "Sniffed"]
 
@@ -50,7 +75,6 @@ _DELIMITERS = (",", "\t", ";", "|")
 _MAX_DIGITS = 18          # an int64 holds every 18-digit decimal
 _MAX_DICT = 65536         # categories beyond this are coded as free text
 _SAMPLE_LINES = 64
-_LB = pa.large_binary()
 
 
 class CsvError(ValueError):
@@ -379,8 +403,8 @@ def _arrow_mask(m: np.ndarray) -> pa.Array:
 def _from_buffers(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
     """A large_binary array over int64 ``offsets`` (n + 1,) into ``data`` (no copy)."""
     n = offsets.size - 1
-    return pa.Array.from_buffers(_LB, n, [None, pa.py_buffer(np.ascontiguousarray(offsets, np.int64)),
-                                          pa.py_buffer(data)])
+    return pa.Array.from_buffers(pa.large_binary(), n, [
+        None, pa.py_buffer(np.ascontiguousarray(offsets, np.int64)), pa.py_buffer(data)])
 
 
 def _pack(items: pa.Array | list[bytes]) -> bytes:
@@ -397,6 +421,11 @@ def _pack(items: pa.Array | list[bytes]) -> bytes:
 
 def _unpack(blob: bytes) -> pa.Array:
     """Inverse of ``_pack``: a binary array."""
+    return _from_buffers(*_unpack_buffers(blob))
+
+
+def _unpack_buffers(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse of ``_pack``: the offsets (int64, n + 1) and data (uint8) of its strings."""
     n = int(np.frombuffer(blob, np.uint64, 1)[0])
     lens = np.frombuffer(blob, np.uint32, n, 8).astype(np.int64)
     offs = np.zeros(n + 1, np.int64)
@@ -404,7 +433,7 @@ def _unpack(blob: bytes) -> pa.Array:
     data = np.frombuffer(blob, np.uint8, offset=8 + 4 * n)
     if data.size != offs[-1]:
         raise ValueError("corrupt CSV blob: lengths do not match the data")
-    return _from_buffers(offs, data)
+    return offs, data
 
 
 def _ffill(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -715,6 +744,7 @@ def parse_table(s: Sniffed, path: str = "<bytes>", *, threads: bool = True) -> l
         return [pa.chunked_array([], pa.binary()) for _ in range(width)]
     names = [f"c{j}" for j in range(width)]
     has_quote = s.has_quote
+    import pyarrow.csv as pacsv  # (where Arrow is imported in full: before its thread pool runs)
     try:
         table = pacsv.read_csv(
             pa.BufferReader(pa.py_buffer(s.text)[s.start:]),
@@ -1393,9 +1423,10 @@ class _ColumnPrinter:
                 raise ValueError("corrupt CSV parts: exception count")
         self.cell_dec: np.ndarray | None = None
         if kind == "category":
-            self.dictionary = _unpack(blobs[spec["dictionary"]])
+            self.dictionary = _unpack_buffers(blobs[spec["dictionary"]])  # (an Arrow array
+            # only where printed through Arrow: a numeric file's decoding never imports it)
             codes = ints[spec["values"]]
-            if codes.size and (codes.min() < 0 or codes.max() >= len(self.dictionary)):
+            if codes.size and (codes.min() < 0 or codes.max() >= self.dictionary[0].size - 1):
                 raise ValueError("corrupt CSV parts: category code out of range")
         elif kind == "text":
             self.text = _unpack(blobs[spec["text"]])
@@ -1421,7 +1452,7 @@ class _ColumnPrinter:
         elif kind == "time":
             arr = _print_time(spec, self.ints, skip, lo, hi)
         elif kind == "category":
-            arr = self.dictionary.take(_arrow_ints(self.ints[spec["values"]][lo:hi]))
+            arr = _from_buffers(*self.dictionary).take(_arrow_ints(self.ints[spec["values"]][lo:hi]))
         else:
             arr = self.text.slice(lo, hi - lo)
         if k1 > k0:
@@ -1442,8 +1473,9 @@ class _ColumnPrinter:
             return None
         if kind == "category":
             first = len(entries)
-            for x in self.dictionary.to_pylist():
-                x = x if isinstance(x, bytes) else x.encode()
+            offs, data = self.dictionary
+            for a, b in zip(offs[:-1].tolist(), offs[1:].tolist()):
+                x = data[a:b].tobytes()
                 if quote or (scan and any(c in x for c in (b'"', delim, b"\r", b"\n"))):
                     x = b'"' + x.replace(b'"', b'""') + b'"'
                 entries.append(x)

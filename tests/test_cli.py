@@ -345,6 +345,21 @@ def test_help_is_lazy_and_python_m_works():
     assert r.returncode == 0 and "decompress" in r.stdout
 
 
+def test_decompressing_a_csv_imports_no_arrow(tmp_path):
+    # Arrow (about 50 ms to import) parses CSV files; decoding one without text columns (here
+    # numbers, dates, times and categories: the TMY3 fixture) prints it from the kernels alone
+    src = Path(__file__).parent / "data" / "pvlib_tmy3_723170_48h.csv"
+    packed = tmp_path / "t.csv.ubpe"
+    assert run("compress", src, "-o", packed, "-q").exit_code == 0
+    code = ("import sys\nfrom ubpe.cli import main\ntry:\n"
+            f"    main(['decompress', {str(packed)!r}, '-o', {str(tmp_path / 'back.csv')!r}, '-q'])\n"
+            "except SystemExit as e:\n    assert not e.code, e.code\n"
+            "assert 'pyarrow.lib' not in sys.modules\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "back.csv").read_bytes() == src.read_bytes()
+
+
 def test_inspect_every_saved_format():
     frozen = Path(__file__).parent / "data" / "frozen"
     r = run("inspect", frozen / "tokenizer_v1.json", frozen / "tokenizer_v2.json",
