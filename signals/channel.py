@@ -693,10 +693,13 @@ def _est_bits(z, mb, n_mb, ema, n_ctx):
 
 
 # the code of a count below 2**13 and log2 of a frequency (1..SCALE), by the C library's log2
-# (the function numba's np.log2 calls: the same floats as the kernels computed them)
-_QCODE = np.array([0] + [min(1 + int(np.rint(4 * math.log2(float(c)))), E.MAX_QCODE)
-                         for c in range(1, 1 << 13)], np.int64)
-_LOG2_FREQ = np.array([0.0] + [math.log2(float(f)) for f in range(1, E.SCALE + 1)])
+# (the function numba's np.log2 calls: the same floats as the kernels computed them; numpy's
+# own log2 may differ in the last bit)
+_LOG2_INT = np.array([0.0] + list(map(math.log2, range(1, max(1 << 13, E.SCALE + 1)))))
+_QCODE = np.minimum(1 + np.rint(4 * _LOG2_INT[:1 << 13]), E.MAX_QCODE).astype(np.int64)
+_QCODE[0] = 0
+_LOG2_FREQ = _LOG2_INT[:E.SCALE + 1].copy()
+del _LOG2_INT
 
 
 @njit(cache=True)

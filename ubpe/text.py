@@ -25,7 +25,6 @@ import os
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -484,6 +483,7 @@ class ByteTokenizer:
         if num_threads <= 1 or len(items) <= 1:
             return [fn(x) for x in items]
         _jit.for_threads("a batch method runs in threads")
+        from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(min(num_threads, len(items))) as pool:
             return list(pool.map(fn, items))
 
@@ -1215,6 +1215,7 @@ def _count_files(tok: ByteTokenizer, files, workers: int) -> dict[bytes, int]:
             add(tok._count_bytes([c]))
         return counts
     _jit.for_threads("training counts in threads")
+    from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(workers) as pool:
         pending: list = []
         for c in chunks:

@@ -7,7 +7,6 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -471,6 +470,7 @@ class Tokenizer:
         parts = [(flat[offsets[a]: offsets[b]], offsets[a: b + 1] - offsets[a]) for a, b in groups]
         _jit.for_threads("encode_batch runs in threads")
         self._trie()  # build the shared tables once, before the threads read them
+        from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(max_workers=len(parts)) as pool:
             results = list(pool.map(lambda p: self._encode_flat(p[0], p[1], method, beam,
                                                                 nogil=True), parts))
