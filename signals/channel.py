@@ -68,7 +68,7 @@ import math
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -1009,10 +1009,25 @@ def _code_residuals(r, mb, n_mb, preset: _Preset):
     return bits, emit
 
 
-def _encode_fused(x: np.ndarray, preset: _Preset, lpc: tuple | None = None) -> bytes:
+def _encode_fused(x: np.ndarray, preset: _Preset, lpc: tuple | None = None,
+                  plan: Plan | None = None) -> bytes:
     """Mode 4 at ``preset``; ``lpc``: the preset's block analysis of ``x`` and its runs, where
-    already made (:func:`_own_estimate`)."""
+    already made (:func:`_own_estimate`); ``plan``: the match model, cascade and predictor kind
+    to use, in place of their search."""
     block = preset.block_size
+    if plan is not None:
+        tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
+        params = _lpc_params(x, preset) if plan.lpc else \
+            P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True, preset.max_lag)
+        kinds, ords, shifts, coefs = params
+        r, mb = P.predict_fused(x, block, kinds, ords, shifts, coefs, plan.mh, plan.t, tbits)
+        if plan.lms and not plan.mh:  # (the cascade runs with the match model off)
+            r = P.cascade_forward(r, plan.lms)
+        emit = _code_residuals(r, mb, 1 if plan.mh == 0 else P.MATCH_BUCKETS, preset)[1]
+        side = P.block_side_bytes(*params)
+        lms = 0 if plan.mh else plan.lms
+        return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
+                         bytes([plan.mh, plan.t, tbits, lms]), emit()])
     runs: dict | None = None
     if lpc is None:
         kinds, ords, shifts, coefs = _lpc_params(x, preset)
@@ -2427,7 +2442,67 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
 
 
 # ------------------------------------------------------------------ API
-def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None = None) -> bytes:
+class Plan(NamedTuple):
+    """The choices that coded a payload (:func:`payload_plan`), to code similar data with
+    (:func:`encode_channel`'s ``plan``): the same mode, match model, cascade and predictor
+    kind, without searching for them again. A CSV's later frames take the first frame's,
+    column by column.
+
+    Attributes
+    ----------
+    mode : int
+        ``CODED2`` (4) or ``RANKED`` (5).
+    bits : float
+        Bits per sample of the payload it was taken from.
+    mh, t, lms : int
+        Mode 4: match model context and threshold (0: off), cascade variant (0: off).
+    lpc : bool
+        Mode 4: some block took an LPC (else the fixed and lag predictors alone).
+    head, body : Plan or None
+        Mode 5: the plans of the dictionary's differences and of the ranks.
+    """
+
+    mode: int
+    bits: float
+    mh: int = 0
+    t: int = 0
+    lms: int = 0
+    lpc: bool = True
+    head: Plan | None = None
+    body: Plan | None = None
+
+
+PLAN_SLACK, PLAN_SLACK_BITS = 1.25, 0.1  # a planned payload above PLAN_SLACK times its plan's
+# bits per sample plus PLAN_SLACK_BITS (and 8 bytes): the search runs after all, and the smaller
+# payload is kept (a tighter bound sent a tenth of the TMY3 columns to the search, for a few
+# bytes each)
+
+
+def payload_plan(payload: bytes, n: int) -> Plan | None:
+    """The :class:`Plan` of a payload of ``n`` samples coded without a model in mode 4 or 5
+    (None for any other mode, or a payload that does not parse)."""
+    if n <= 0 or not payload:
+        return None
+    rd = _Reader(bytes(payload))
+    try:
+        mode = rd.byte()
+        if mode == CODED2:
+            _, kinds, _, _, _ = _read_block_side(rd, n)
+            mh, t, _, lms = rd.take(4)
+            return Plan(CODED2, 8 * len(payload) / n, mh, t, lms, bool((kinds == 1).any()))
+        if mode == RANKED:
+            m = rd.varint(n)
+            head = rd.take(rd.varint(rd.remaining()))
+            body = rd.take(rd.remaining())
+            return Plan(RANKED, 8 * len(payload) / n, head=payload_plan(head, m),
+                        body=payload_plan(body, n))
+    except ValueError:
+        return None
+    return None
+
+
+def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None = None,
+                   plan: Plan | None = None) -> bytes:
     """Code one channel of integers into a self-contained payload.
 
     Parameters
@@ -2443,6 +2518,12 @@ def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelMo
     model : ChannelModel, optional
         A trained model: the payload then holds only the coded residuals
         (for short packets); decode it with the same model.
+    plan : Plan, optional
+        The choices of an earlier payload of similar data (:func:`payload_plan`), used
+        in place of the search at levels below 9: about half the work of a level-5
+        coding. Where the result codes more than ``PLAN_SLACK`` times the plan's bits
+        per sample (plus ``PLAN_SLACK_BITS``), the search runs too and the smaller
+        payload is kept. Ignored with ``model``.
 
     Returns
     -------
@@ -2481,22 +2562,32 @@ def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelMo
                             rb.astype("<u8").tobytes()[:(total + 7) // 8]])
         out = _try_own(x, out, model, level)  # the packet's own tables, where smaller
         return out if len(out) < len(raw) else raw
-    return _encode_plain(x, level)
+    return _encode_plain(x, level, plan=plan)
 
 
 _UNSEEN = object()  # (_encode_plain's sparse values: not yet looked for)
 
 
 def _encode_plain(x: np.ndarray, level: int, inner: bool = False, lpc: tuple | None = None,
-                  sparse: Any = _UNSEEN) -> bytes:
+                  sparse: Any = _UNSEEN, plan: Plan | None = None) -> bytes:
     """Modes 0, 1, 4 and (unless ``inner``) 5 for int64 ``x``; ``lpc`` the level's block
     predictors of ``x`` and their runs (:func:`_own_estimate`) and ``sparse`` its
-    :func:`_sparse_values`, where already found."""
+    :func:`_sparse_values`, where already found; ``plan``: see :func:`encode_channel`."""
     if x.size == 0:
         return bytes([RAW])
     if x.size == 1 or (x == x[0]).all():
         v = int(x[0])
         return bytes([CONST]) + _varint((v << 1) ^ (v >> 63) if v >= 0 else ((-v) << 1) - 1)
+    if plan is not None and level < CM_LEVEL and lpc is None:
+        planned = _encode_ranked(x, level, sparse, plan=plan) if plan.mode == RANKED and not inner \
+            else _encode_fused(x, PRESETS[level], plan=plan) if plan.mode == CODED2 else None
+        bound = (PLAN_SLACK * plan.bits + PLAN_SLACK_BITS) * x.size + 64
+        if planned is not None and 8 * len(planned) <= bound:
+            return planned if len(planned) < 1 + 8 * x.size else \
+                bytes([RAW]) + x.astype("<i8").tobytes()
+        if planned is not None:  # (the data changed: search, and keep the smaller)
+            out = _encode_plain(x, level, inner, sparse=sparse)
+            return out if len(out) <= len(planned) else planned
     if SMALL_LEVEL_FROM <= level < SMALL_LEVEL and x.size < SMALL_INPUT:
         out = _encode_small(x, PRESETS[level])  # a fixed set of candidates, each estimated once
     else:
@@ -2630,12 +2721,13 @@ def _dense_gaps(u):
 
 
 def _encode_ranked(x: np.ndarray, level: int, sparse: Any = _UNSEEN,
-                   parts: tuple | None = None) -> bytes | None:
+                   parts: tuple | None = None, plan: Plan | None = None) -> bytes | None:
     """Mode 5, for sparse value sets: the sorted distinct values (their differences, coded as a
     channel) and each sample's index among them (coded as a channel); None where not sparse.
     ``sparse``: :func:`_sparse_values` of ``x``, where already found; ``parts``: the ranks,
     the differences and their analyses (:func:`_own_estimate` at ``level`` and at
-    ``min(level, RANK_LEVEL)``), where already made."""
+    ``min(level, RANK_LEVEL)``), where already made; ``plan``: a mode-5 :class:`Plan`, whose
+    parts code the differences and the ranks."""
     u = _sparse_values(x) if sparse is _UNSEEN else sparse
     if u is None:
         return None
@@ -2644,8 +2736,9 @@ def _encode_ranked(x: np.ndarray, level: int, sparse: Any = _UNSEEN,
         ranks, d, body, head = _ranks(x, u), P.differences(u, 1), None, None
     else:
         ranks, d, body, head = parts
-    head_b = _encode_plain(d, min(level, RANK_LEVEL), inner=True, lpc=head)
-    body_b = _encode_plain(ranks, level, inner=True, lpc=body)
+    head_b = _encode_plain(d, min(level, RANK_LEVEL), inner=True, lpc=head,
+                           plan=plan.head if plan else None)
+    body_b = _encode_plain(ranks, level, inner=True, lpc=body, plan=plan.body if plan else None)
     return b"".join([bytes([RANKED]), _varint(m), _varint(len(head_b)), head_b, body_b])
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import container
 from .arraylike import as_channels
-from .channel import decode_channel, encode_channel
+from .channel import decode_channel, encode_channel, payload_plan
 from .codec_v1 import decompress_v1, inspect_v1
 from .container import SignalFormatError
 from .intmap import describe, map_to_int64, unmap_from_int64
@@ -86,7 +86,8 @@ def _map_column(name: str, x: np.ndarray, quantizer: Quantizer | None,
 def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
                    level: int = DEFAULT_LEVEL, max_error: float | None = None,
                    quantizer: Quantizer | None = None, blobs: Iterable[bytes] = (),
-                   channel_options: dict | None = None, model: Any = None) -> bytes:
+                   channel_options: dict | None = None, model: Any = None,
+                   plans: dict | None = None) -> bytes:
     """A version-2 container holding ``columns`` (and raw ``blobs``) under ``header``.
 
     Parameters
@@ -111,6 +112,10 @@ def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
         mapped with the model's fixed mapping and coded against the model's
         tables (or its own, whichever is smaller); the header stores the
         model's content id.
+    plans : dict, optional
+        ``{column name: Plan}`` (:func:`column_plans` of a container of similar
+        data): each column found there is coded with its plan
+        (:func:`signals.channel.encode_channel`), without the search.
     """
     sections: list[tuple[bytes, bytes]] = []
     cols = []
@@ -134,7 +139,8 @@ def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
         col: dict[str, Any] = {"name": str(name), "kind": "samples", "n": int(x.size),
                                "dtype": x.dtype.str, "map": config, "max_error": bound,
                                "payload": len(sections), "extra": None}
-        sections.append((b"C", encode_channel(ints, level=level, **(channel_options or {}))))
+        plan = plans.get(str(name)) if plans else None
+        sections.append((b"C", encode_channel(ints, level=level, plan=plan, **(channel_options or {}))))
         if extra:
             col["extra"] = len(sections)
             sections.append((b"B", container.blob(extra)))
@@ -145,6 +151,20 @@ def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
         n_blobs += 1
     head = {**header, "columns": cols, "n_blobs": n_blobs}
     return container.write_container(head, sections, sum(c["n"] for c in cols))
+
+
+def column_plans(header: dict, sections: list) -> dict:
+    """``{column name: Plan}`` of a container's columns coded without a model
+    (:func:`signals.channel.payload_plan`), from :func:`signals.container.read_container`'s
+    header and sections; a name that occurs twice keeps its first plan."""
+    plans: dict = {}
+    for c in header.get("columns", []):
+        if c.get("model") or c.get("name") in plans:
+            continue
+        p = payload_plan(sections[c["payload"]].body, c["n"])
+        if p is not None:
+            plans[c["name"]] = p
+    return plans
 
 
 def _check_column(c: Any, k: int, n_sections: int) -> None:

@@ -29,7 +29,7 @@ from typing import IO, Any
 import numpy as np
 
 from . import container, table
-from .codec import DEFAULT_LEVEL, _as_array, decode_columns, encode_columns
+from .codec import DEFAULT_LEVEL, _as_array, column_plans, decode_columns, encode_columns
 from .container import SignalFormatError
 
 CSV_SUFFIXES = (".csv", ".tsv", ".txt")
@@ -225,18 +225,19 @@ def _in_context(fn: Callable, args: tuple) -> Any:
     return fn(_CONTEXT, *args)
 
 
-def _ordered_map(fn: Callable, ctx: dict[str, Any], jobs: Iterable[tuple], threads: int
-                 ) -> Iterator[Any]:
+def _ordered_map(fn: Callable, ctx: dict[str, Any], jobs: Iterable[tuple], threads: int,
+                 first_alone: bool = False) -> Iterator[Any]:
     """``fn(ctx, *job)`` for each job, in order, ``threads`` jobs at a time: this process takes
     one job of each round of ``threads`` and a pool of ``threads - 1`` processes the others (so
     at most ``threads`` frames are held at a time: memory stays bounded). With numba's JIT the
     first job runs here alone, before the pool is made: forked workers then inherit the kernels
     it loaded (each process would otherwise load them, about 0.3 s of CPU; compiled kernels
-    load in a few ms, ``ubpe/_jit.py``). Jobs are drawn from ``jobs`` a round at a time; an
-    error comes out in order, after the results before it."""
+    load in a few ms, ``ubpe/_jit.py``). ``first_alone``: the first job runs here alone in any
+    case (what it puts in ``ctx`` reaches the workers). Jobs are drawn from ``jobs`` a round
+    at a time; an error comes out in order, after the results before it."""
     from ubpe import _jit
     it = iter(jobs)
-    alone = None if threads <= 1 else 1 if _jit.mode() == "jit" else 0
+    alone = None if threads <= 1 else 1 if first_alone or _jit.mode() == "jit" else 0
     for job in islice(it, alone):
         result = fn(ctx, *job)
         del job  # not held while the next job is drawn
@@ -270,10 +271,16 @@ def _ordered_map(fn: Callable, ctx: dict[str, Any], jobs: Iterable[tuple], threa
 
 def _encode_piece(ctx: dict[str, Any], text: bytes, where: str, later: bool, prefix: int
                   ) -> tuple[bytes, int]:
-    """One frame of a CSV stream, and the values it holds."""
+    """One frame of a CSV stream, and the values it holds. The first frame's choices, column by
+    column (:func:`signals.codec.column_plans`), code the later frames (put in ``ctx`` here:
+    the first frame is coded in this process, before the workers start)."""
     csv_options = ctx["later"] if later else ctx["csv_options"]
-    frame = _compress_csv(text, where, ctx["max_error"], csv_options, ctx["opts"], prefix)
-    return frame, container.read_container(frame)[2]
+    opts = {**ctx["opts"], "plans": ctx.get("plans")} if later else ctx["opts"]
+    frame = _compress_csv(text, where, ctx["max_error"], csv_options, opts, prefix)
+    header, sections, values = container.read_container(frame)
+    if not later:
+        ctx["plans"] = column_plans(header, sections)
+    return frame, values
 
 
 def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
@@ -347,7 +354,7 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
     out, n_frames, values = 10, 0, 0
     pieces = csv_pieces(src, first, frame_bytes)
     first = b""  # the caller's first bytes are held by the pieces alone
-    for frame, n in _ordered_map(_encode_piece, ctx, jobs(pieces), threads):
+    for frame, n in _ordered_map(_encode_piece, ctx, jobs(pieces), threads, first_alone=True):
         container.write_stream_frame(dst, frame)
         values += n
         out += 8 + len(frame)

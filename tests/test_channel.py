@@ -463,3 +463,46 @@ def test_dense_gaps_as_numpy(v):
         gaps = np.diff(u)
     want = int(np.median(gaps) < 2 and gaps.mean() < 4)
     assert got == want or (got == -1 and int(u[-1]) - int(u[0]) >= 2**53)
+
+
+# ---------------------------------------------------------------- plans (a CSV's later frames)
+def test_a_payload_plan_names_its_choices():
+    from signals.channel import CODED2, Plan, payload_plan
+    assert payload_plan(encode_channel(np.full(50, 7)), 50) is None  # a constant: mode 1
+    assert payload_plan(b"", 0) is None and payload_plan(b"\x04\xff", 10) is None  # unparsed
+    x = np.arange(100, dtype=np.int64) * 3  # a ramp: a fixed predictor, no match model
+    payload = encode_channel(x, level=1)
+    assert payload_plan(payload, 100) == Plan(CODED2, 8 * len(payload) / 100, 0, 0, 0, False)
+
+
+def _long_signal(n=40000, seed=0):
+    rng = np.random.default_rng(seed)
+    day = np.round(500 * np.maximum(0, np.sin(np.arange(240) / 240 * 2 * np.pi))).astype(np.int64)
+    x = np.tile(day, n // day.size + 1)[:n] + rng.integers(-2, 3, n)  # a daily cycle, repeated
+    x[n // 2:] += np.cumsum(rng.integers(-3, 4, n - n // 2))  # and a wandering second half
+    return x
+
+
+@pytest.mark.parametrize("level", [2, 5])
+def test_a_channel_coded_with_its_own_plan_gives_the_same_bytes(level):
+    # (an input of SMALL_INPUT samples or more: its search and its plan take the same path)
+    from signals.channel import payload_plan
+    x = _long_signal()
+    payload = encode_channel(x, level=level)
+    plan = payload_plan(payload, x.size)
+    assert plan is not None
+    assert encode_channel(x, level=level, plan=plan) == payload
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=st.one_of(small_walk, any_ints, st.sampled_from(extremes())),
+       mode=st.sampled_from([4, 5]), mh=st.sampled_from([0, 1, 2, 4]), t=st.integers(0, 3),
+       lms=st.integers(0, 3), lpc=st.booleans(), bits=st.floats(0.01, 70),
+       level=st.sampled_from([1, 3, 5]))
+def test_any_plan_round_trips(x, mode, mh, t, lms, lpc, bits, level):
+    # a plan only steers the search: whatever it says, the payload decodes exactly
+    from signals.channel import Plan
+    part = Plan(4, bits, mh, t, lms, lpc)
+    plan = part if mode == 4 else Plan(5, bits, head=part, body=part)
+    payload = encode_channel(x, level=level, plan=plan)
+    assert np.array_equal(decode_channel(payload, x.size), x)

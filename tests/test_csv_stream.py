@@ -155,12 +155,13 @@ def test_cli_writes_a_stream_above_the_frame_size(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------- frames in worker processes
-@pytest.mark.parametrize("threads", [2, 3])
-def test_threads_give_the_same_stream_and_text(threads):
+@pytest.mark.parametrize("threads, level", [(2, 1), (3, 1), (2, 5)])
+def test_threads_give_the_same_stream_and_text(threads, level):
+    # (the later frames take the first frame's plans: the first frame is coded before the workers)
     data = (DATA / "seattle_weather_150.csv").read_bytes()
-    packed, info = stream_round_trip(data, frame_bytes=len(data) // 7)
+    packed, info = stream_round_trip(data, frame_bytes=len(data) // 7, level=level)
     out = io.BytesIO()
-    got = F.compress_csv_stream(io.BytesIO(data), out, frame_bytes=len(data) // 7, level=1,
+    got = F.compress_csv_stream(io.BytesIO(data), out, frame_bytes=len(data) // 7, level=level,
                                 threads=threads)
     assert out.getvalue() == packed and got == info and info["frames"] >= 6
     back = io.BytesIO()
@@ -249,3 +250,26 @@ def test_threads_through_a_fork_server(monkeypatch):
     back = io.BytesIO()
     F.decompress_csv_stream(io.BytesIO(packed), back, threads=2)
     assert back.getvalue() == data
+
+
+def test_later_frames_are_coded_with_the_first_frames_plans():
+    from signals import container
+    from signals.codec import column_plans
+    rng = np.random.default_rng(3)
+    n = 6000
+    cycle = np.round(300 * np.maximum(0, np.sin(np.arange(n) / 48 * np.pi))).astype(int)
+    rows = [f"{i},{cycle[i]},{v},{w / 10:.1f}" for i, (v, w) in enumerate(zip(
+        np.cumsum(rng.integers(-3, 4, n)), rng.integers(0, 400, n)))]
+    data = ("t,cycle,walk,noise\n" + "\n".join(rows) + "\n").encode()
+    packed, info = stream_round_trip(data, frame_bytes=len(data) // 3, level=5)
+    frames = list(container.iter_stream_frames(io.BytesIO(packed)))
+    assert len(frames) >= 3
+    plans = [column_plans(*container.read_container(f)[:2]) for f in frames]
+    assert plans[0] and plans[1].keys() == plans[0].keys()  # (a last short frame may hold constants)
+
+    def choices(p):  # what a plan fixes (its bits per sample differ from frame to frame)
+        return None if p is None else (p.mode, p.mh, p.t, p.lms, p.lpc, choices(p.head),
+                                       choices(p.body))
+    for later in plans[1:]:
+        assert {k: choices(v) for k, v in later.items()} == \
+            {k: choices(plans[0][k]) for k in later}
