@@ -249,7 +249,7 @@ def decode_columns(data: bytes, model: Any = None, *,
 # ---------------------------------------------------------------- arrays
 def compress(x: Any, *, level: int = DEFAULT_LEVEL, max_error: float | None = None,
              quantizer: Quantizer | None = None, names: Sequence[str] | None = None, meta: dict | None = None,
-             model: Any = None, **channel_options) -> bytes:
+             model: Any = None, plans: dict | None = None, **channel_options) -> bytes:
     """Compress sampled signals into a ``.ubpe`` container, lossless by default.
 
     Parameters
@@ -277,6 +277,11 @@ def compress(x: Any, *, level: int = DEFAULT_LEVEL, max_error: float | None = No
         channels it knows (by name) are coded against its tables, and the
         file stores its content id instead of tables; decompress it with
         the same model.
+    plans : dict, optional
+        ``{channel name: Plan}`` of a container of similar data
+        (:func:`column_plans`; :func:`compress_stream` passes its first
+        chunk's): those channels are coded with these choices, without the
+        search (see :func:`encode_columns`).
     **channel_options
         Passed to :func:`signals.channel.encode_channel`.
 
@@ -304,7 +309,8 @@ def compress(x: Any, *, level: int = DEFAULT_LEVEL, max_error: float | None = No
             len(chans) == len(model.channel_names_):
         names = list(model.channel_names_)  # unnamed channels are the model's, in order
     return encode_columns(list(zip(names, chans)), header, level=level, max_error=max_error,
-                          quantizer=quantizer, channel_options=channel_options, model=model)
+                          quantizer=quantizer, channel_options=channel_options, model=model,
+                          plans=plans)
 
 
 def _channels_of(x) -> tuple[list[np.ndarray], list[str] | None, list[int] | None, int]:
@@ -439,7 +445,9 @@ def compress_stream(chunks: Iterable, fileobj: IO[bytes], **options) -> int:
         version, one length-prefixed container per chunk, and an end marker
         with the frame count, so that truncation is detected.
     **options
-        Passed to :func:`compress` for every chunk.
+        Passed to :func:`compress` for every chunk; the chunks after the first
+        are coded with the first one's choices per channel (its
+        :func:`column_plans`), without the search.
 
     Returns
     -------
@@ -448,8 +456,12 @@ def compress_stream(chunks: Iterable, fileobj: IO[bytes], **options) -> int:
     """
     container.write_stream_head(fileobj)
     n = 0
+    plans = options.pop("plans", None)
     for chunk in chunks:
-        container.write_stream_frame(fileobj, compress(chunk, **options))
+        frame = compress(chunk, plans=plans, **options)
+        if n == 0 and plans is None:
+            plans = column_plans(*container.read_container(frame)[:2])
+        container.write_stream_frame(fileobj, frame)
         n += 1
     container.write_stream_end(fileobj, n)
     return n

@@ -128,6 +128,26 @@ def test_stream_round_trip_and_truncation(tmp_path):
         list(decompress_stream(io.BytesIO(b"RIFF....WAVE")))
 
 
+def test_stream_chunks_after_the_first_take_its_plans(monkeypatch):
+    import io
+
+    from signals import channel, compress_stream, decompress_stream
+    seen = []
+    fused = channel._encode_fused
+
+    def spy(x, preset, lpc=None, plan=None):
+        seen.append(plan is not None)
+        return fused(x, preset, lpc, plan)
+    monkeypatch.setattr(channel, "_encode_fused", spy)
+    rng = np.random.default_rng(2)
+    chunks = [np.cumsum(rng.integers(-5, 6, size=(2, 3000)), axis=1) for _ in range(3)]
+    buf = io.BytesIO()
+    compress_stream(chunks, buf)
+    assert seen.count(True) == 4  # two channels in each of the two later chunks
+    assert all(np.array_equal(a, b) for a, b in zip(decompress_stream(io.BytesIO(buf.getvalue())),
+                                                     chunks))
+
+
 @pytest.mark.parametrize("name", ["pywt_ecg_small.npz", "speech_0880.wav"])
 def test_cli_on_npz_and_wav(tmp_path, name):
     from pathlib import Path
