@@ -2521,9 +2521,10 @@ def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelMo
     plan : Plan, optional
         The choices of an earlier payload of similar data (:func:`payload_plan`), used
         in place of the search at levels below 9: about a third of the time of a
-        level-5 coding (one 8 MiB TMY3 frame: 0.09 against 0.30 s). Where the result codes more than ``PLAN_SLACK`` times the plan's bits
-        per sample (plus ``PLAN_SLACK_BITS``), the search runs too and the smaller
-        payload is kept. Ignored with ``model``.
+        level-5 coding (one 8 MiB TMY3 frame: 0.09 against 0.30 s). Where the result
+        codes more than ``PLAN_SLACK`` times the plan's bits per sample (plus
+        ``PLAN_SLACK_BITS``), the search runs too and the smaller payload is kept.
+        Ignored with ``model``.
 
     Returns
     -------
