@@ -29,14 +29,11 @@ from __future__ import annotations
 
 import csv
 import functools
-import importlib.util
 import io
 import json
 import re
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,27 +42,18 @@ from ubpe._jit import njit
 
 if TYPE_CHECKING:
     import pyarrow as pa
+else:
+    class _Arrow:
+        """``pyarrow``, imported where one of its names is first used: Arrow costs about 50 ms
+        to import, and decoding a CSV without text columns, an array or a WAV file never uses
+        it. (Thread-safe: the import system locks the module while one thread imports it;
+        ``importlib.util.LazyLoader`` is not, before Python 3.12.)"""
 
+        def __getattr__(self, name: str) -> Any:
+            import pyarrow
+            return getattr(pyarrow, name)
 
-def _lazy_import(name: str) -> ModuleType:
-    """The module ``name``, imported on the first use of one of its attributes
-    (``importlib.util.LazyLoader``, as the importlib documentation's "Implementing lazy
-    imports" does): Arrow costs about 50 ms to import, and decoding a CSV without text
-    columns, an array or a WAV file never uses it."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"No module named {name!r}")
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-if not TYPE_CHECKING:
-    pa = _lazy_import("pyarrow")
+    pa = _Arrow()
 
 __all__ = ["CsvError", "CsvParts", "encode_csv", "decode_csv", "sniff", "parse_table", "Sniffed"]
 

@@ -362,7 +362,7 @@ def _use_jit(why: str) -> bool:
             continue
         d = vars(mod)
         for attr, v in list(d.items()):
-            kind = type(v)  # (not isinstance: it would load a module that is imported lazily)
+            kind = type(v)  # (exact types: no attribute of the value is read)
             if kind is Kernel:
                 d[attr] = v._dispatcher
             elif kind is LazyRef:
