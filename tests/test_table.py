@@ -492,6 +492,12 @@ def test_print_rows_matches_the_column_printers(case, quote, delim):
     with_exc = [dict(s, n_exceptions=1, exception_rows=len(cols), exception_text=len(blobs))
                 for s in specs]  # exceptions (none): printed by column
     from signals.table import _ColumnPrinter, _pack
+    def column_error(s):
+        try:
+            _ColumnPrinter(s, cols + [np.zeros(0, np.int64)], blobs + [_pack([])], n)(0, n)
+        except ValueError as e:
+            return str(e)
+        return None
     try:
         printed = [_ColumnPrinter(s, cols + [np.zeros(0, np.int64)], blobs + [_pack([])], n)
                    for s in with_exc]
@@ -500,7 +506,13 @@ def test_print_rows_matches_the_column_printers(case, quote, delim):
         want = _join_reference(fields, [quote] * len(specs), scan, delim, b"\n")
     except ValueError as e:
         want = str(e)
-    assert fast == want
+    if isinstance(fast, str) and isinstance(want, str) and fast != want:
+        # several bad columns: the one-pass printer (row by row) and the column printers
+        # (column by column) may meet different ones first; each must name a real one
+        errors = {column_error(s) for s in with_exc}
+        assert fast in errors and want in errors
+    else:
+        assert fast == want
 
 
 @settings(max_examples=100, deadline=None)
