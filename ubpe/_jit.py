@@ -362,9 +362,8 @@ def _use_jit(why: str) -> bool:
             continue
         d = vars(mod)
         for attr, v in list(d.items()):
-            kind = type(v)  # (exact types: no attribute of the value is read)
-            if kind is Kernel:
+            if isinstance(v, Kernel):
                 d[attr] = v._dispatcher
-            elif kind is LazyRef:
+            elif isinstance(v, LazyRef):
                 d[attr] = v.resolve()
     return True
