@@ -9,14 +9,15 @@ header and the lines above it once, its rows repeated). Each command runs
 ``--repeat`` times, as a fresh process, with the file in the page cache; the
 least wall time is reported (the machine is shared: the least disturbed run),
 with its peak memory: the largest process's resident memory (``wait4``'s
-``ru_maxrss``, as ``/usr/bin/time`` gives it) and, for ``ubpe -T N`` with N > 1
-(this process and N - 1 forked workers), the peak of the process tree's
-summed resident memory, sampled every 10 ms (an upper bound: the workers
-share pages with the process they were forked from). The baseline row is the same ``ubpe``
-command on a 10 kB file: the memory any ``ubpe`` process holds (Python,
-numpy, numba's compiled kernels, pyarrow), whatever the input. Peers:
-``xz -6`` and ``zstd -3`` (their defaults), one thread. The decompressed
-file is compared with the input byte for byte.
+``ru_maxrss``, as ``/usr/bin/time`` gives it) and, for ``ubpe -T N`` with N >
+1 (compress: this process and N - 1 forked workers; decompress: N threads of
+one process), the peak of the process tree's summed resident memory, sampled
+every 10 ms (an upper bound: the workers share pages with the process they
+were forked from). The baseline row is the same ``ubpe`` command on a 10 kB
+file: the memory any ``ubpe`` process holds (Python, numpy, numba's compiled
+kernels, pyarrow), whatever the input. Peers: ``xz -6`` and ``zstd -3`` (their
+defaults), one thread. The decompressed file is compared with the input byte
+for byte.
 
 Each command is measured with the kernels compiled ahead of time (``ubpe aot
 build``; rows ``aot``) and with numba's JIT (``UBPE_AOT=0``; rows ``jit``).

@@ -250,7 +250,7 @@ def bench_threads(data: Path) -> None:
     print("| method | 1 thread M sym/s | 2 threads M sym/s | speed-up |")
     print("|---|---|---|---|")
     for method in ("merges", "shortest"):
-        tok.encode_to_numpy(batch[:10], method=method, num_threads=2)  # compile the nogil kernel
+        tok.encode_to_numpy(batch[:10], method=method, num_threads=2)  # load or compile the kernel
         t = {1: [], 2: []}
         for _ in range(5):
             for k in (1, 2):

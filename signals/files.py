@@ -226,23 +226,30 @@ def _in_context(fn: Callable, args: tuple) -> Any:
 
 
 def _ordered_map(fn: Callable, ctx: dict[str, Any], jobs: Iterable[tuple], threads: int,
-                 first_alone: bool = False) -> Iterator[Any]:
-    """``fn(ctx, *job)`` for each job, in order, ``threads`` jobs at a time: this process takes
-    one job of each round of ``threads`` and a pool of ``threads - 1`` processes the others (so
-    at most ``threads`` frames are held at a time: memory stays bounded). With numba's JIT the
-    first job runs here alone, before the pool is made: forked workers then inherit the kernels
-    it loaded (each process would otherwise load them, about 0.3 s of CPU; compiled kernels
-    load in a few ms, ``ubpe/_jit.py``). ``first_alone``: the first job runs here alone in any
-    case (what it puts in ``ctx`` reaches the workers). Jobs are drawn from ``jobs`` a round
-    at a time; an error comes out in order, after the results before it."""
+                 first_alone: bool = False, processes: bool = True) -> Iterator[Any]:
+    """``fn(ctx, *job)`` for each job, in order, ``threads`` jobs at a time (so at most
+    ``threads`` frames are held at a time: memory stays bounded). An error comes out in order,
+    after the results before it. ``first_alone``: the first job runs here alone (what it puts
+    in ``ctx`` reaches the others).
+
+    ``processes``: this process takes one job of each round of ``threads`` and a pool of
+    ``threads - 1`` processes the others (with numba's JIT the first job runs here alone, before
+    the pool is made: forked workers then inherit the kernels it loaded; each process would
+    otherwise load them, about 0.3 s of CPU; compiled kernels load in a few ms,
+    ``ubpe/_jit.py``). Jobs are drawn from ``jobs`` a round at a time. Else a pool of
+    ``threads`` threads in this process runs them (every kernel releases the GIL), the next
+    job starting as soon as one is done."""
     from ubpe import _jit
     it = iter(jobs)
-    alone = None if threads <= 1 else 1 if first_alone or _jit.mode() == "jit" else 0
+    alone = None if threads <= 1 else 1 if first_alone or (processes and _jit.mode() == "jit") else 0
     for job in islice(it, alone):
         result = fn(ctx, *job)
         del job  # not held while the next job is drawn
         yield result
     if threads <= 1:
+        return
+    if not processes:
+        yield from _thread_map(fn, ctx, it, threads)
         return
     from concurrent.futures import ProcessPoolExecutor
     pool = None
@@ -267,6 +274,30 @@ def _ordered_map(fn: Callable, ctx: dict[str, Any], jobs: Iterable[tuple], threa
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _thread_map(fn: Callable, ctx: dict[str, Any], it: Iterator[tuple], threads: int
+                ) -> Iterator[Any]:
+    """The thread pool of :func:`_ordered_map`: ``threads`` jobs in flight, the results (and
+    errors) taken in order."""
+    from collections import deque
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from ubpe import _jit
+    _jit.load()  # the compiled modules, once, before the threads call them
+    pending: deque[Future] = deque()
+    with ThreadPoolExecutor(threads) as pool:
+        try:
+            for job in it:
+                pending.append(pool.submit(fn, ctx, *job))
+                del job
+                if len(pending) >= threads:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
 
 
 def _encode_piece(ctx: dict[str, Any], text: bytes, where: str, later: bool, prefix: int
@@ -413,8 +444,10 @@ def decompress_csv_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None,
     model : SignalModel, optional
         The model the stream was made with, if any.
     threads : int
-        Frames decoded at a time, each in a worker process (0: one per CPU;
-        1, the default: in this process); the text is the same.
+        Frames decoded at a time, in a pool of as many threads (0: one per
+        CPU; 1, the default: in the calling thread); the text is the same.
+        Each frame in flight holds its values and its text (about 3x the
+        frame's text).
 
     Returns
     -------
@@ -432,7 +465,8 @@ def decompress_csv_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None,
     threads = default_threads() if threads == 0 else threads
     n, out, head, copy = 0, 0, b"", None
     frames = _in_order(container.iter_stream_frames(src))
-    for source, p, pieces in _ordered_map(_decode_frame, {"model": model}, frames, threads):
+    for source, p, pieces in _ordered_map(_decode_frame, {"model": model}, frames, threads,
+                                          processes=False):
         if source != "csv":
             raise SignalFormatError(f"frame {n} holds {source!r} data, not CSV; read it with "
                                     f"signals.decompress_stream")

@@ -205,7 +205,7 @@ def _decimal_decode(n: np.ndarray, e: int, dtype: np.dtype) -> np.ndarray:
     return f.astype(dtype)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _decimal_kernel(x: np.ndarray, e: int, tmp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Fused :func:`_decimal_encode` and :func:`_forward_fill` for float32/float64 (numba)."""
     n = x.size
@@ -251,7 +251,7 @@ def _decimal_encode(x: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
     return _forward_fill(n, ok), ok
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _gcd_kernel(n: np.ndarray, ok: np.ndarray) -> int:
     """gcd of ``|n[i] - n[first good]|`` over the good values (0 if they are all equal)."""
     g = 0
@@ -401,7 +401,7 @@ def _map_int_quantize(x: np.ndarray, dtype: np.dtype, max_error: float) -> Mappe
                                   min=str(lo), range=str(hi - lo)))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _ieee_kernel(s: np.ndarray, nbits: int) -> tuple[np.ndarray, int]:
     """Order-preserving integers of IEEE bits ``s`` (signed view), common zero bits shifted out."""
     mask = (np.int64(1) << (nbits - 1)) - 1
@@ -420,7 +420,7 @@ def _ieee_kernel(s: np.ndarray, nbits: int) -> tuple[np.ndarray, int]:
     return out, shift
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _ieee_inverse_kernel(ints: np.ndarray, shift: int, rb: int, low: np.ndarray,
                          nbits: int) -> np.ndarray:
     """Inverse of :func:`_ieee_kernel`, the raw low bytes ``low`` (n, rb/8) put back first."""

@@ -154,7 +154,7 @@ def test_cli_writes_a_stream_above_the_frame_size(tmp_path, monkeypatch):
     assert not (tmp_path / "cut.csv").exists()
 
 
-# ---------------------------------------------------------------- frames in worker processes
+# ------------------------------------- frames in worker processes (compress), threads (decompress)
 @pytest.mark.parametrize("threads, level", [(2, 1), (3, 1), (2, 5)])
 def test_threads_give_the_same_stream_and_text(threads, level):
     # (the later frames take the first frame's plans: the first frame is coded before the workers)
@@ -177,7 +177,7 @@ def test_threads_report_the_first_damaged_frame_after_the_frames_before_it():
     good = io.BytesIO()
     F.decompress_csv_stream(io.BytesIO(packed), good)
     assert len(frames) >= 4
-    for k in (1, 2):  # with threads=2: this process's frame (odd ones), a worker's (even)
+    for k in (1, 2):  # with threads=2, frames are decoded two at a time (either may be first done)
         bad = bytearray(frames[k])
         bad[len(bad) // 2] ^= 0xFF  # the section checksums catch it
         spliced = io.BytesIO()
@@ -193,6 +193,24 @@ def test_threads_report_the_first_damaged_frame_after_the_frames_before_it():
             assert len(written) > 0 and good.getvalue().startswith(written)
             assert F.decompress_csv_stream(io.BytesIO(packed), io.BytesIO(),
                                            threads=threads)["frames"] == len(frames)
+
+
+def test_decompress_threads_stay_in_this_process(monkeypatch):
+    """Decompression runs its frames in a thread pool (every kernel releases the GIL), so its
+    memory is one process's: no process pool is made."""
+    import concurrent.futures
+
+    def no_processes(*args, **kwargs):
+        raise AssertionError("decompress started worker processes")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_processes)
+    data = (DATA / "daphnet_accel_150.csv").read_bytes()
+    packed, info = stream_round_trip(data, frame_bytes=len(data) // 6)
+    for threads in (2, 3, 8):
+        back = io.BytesIO()
+        assert F.decompress_csv_stream(io.BytesIO(packed), back, threads=threads)["frames"] == \
+            info["frames"]
+        assert back.getvalue() == data
 
 
 def test_threads_name_a_damaged_frame_before_a_later_break_in_the_stream():

@@ -8,7 +8,8 @@ The build runs in a child process kept in JIT mode (``UBPE_AOT=0``):
    argument types each kernel is called with;
 2. for each kernel and each recorded signature, ``numba.pycc`` exports a thin wrapper
    that calls the kernel's dispatcher (so that the kernel keeps its own options:
-   ``fastmath``, ``inline``), one extension module per source module; a module that
+   ``fastmath``, ``inline``) and releases the GIL while it runs (as numba's
+   ``nogil=True``: :func:`_release_gil`), one extension module per source module; a module that
    does not compile is retried a kernel at a time, and what still fails is left to JIT;
 3. the modules and a manifest (the exported names and argument types of every
    kernel, the SHA-256 of every source file of ``ubpe`` and ``signals`` but the
@@ -302,6 +303,20 @@ def _cache_unpickled_constants() -> None:
     pythonapi.PythonAPI.unserialize = cached  # type: ignore[method-assign]
 
 
+def _release_gil() -> None:
+    """Have ``numba.pycc`` export wrappers that release the GIL around the compiled call, as
+    numba's JIT does for ``nogil=True`` (``numba.pycc`` has no such option: its exports are
+    compiled with default ``Flags``, whose ``release_gil`` this sets)."""
+    from numba.pycc import compiler
+
+    class Flags(compiler.Flags):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.release_gil = True  # type: ignore[assignment]
+
+    compiler.Flags = Flags  # type: ignore[misc]
+
+
 def _child(tmp: Path, small: bool) -> None:
     t0 = time.time()
     warnings.simplefilter("ignore")
@@ -316,6 +331,7 @@ def _child(tmp: Path, small: bool) -> None:
     with tempfile.TemporaryDirectory() as work:
         _workload(Path(work), small)
     _cache_unpickled_constants()  # after the workload: JIT code keeps numba's own path
+    _release_gil()
     print(f"workload: {time.time() - t0:.1f} s", flush=True)
     by_module: dict[str, list] = {}
     for d in _jit._REGISTRY:

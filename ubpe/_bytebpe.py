@@ -40,7 +40,7 @@ def _hash_bytes(buf, a, b):
     return np.int64(h & np.uint64(0x7FFFFFFFFFFFFFFF))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def build_vocab_table(exp_start, exp_flat):
     """Hash table from the bytes of every token to its id, one int64 per slot.
 
@@ -164,7 +164,7 @@ def _empty_pair_table(n):
     return pt, bits, np.full(65536, -1, np.int32)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def build_pair_table(left, right):
     """The merge table of :func:`_pair_rank` for merges ``(left[r], right[r])`` of rank ``r``."""
     pt, pbits, bp = _empty_pair_table(left.shape[0])
@@ -248,7 +248,7 @@ def _merge_heap(tok, m, nxt, prv, heap, pt, pbits, bp, left, right, new_token):
     return k
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def encode_pieces(buf, bounds, vt, vbits, exp_start, flat, pt, pbits, bp,
                   left, right, new_token, to_public):
     """Public token ids (int32) of the pre-tokens ``buf[bounds[k]:bounds[k+1]]``."""
@@ -322,7 +322,7 @@ def encode_pieces(buf, bounds, vt, vbits, exp_start, flat, pt, pbits, bp,
     return out[:no]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def encode_text(buf, flags, fold, kind, vt, vbits, exp_start, flat, pt, pbits, bp,
                 left, right, new_token, to_public):
     """Pre-tokenize UTF-8 ``buf`` with compiled pattern ``kind`` and encode it (int32 ids)."""
@@ -331,7 +331,7 @@ def encode_text(buf, flags, fold, kind, vt, vbits, exp_start, flat, pt, pbits, b
                          left, right, new_token, to_public)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def decode_ids(ids, exp_start, flat):
     """Bytes (uint8) of internal token ids, concatenated."""
     total = 0
@@ -347,7 +347,7 @@ def decode_ids(ids, exp_start, flat):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def decode_public(ids, lengths, starts, flat):
     """Bytes of ordinary token ids; ``(bytes, -1)``, or ``(empty, k)`` if ``ids[k]`` is the
     first id outside ``0..len(lengths)-1`` (a special or invalid id).
@@ -374,7 +374,7 @@ def decode_public(ids, lengths, starts, flat):
     return out, -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def recover_merges(flat, offsets):
     """The merges behind tiktoken ranks (minbpe's ``recover_merges``, compiled).
 
@@ -424,7 +424,7 @@ def recover_merges(flat, offsets):
     return pairs, -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def count_pieces(buf, bounds):
     """Distinct pre-tokens ``buf[bounds[k]:bounds[k+1]]`` and how often each occurs.
 

@@ -541,7 +541,7 @@ def _heap_pop(heap, n):
     return top
 
 
-@njit(cache=True, nogil=True)  # batch encoding runs it in threads
+@njit(cache=True)  # (batch encoding runs it in threads: kernels release the GIL)
 def encode_docs(tokens, offsets, keys, vals, bits, left, right, new_token):
     """Encode every document ``tokens[offsets[d]:offsets[d+1]]`` by rank.
 

@@ -15,11 +15,13 @@ this module's :func:`njit` (never numba's directly). They run in one of two mode
   dimensions, contiguity, alignment, writeability) against the compiled
   signatures and calls the match.
 
-The modes give the same results. A call that no compiled signature matches, a
-kernel that was not compiled, compiled modules built from other sources (the
-manifest holds a SHA-256 of every source file and of every module) or against
-another numpy, and kernels asked to run in threads (the compiled modules hold
-the GIL) switch the whole process to JIT for good: numba is imported, and every
+The modes give the same results. Every kernel releases the GIL
+while it runs, in both modes (numba's ``nogil``; the build exports the compiled
+wrappers with the same flag), so that threads run kernels in parallel. A call
+that no compiled signature matches, a kernel that was not compiled, and compiled
+modules built from other sources (the manifest holds a SHA-256 of every source
+file and of every module), against another numpy or by an older build switch the
+whole process to JIT for good: numba is imported, and every
 kernel (and every module attribute that holds one) becomes its numba
 dispatcher. ``UBPE_AOT=0`` keeps a process in JIT from the start.
 """
@@ -40,7 +42,7 @@ from typing import Any, TypeVar, overload
 
 AOT_DIR = Path(os.environ.get("UBPE_AOT_DIR") or Path(__file__).with_name("_aot"))
 MANIFEST = "manifest.json"
-MANIFEST_FORMAT, MANIFEST_VERSION = "ubpe-aot-manifest", 1
+MANIFEST_FORMAT, MANIFEST_VERSION = "ubpe-aot-manifest", 2  # 2: the wrappers release the GIL
 PACKAGES = ("ubpe", "signals")  # the packages whose modules hold kernels
 
 _LOCK = threading.RLock()  # loading the modules and switching to JIT happen once, in one thread
@@ -81,14 +83,15 @@ def njit(**options: Any) -> Callable[[F], F]: ...
 
 def njit(fn: Any = None, **options: Any) -> Any:
     """``numba.njit`` in JIT mode; a :class:`Kernel` in AOT mode. Used as ``@njit`` or
-    ``@njit(cache=True, ...)`` with numba's options. (Typed as the function itself, so
-    that mypy checks the kernels' bodies and calls.)"""
+    ``@njit(cache=True, ...)`` with numba's options, ``nogil=True`` unless told. (Typed as
+    the function itself, so that mypy checks the kernels' bodies and calls.)"""
     if fn is not None:
         return _make(fn, {})
     return lambda f: _make(f, options)
 
 
 def _make(fn: Callable, options: dict) -> Any:
+    options = {"nogil": True, **options}
     if _STATE["jit"]:
         import numba
         d = numba.njit(**options)(fn)
@@ -333,12 +336,6 @@ def load() -> None:
         for mod_name in _STATE["manifest"]["modules"]:
             if _module_functions(mod_name) is None:
                 return
-
-
-def for_threads(why: str) -> None:
-    """Before kernels run in parallel threads: the compiled modules hold the GIL (numba.pycc
-    has no ``nogil``), numba's kernels release it, so switch to JIT (a no-op there)."""
-    use_jit(why)
 
 
 def use_jit(why: str) -> bool:

@@ -371,7 +371,7 @@ def _next_o200k(buf, n, i, flags, fold):
     return _space_tail(buf, n, i, flags, False)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def split_utf8(buf, flags, fold, kind):
     """Pre-token boundaries of UTF-8 ``buf`` under pattern ``kind`` (see :data:`KINDS`).
 

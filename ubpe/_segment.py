@@ -56,7 +56,7 @@ def build_trie(exp_start, exp_flat, rank):
     return keys, vals, bits, node_token[:n_nodes].copy()
 
 
-@njit(cache=True, nogil=True)  # batch encoding runs it in threads
+@njit(cache=True)  # (batch encoding runs it in threads: kernels release the GIL)
 def shortest_docs(tokens, offsets, keys, vals, bits, node_token, rank):
     """Fewest-token segmentation of every document (ties: lowest total rank)."""
     n_docs = offsets.shape[0] - 1
@@ -151,7 +151,7 @@ def _better(s1, l1, s2, l2):
     return s1 > s2
 
 
-@njit(cache=True, nogil=True)  # batch encoding runs it in threads
+@njit(cache=True)  # (batch encoding runs it in threads: kernels release the GIL)
 def weighted_docs(tokens, offsets, keys, vals, bits, node_token, weight, beam, top_n):
     """Beam search for UBPE's tf-idf objective; see the module docstring.
 

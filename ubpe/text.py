@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import regex
 
-from . import _bytebpe, _jit, _pretokenize
+from . import _bytebpe, _pretokenize
 from .serialization import FormatError, read_document, write_document
 from .tokenizer import Tokenizer
 
@@ -482,7 +482,6 @@ class ByteTokenizer:
     def _map(self, fn, items: Sequence, num_threads: int) -> list:
         if num_threads <= 1 or len(items) <= 1:
             return [fn(x) for x in items]
-        _jit.for_threads("a batch method runs in threads")
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(min(num_threads, len(items))) as pool:
             return list(pool.map(fn, items))
@@ -1214,7 +1213,6 @@ def _count_files(tok: ByteTokenizer, files, workers: int) -> dict[bytes, int]:
         for c in chunks:
             add(tok._count_bytes([c]))
         return counts
-    _jit.for_threads("training counts in threads")
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(workers) as pool:
         pending: list = []

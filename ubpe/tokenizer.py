@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import _engine, _jit, _segment
-from ._jit import njit
+from . import _engine, _segment
 from .serialization import FormatError, check_document, get_limits, read_document, write_document
 
 FORMAT = "ubpe.tokenizer"
@@ -70,25 +69,6 @@ def _flatten_documents(corpus, alphabet_size: int) -> tuple[np.ndarray, np.ndarr
 
 
 _PARALLEL_MIN_SYMBOLS = 1 << 16
-_NOGIL: dict = {}
-_KERNELS = {"merges": (_engine, "encode_docs"), "shortest": (_segment, "shortest_docs"),
-            "weighted": (_segment, "weighted_docs")}
-
-
-def _nogil(method: str):
-    """The encoding kernel of ``method``, compiled to release the GIL.
-
-    The engine's kernels are used as they are when they were compiled with
-    ``nogil=True``; otherwise a nogil copy is compiled on first use (not
-    cached on disk: a cached wrapper would not see a change to the engine).
-    """
-    fn = _NOGIL.get(method)
-    if fn is None:
-        module, name = _KERNELS[method]
-        kernel = getattr(module, name)
-        fn = kernel if kernel.targetoptions.get("nogil") else njit(nogil=True)(kernel.py_func)
-        _NOGIL[method] = fn
-    return fn
 
 
 def _default_threads() -> int:
@@ -96,13 +76,6 @@ def _default_threads() -> int:
     to 1, so that tasks do not oversubscribe the cores), else the CPU count."""
     env = os.environ.get("OMP_NUM_THREADS", "")
     return int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
-
-
-def _native_nogil(method: str) -> bool:
-    """Whether the engine's own kernel for ``method`` releases the GIL (no extra compile;
-    never the kernels compiled ahead of time, see ``ubpe/_jit.py``)."""
-    module, name = _KERNELS[method]
-    return _jit.mode() == "jit" and bool(getattr(module, name).targetoptions.get("nogil"))
 
 
 def _balanced_groups(offsets: np.ndarray, k: int) -> list[tuple[int, int]]:
@@ -407,9 +380,7 @@ class Tokenizer:
             groups of about equal total length, each encoded by a numba
             kernel that releases the GIL. None: ``OMP_NUM_THREADS`` threads
             (one per CPU core when unset) for a batch of at least 65,536
-            symbols, else one (and one when the
-            engine's kernel does not release the GIL itself, rather than
-            compiling a copy that does). 1: the calling thread only.
+            symbols, else one. 1: the calling thread only.
             (tiktoken's ``encode_batch`` takes the same argument.)
 
         Returns
@@ -462,18 +433,16 @@ class Tokenizer:
         flat, offsets = _flatten_documents(docs, self.alphabet_size)
         n_docs = len(offsets) - 1
         if num_threads is None:
-            big = flat.size >= _PARALLEL_MIN_SYMBOLS and _native_nogil(method)
+            big = flat.size >= _PARALLEL_MIN_SYMBOLS
             num_threads = _default_threads() if big else 1
         groups = _balanced_groups(offsets, min(int(num_threads), max(n_docs, 1)))
         if len(groups) <= 1:
-            return self._encode_flat(flat, offsets, method, beam, nogil=False)
+            return self._encode_flat(flat, offsets, method, beam)
         parts = [(flat[offsets[a]: offsets[b]], offsets[a: b + 1] - offsets[a]) for a, b in groups]
-        _jit.for_threads("encode_batch runs in threads")
         self._trie()  # build the shared tables once, before the threads read them
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(max_workers=len(parts)) as pool:
-            results = list(pool.map(lambda p: self._encode_flat(p[0], p[1], method, beam,
-                                                                nogil=True), parts))
+            results = list(pool.map(lambda p: self._encode_flat(p[0], p[1], method, beam), parts))
         ids = np.concatenate([r[0] for r in results])
         out_off = np.zeros(n_docs + 1, np.int64)
         pos, base = 1, 0
@@ -483,19 +452,17 @@ class Tokenizer:
             base += int(off_g[-1])
         return ids, out_off
 
-    def _encode_flat(self, flat, offsets, method, beam, *, nogil):
+    def _encode_flat(self, flat, offsets, method, beam):
         """(ids, offsets) of documents already checked and flattened."""
-        fn: Any
         if method == "merges":
-            fn = _nogil("merges") if nogil else _engine.encode_docs
-            return fn(flat, offsets, self._keys, self._vals, self._bits, self._left, self._right,
-                      self._token)
+            return _engine.encode_docs(flat, offsets, self._keys, self._vals, self._bits, self._left,
+                                       self._right, self._token)
+        fn: Any  # (the trie's tables are passed as a tuple: mypy cannot count them)
         if method == "shortest":
-            fn = _nogil("shortest") if nogil else _segment.shortest_docs
+            fn = _segment.shortest_docs
             return fn(flat, offsets, *self._trie(), self._token_rank)
-        fn = _nogil("weighted") if nogil else _segment.weighted_docs
-        out, out_off, _, doc_first = fn(flat, offsets, *self._trie(), self._token_weight,
-                                        beam, 1)
+        fn = _segment.weighted_docs
+        out, out_off, _, doc_first = fn(flat, offsets, *self._trie(), self._token_weight, beam, 1)
         # top_n=1: one encoding per document (none for an empty one? keep its slot empty)
         firsts = doc_first[:-1]
         starts, ends = out_off[firsts], out_off[firsts + 1]

@@ -175,14 +175,14 @@ def start_numba() -> None:
             del sys.modules[blas]
 
 
-def threads_option(what: str):
+def threads_option(what: str, where: str):
     """Add ``-T/--threads N`` (as xz's and zstd's): ``N`` frames of a large CSV coded at a
-    time, in ``N`` processes (this one and ``N - 1`` workers); 0 is one per CPU. The command
-    receives ``threads``."""
+    time, ``where`` (processes or threads); 0 is one per CPU. The command receives
+    ``threads``."""
     return click.option("-T", "--threads", default=1, show_default=True, type=click.IntRange(0),
                         metavar="N",
                         help=f"{what} N frames of a CSV larger than a frame (8 MiB) at a time, "
-                             f"in N processes (0: one per CPU). The output is the same bytes "
+                             f"{where} (0: one per CPU). The output is the same bytes "
                              f"whatever N; memory grows with it.")
 
 

@@ -235,7 +235,7 @@ def _model_option(f):
 @click.option("--scheduler", metavar="ADDRESS", default=None,
               help="Compress the files on this Dask scheduler (tcp://host:8786); inputs and "
                    "outputs must be on a file system the workers share.")
-@threads_option("Compress")
+@threads_option("Compress", "in N processes")
 def compress(sources, output, to_stdout, force, report: Reporter, model_path, level, max_error,
              quantizer, levels, skip_rows, comment, delimiter, columns, exclude, packet_size,
              workers, scheduler, threads):
@@ -341,7 +341,7 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
 @output_options("File to write ('-': standard output). Default: each input's name without "
                 ".ubpe, in its folder (a/x.csv.ubpe -> a/x.csv).")
 @_model_option
-@threads_option("Decompress")
+@threads_option("Decompress", "in N threads")
 def decompress(sources, output, to_stdout, force, report: Reporter, model_path, threads):
     """Give back the files that 'ubpe compress' compressed, exactly.
 
