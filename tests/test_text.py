@@ -204,3 +204,48 @@ def test_text_cli(tmp_path):
     src.write_text(f"a{EOT}b")
     res = r.invoke(main, ["text", "encode", str(model), str(src)])
     assert res.exit_code == 1 and "special token '<|endoftext|>' at character 1" in res.output
+
+
+def test_text_cli_follows_the_file_habits_of_the_other_commands(tmp_path):
+    """`ubpe text` as `ubpe compress`: summaries on stderr (none with -q), an existing output
+    kept unless -f, an input never overwritten, -c for standard output, atomic writes."""
+    r = CliRunner()
+    corpus = DATA / "kjv_150k.txt"
+    model = tmp_path / "m.json"
+    res = r.invoke(main, ["text", "train", str(corpus), "--vocab-size", "400", "-o", str(model)])
+    assert res.exit_code == 0 and res.stdout == "" and "trained 400 tokens" in res.stderr
+    first = model.read_bytes()
+    res = r.invoke(main, ["text", "train", str(corpus), "--vocab-size", "300", "-o", str(model)])
+    assert res.exit_code == 1 and "exists; use -f" in res.stderr and model.read_bytes() == first
+    res = r.invoke(main, ["text", "train", str(corpus), "--vocab-size", "300", "-q", "-f", "-o",
+                          str(model)])
+    assert res.exit_code == 0 and res.stdout == res.stderr == ""
+    assert ByteTokenizer.load(model).n_vocab == 300
+    res = r.invoke(main, ["text", "train", str(corpus), "-f", "-o", str(corpus)])
+    assert res.exit_code == 1 and "is an input" in res.stderr
+    res = r.invoke(main, ["text", "train", str(corpus), "--vocab-size", "300", "-q", "-c"])
+    assert res.exit_code == 0 and res.stdout_bytes == model.read_bytes()
+    res = r.invoke(main, ["text", "train", str(corpus)])
+    assert res.exit_code == 2  # usage: no output named
+
+    src = tmp_path / "in.txt"
+    raw = "first line\r\nsecond, with CRLF\r\n\u00e9t\u00e9 \u2603\nno final newline".encode()
+    src.write_bytes(raw)
+    ids = tmp_path / "ids.txt"
+    res = r.invoke(main, ["text", "encode", str(model), str(src), "-o", str(ids)])
+    assert res.exit_code == 0 and res.stdout == "" and f"wrote {ids}" in res.stderr
+    assert ids.read_text() == r.invoke(main, ["text", "encode", str(model), str(src)]).stdout
+    res = r.invoke(main, ["text", "encode", str(model), str(src), "-o", str(ids)])
+    assert res.exit_code == 1 and "exists; use -f" in res.stderr
+    res = r.invoke(main, ["text", "encode", str(model), str(src), "-f", "-o", str(src)])
+    assert res.exit_code == 1 and src.read_bytes() == raw
+    res = r.invoke(main, ["text", "encode", str(model), str(src), "--npy", str(tmp_path / "a.npy"),
+                          "-o", str(ids)])
+    assert res.exit_code == 2
+    back = tmp_path / "back.txt"
+    res = r.invoke(main, ["text", "decode", str(model), str(ids), "-q", "-o", str(back)])
+    assert res.exit_code == 0 and res.stdout == res.stderr == "" and back.read_bytes() == raw
+    res = r.invoke(main, ["text", "decode", str(model), str(ids), "-o", str(back)])
+    assert res.exit_code == 1 and back.read_bytes() == raw
+    res = r.invoke(main, ["text", "decode", str(model), str(ids)])
+    assert res.exit_code == 0 and res.stdout_bytes == raw

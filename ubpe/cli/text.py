@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -11,8 +12,9 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ubpe.serialization import atomic_write_bytes
 from ubpe.text import ByteTokenizer
+
+from ._common import STDIO, Reporter, check_output, output_options, single_output, write_output
 
 
 @click.group()
@@ -23,8 +25,7 @@ def text():
 @text.command("train")
 @click.argument("files", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Model file to write (JSON).")
+@output_options("Model file to write (JSON); '-' for standard output.")
 @click.option("--vocab-size", default=8192, show_default=True, type=click.IntRange(256),
               help="Ordinary tokens: 256 bytes plus merges (special tokens come after).")
 @click.option("--n-candidates", default=1, show_default=True, type=click.IntRange(1),
@@ -38,24 +39,33 @@ def text():
               help="Minimum number of occurrences for a pair to be merged.")
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1),
               help="Threads for pre-tokenizing and counting the files.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-def text_train(files, output, vocab_size, n_candidates, pattern, special, min_frequency,
-               workers, quiet):
-    """Train a byte-level tokenizer on UTF-8 text FILES."""
+def text_train(files, output, to_stdout, force, report: Reporter, vocab_size, n_candidates,
+               pattern, special, min_frequency, workers):
+    """Train a byte-level tokenizer on UTF-8 text FILES.
+
+    Prints a summary on stderr (-q: none, and no progress bar); writes the
+    model atomically, with a checksum.
+    """
+    dst = single_output(files, output=output, to_stdout=to_stdout, force=force, binary=False)
     t0 = time.perf_counter()
     tok = ByteTokenizer(vocab_size, n_candidates=n_candidates,
                         pattern=None if pattern == "none" else pattern,
                         special_tokens=special, min_frequency=min_frequency,
-                        progress=False if quiet else None)
+                        progress=False if report.quiet else None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tok.fit([Path(f) for f in files], workers=workers)
-    tok.save(output)
+    if dst == STDIO:
+        with tempfile.TemporaryDirectory(prefix="ubpe-") as tmp:
+            tok.save(Path(tmp) / "model.json")
+            write_output(dst, (Path(tmp) / "model.json").read_bytes())
+    else:
+        tok.save(dst)
     for w in caught:
-        click.echo(f"warning: {w.message}", err=True)
-    click.echo(f"trained {tok.n_vocab:,} tokens ({tok.tokenizer_.n_tokens_:,} ordinary + "
-               f"{len(tok.special_tokens_)} special) on {len(files)} file(s) in "
-               f"{time.perf_counter() - t0:.2f} s; wrote {output}")
+        report.warn(str(w.message))
+    report.info(f"trained {tok.n_vocab:,} tokens ({tok.tokenizer_.n_tokens_:,} ordinary + "
+                f"{len(tok.special_tokens_)} special) on {len(files)} file(s) in "
+                f"{time.perf_counter() - t0:.2f} s; wrote {'standard output' if dst == STDIO else dst}")
 
 
 def _read_text(source) -> str:
@@ -64,16 +74,36 @@ def _read_text(source) -> str:
     return data.decode("utf-8")
 
 
+def _text_output(inputs: list, output: str | None, to_stdout: bool, force: bool) -> str:
+    """Where ``text encode``/``text decode`` write: ``-o PATH`` (checked as every output is),
+    else standard output (``-c``, the default: these commands are filters)."""
+    if output is not None and to_stdout:
+        raise click.UsageError("-o and -c (--stdout) exclude each other")
+    if output is None or output == STDIO:
+        return STDIO
+    check_output(str(output), [str(p) for p in inputs], force=force, binary=False)
+    return str(output)
+
+
 @text.command("encode")
 @click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False,
                                                                   path_type=Path))
 @click.argument("source", metavar="[FILE|-]", default="-")
+@output_options("File of token ids to write (default: standard output).")
 @click.option("--npy", type=click.Path(dir_okay=False, path_type=Path),
               help="Write all ids as one int32 .npy array instead of text lines.")
 @click.option("--allow-special", is_flag=True,
               help="Encode special tokens in the text as special ids (else they are an error).")
-def text_encode(model_path, source, npy, allow_special):
+def text_encode(model_path, source, output, to_stdout, force, report: Reporter, npy,
+                allow_special):
     """Encode a text file (or stdin): token ids, one line of ids per input line."""
+    inputs = [model_path] + ([source] if source != STDIO else [])
+    if npy:
+        if output is not None or to_stdout:
+            raise click.UsageError("--npy names the output: no -o or -c with it")
+        check_output(str(npy), [str(p) for p in inputs], force=force, binary=True)
+    else:
+        dst = _text_output(inputs, output, to_stdout, force)
     tok = ByteTokenizer.load(model_path)
     content = _read_text(source)
     kwargs = {"allowed_special": "all"} if allow_special else {}
@@ -81,35 +111,47 @@ def text_encode(model_path, source, npy, allow_special):
         ids = tok.encode_to_numpy(content, **kwargs).astype(np.int32)
         buf = io.BytesIO()
         np.save(buf, ids)
-        atomic_write_bytes(npy, buf.getvalue())
-        click.echo(f"{len(content.encode()):,} bytes -> {ids.size:,} tokens; wrote {npy}",
-                   err=True)
+        write_output(str(npy), buf.getvalue())
+        report.info(f"{len(content.encode()):,} bytes -> {ids.size:,} tokens; wrote {npy}")
         return
     lines = content.splitlines(keepends=True)
-    for line_ids in tok.encode_batch(lines, num_threads=2, **kwargs):
-        click.echo(" ".join(map(str, line_ids)))
+    out = "".join(" ".join(map(str, line_ids)) + "\n"
+                  for line_ids in tok.encode_batch(lines, num_threads=2, **kwargs))
+    write_output(dst, out.encode())
+    if dst != STDIO:
+        report.info(f"{len(content.encode()):,} bytes, {len(lines):,} lines -> "
+                    f"{sum(len(x.split()) for x in out.splitlines()):,} tokens; wrote {dst}")
 
 
 @text.command("decode")
 @click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False,
                                                                   path_type=Path))
 @click.argument("source", metavar="[FILE|-]", default="-")
-def text_decode(model_path, source):
-    """Decode ids (lines from 'ubpe text encode', or a .npy file) back to text."""
+@output_options("Text file to write (default: standard output).")
+def text_decode(model_path, source, output, to_stdout, force, report: Reporter):
+    """Decode ids (lines from 'ubpe text encode', or a .npy file) back to text: the bytes
+    that were encoded."""
+    inputs = [model_path] + ([source] if source != STDIO else [])
+    dst = _text_output(inputs, output, to_stdout, force)
     tok = ByteTokenizer.load(model_path)
     if str(source).endswith(".npy"):
-        click.echo(tok.decode(np.load(source)), nl=False)
-        return
-    for n, line in enumerate(_read_text(source).splitlines(), 1):
-        try:
-            ids = [int(v) for v in line.split()]
-        except ValueError:
-            raise ValueError(f"{source}, line {n}: expected token ids separated by spaces") \
-                from None
-        try:
-            click.echo(tok.decode(ids), nl=False)
-        except ValueError as e:
-            raise ValueError(f"{source}, line {n}: {e}") from None
+        data = tok.decode_bytes(np.load(source))
+    else:
+        parts = []
+        for n, line in enumerate(_read_text(source).splitlines(), 1):
+            try:
+                ids = [int(v) for v in line.split()]
+            except ValueError:
+                raise ValueError(f"{source}, line {n}: expected token ids separated by spaces") \
+                    from None
+            try:
+                parts.append(tok.decode_bytes(ids))
+            except ValueError as e:
+                raise ValueError(f"{source}, line {n}: {e}") from None
+        data = b"".join(parts)
+    write_output(dst, data)
+    if dst != STDIO:
+        report.info(f"{len(data):,} bytes; wrote {dst}")
 
 
 @text.command("stats")
