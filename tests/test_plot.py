@@ -105,7 +105,15 @@ def test_cli_plot_writes_all_four(ecg_csv, tmp_path):
     assert r.exit_code == 0, r.output
     for name in ("tokens", "bits", "vocab", "residuals"):
         assert_png(tmp_path / "pics" / f"mitbih208_ecg.{name}.png")
-    assert "4 picture(s)" in r.output
+    assert "4 picture(s)" in r.stderr and r.stdout == ""  # the summary on stderr, as xz's
+    before = (tmp_path / "pics" / "mitbih208_ecg.vocab.png").stat().st_mtime_ns
+    r = CliRunner().invoke(main, ["plot", str(ecg_csv), "-o", str(tmp_path / "pics"),
+                                  "--which", "vocab"])
+    assert r.exit_code == 1 and "exists; use -f" in r.stderr
+    assert (tmp_path / "pics" / "mitbih208_ecg.vocab.png").stat().st_mtime_ns == before
+    r = CliRunner().invoke(main, ["plot", str(ecg_csv), "-o", str(tmp_path / "pics"),
+                                  "--which", "vocab", "-f", "-q"])
+    assert r.exit_code == 0 and r.output == ""
 
 
 def test_cli_plot_reads_ubpe_files(tmp_path):

@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from ._common import split_list
+from . import BadInput
+from ._common import Reporter, split_list, verbosity_options
 
 PICTURES = ("tokens", "bits", "vocab", "residuals")
 
@@ -37,14 +38,17 @@ PICTURES = ("tokens", "bits", "vocab", "residuals")
 @click.option("--serial", is_flag=True,
               help="Draw everything in this process (default: on Linux with a second CPU "
                    "free, a forked child codes the bits picture's blocks meanwhile).")
+@click.option("-f", "--force", is_flag=True, help="Replace existing pictures.")
+@verbosity_options
 def plot(source, outdir, which, channel, start, length, rate, model_path, columns, exclude, dpi,
-         serial):
+         serial, force, report: Reporter):
     """Draw PNG pictures of a signal file (CSV, .npz/.npy, .wav or .ubpe).
 
     tokens: a window with each token's span shaded and labelled; bits: bits
     per sample along the recording; vocab: tokens and bits per sample against
     the vocabulary size; residuals: the residual histogram against the
-    coder's table.
+    coder's table. Files are named IN's stem, the picture and .png; existing
+    ones are kept unless -f. A summary goes to stderr (-q: none, -v: each file).
     """
     try:
         from signals import plot as pictures
@@ -68,13 +72,17 @@ def plot(source, outdir, which, channel, start, length, rate, model_path, column
     if model is not None and len(model.quantizers_) != len(chans):
         raise click.ClickException(f"the model has {len(model.quantizers_)} channels, "
                                    f"{source} {len(chans)}")
+    taken = [outdir / f"{source.stem}.{w}.png" for w in dict.fromkeys(names or PICTURES)]
+    taken = [p for p in taken if p.exists()]
+    if taken and not force:
+        raise BadInput(f"{taken[0]} exists; use -f to replace the pictures")
     x_in = _Table(dict(zip(chan_names, chans))) if chan_names else chans
     written = pictures.save_all(x_in, outdir, which=names,
                                 prefix=f"{source.stem}.", dpi=dpi, model=model, channel=channel,
                                 start=start, length=length, rate=rate, parallel=not serial)
     for p in written:
-        click.echo(f"wrote {p}")
-    click.echo(f"{len(written)} picture(s) in {time.perf_counter() - t0:.2f} s")
+        report.detail(f"wrote {p}")
+    report.info(f"{len(written)} picture(s) in {outdir} in {time.perf_counter() - t0:.2f} s")
 
 
 class _Table:
