@@ -300,14 +300,14 @@ def bench_plot(data: Path, repeat: int = 5) -> None:
         c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         out = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, check=True,
-                             capture_output=True, text=True).stdout
+                             capture_output=True, text=True).stderr  # (the summary)
         wall = time.perf_counter() - t
         c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         return wall, c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime, out
 
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = ["-m", "ubpe", "plot", str(src), "-o", tmp, "--rate", "360"]
-        variants = {"python -m ubpe plot mitbih208_ecg.npz -o DIR --rate 360": cmd,
+        cmd = ["-m", "ubpe", "plot", str(src), "-o", tmp, "--rate", "360", "-f"]
+        variants = {"python -m ubpe plot mitbih208_ecg.npz -o DIR --rate 360 -f": cmd,
                     "the same, --serial": [*cmd, "--serial"],
                     "floor: python -c 'import signals.plot, ubpe.cli.plot, matplotlib.figure'":
                         ["-c", "import signals.plot, ubpe.cli.plot, matplotlib.figure"]}

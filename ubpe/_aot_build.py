@@ -9,8 +9,9 @@ The build runs in a child process kept in JIT mode (``UBPE_AOT=0``):
 2. for each kernel and each recorded signature, ``numba.pycc`` exports a thin wrapper
    that calls the kernel's dispatcher (so that the kernel keeps its own options:
    ``fastmath``, ``inline``) and releases the GIL while it runs (as numba's
-   ``nogil=True``: :func:`_release_gil`), one extension module per source module; a module that
-   does not compile is retried a kernel at a time, and what still fails is left to JIT;
+   ``nogil=True``: :func:`_release_gil`), one extension module per source module; a
+   module that does not compile is retried a kernel at a time, and what still fails is
+   left to JIT;
 3. the modules and a manifest (the exported names and argument types of every
    kernel, the SHA-256 of every source file of ``ubpe`` and ``signals`` but the
    command line's, and of each compiled module) are written to a temporary folder,
@@ -246,8 +247,8 @@ def _workload(tmp: Path, small: bool = False) -> None:
         if p:
             tok = tmp / f"{name}.json"
             ubpe("text", "train", p, "--vocab-size", 600, "-o", tok, "-q")
-            ubpe("text", "encode", tok, p, "--npy", tmp / "t.npy")
-            ubpe("text", "decode", tok, tmp / "t.npy")
+            ubpe("text", "encode", tok, p, "--npy", tmp / f"{name}.npy")
+            ubpe("text", "decode", tok, tmp / f"{name}.npy")
 
 
 def _spec(t: Any) -> list | None:

@@ -15,15 +15,15 @@ this module's :func:`njit` (never numba's directly). They run in one of two mode
   dimensions, contiguity, alignment, writeability) against the compiled
   signatures and calls the match.
 
-The modes give the same results. Every kernel releases the GIL
-while it runs, in both modes (numba's ``nogil``; the build exports the compiled
-wrappers with the same flag), so that threads run kernels in parallel. A call
-that no compiled signature matches, a kernel that was not compiled, and compiled
-modules built from other sources (the manifest holds a SHA-256 of every source
-file and of every module), against another numpy or by an older build switch the
-whole process to JIT for good: numba is imported, and every
-kernel (and every module attribute that holds one) becomes its numba
-dispatcher. ``UBPE_AOT=0`` keeps a process in JIT from the start.
+The modes give the same results. Every kernel releases the GIL while it runs,
+in both modes (numba's ``nogil``; the build exports the compiled wrappers with
+the same flag), so that threads run kernels in parallel. A call that no
+compiled signature matches, a kernel that was not compiled, and compiled modules
+built from other sources (the manifest holds a SHA-256 of every source file and
+of every module), against another numpy or by an older build switch the whole
+process to JIT for good: numba is imported, and every kernel (and every module
+attribute that holds one) becomes its numba dispatcher. ``UBPE_AOT=0`` keeps a
+process in JIT from the start.
 """
 
 from __future__ import annotations
