@@ -74,17 +74,6 @@ def _read_text(source) -> str:
     return data.decode("utf-8")
 
 
-def _text_output(inputs: list, output: str | None, to_stdout: bool, force: bool) -> str:
-    """Where ``text encode``/``text decode`` write: ``-o PATH`` (checked as every output is),
-    else standard output (``-c``, the default: these commands are filters)."""
-    if output is not None and to_stdout:
-        raise click.UsageError("-o and -c (--stdout) exclude each other")
-    if output is None or output == STDIO:
-        return STDIO
-    check_output(str(output), [str(p) for p in inputs], force=force, binary=False)
-    return str(output)
-
-
 @text.command("encode")
 @click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False,
                                                                   path_type=Path))
@@ -102,8 +91,9 @@ def text_encode(model_path, source, output, to_stdout, force, report: Reporter, 
         if output is not None or to_stdout:
             raise click.UsageError("--npy names the output: no -o or -c with it")
         check_output(str(npy), [str(p) for p in inputs], force=force, binary=True)
-    else:
-        dst = _text_output(inputs, output, to_stdout, force)
+    else:  # (standard output by default: a filter)
+        dst = single_output(inputs, output=output, to_stdout=to_stdout or output is None,
+                            force=force, binary=False)
     tok = ByteTokenizer.load(model_path)
     content = _read_text(source)
     kwargs = {"allowed_special": "all"} if allow_special else {}
@@ -115,12 +105,11 @@ def text_encode(model_path, source, output, to_stdout, force, report: Reporter, 
         report.info(f"{len(content.encode()):,} bytes -> {ids.size:,} tokens; wrote {npy}")
         return
     lines = content.splitlines(keepends=True)
-    out = "".join(" ".join(map(str, line_ids)) + "\n"
-                  for line_ids in tok.encode_batch(lines, num_threads=2, **kwargs))
-    write_output(dst, out.encode())
+    batch = tok.encode_batch(lines, num_threads=2, **kwargs)
+    write_output(dst, "".join(" ".join(map(str, ids)) + "\n" for ids in batch).encode())
     if dst != STDIO:
         report.info(f"{len(content.encode()):,} bytes, {len(lines):,} lines -> "
-                    f"{sum(len(x.split()) for x in out.splitlines()):,} tokens; wrote {dst}")
+                    f"{sum(map(len, batch)):,} tokens; wrote {dst}")
 
 
 @text.command("decode")
@@ -132,7 +121,8 @@ def text_decode(model_path, source, output, to_stdout, force, report: Reporter):
     """Decode ids (lines from 'ubpe text encode', or a .npy file) back to text: the bytes
     that were encoded."""
     inputs = [model_path] + ([source] if source != STDIO else [])
-    dst = _text_output(inputs, output, to_stdout, force)
+    dst = single_output(inputs, output=output, to_stdout=to_stdout or output is None, force=force,
+                        binary=False)  # (standard output by default: a filter)
     tok = ByteTokenizer.load(model_path)
     if str(source).endswith(".npy"):
         data = tok.decode_bytes(np.load(source))
