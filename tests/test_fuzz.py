@@ -209,10 +209,22 @@ def _load_stream(data):
 
 
 def _load_csv_stream(data):
+    """Decoded in this thread and with two threads (frames in a pool): the same text, or the
+    same error (the first damage in the stream's order)."""
     from signals.files import decompress_csv_stream
-    out = io.BytesIO()
-    decompress_csv_stream(io.BytesIO(data), out)
-    return out.getvalue()
+    got = []
+    for threads in (1, 2):
+        out = io.BytesIO()
+        try:
+            decompress_csv_stream(io.BytesIO(data), out, threads=threads)
+            got.append((None, out.getvalue()))
+        except ValueError as e:  # (the project's error family)
+            got.append((e, str(e)))
+    if got[0][1] != got[1][1]:
+        raise AssertionError(f"threads=2 gave another result: {got[1][1]!r:.200} for {got[0][1]!r:.200}")
+    if got[0][0] is not None:
+        raise got[0][0]
+    return got[0][1]
 
 
 KNOWN = {
