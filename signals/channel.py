@@ -1016,9 +1016,8 @@ def _encode_fused(x: np.ndarray, preset: _Preset, lpc: tuple | None = None,
     to use, in place of their search."""
     block = preset.block_size
     if plan is not None:
-        tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
-        params = _lpc_params(x, preset) if plan.lpc else \
-            P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True, preset.max_lag)
+        tbits = _tbits(x.size)
+        params = _lpc_params(x, preset) if plan.lpc else _fixed_params(x, preset)
         kinds, ords, shifts, coefs = params
         r, mb = P.predict_fused(x, block, kinds, ords, shifts, coefs, plan.mh, plan.t, tbits)
         if plan.lms and not plan.mh:  # (the cascade runs with the match model off)
@@ -1026,19 +1025,18 @@ def _encode_fused(x: np.ndarray, preset: _Preset, lpc: tuple | None = None,
         emit = _code_residuals(r, mb, 1 if plan.mh == 0 else P.MATCH_BUCKETS, preset)[1]
         side = P.block_side_bytes(*params)
         lms = 0 if plan.mh else plan.lms
-        return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
-                         bytes([plan.mh, plan.t, tbits, lms]), emit()])
+        return _mode4(block, side, plan.mh, plan.t, tbits, lms, emit())
     runs: dict | None = None
     if lpc is None:
         kinds, ords, shifts, coefs = _lpc_params(x, preset)
     else:
         (kinds, ords, shifts, coefs), runs = lpc
     side = P.block_side_bytes(kinds, ords, shifts, coefs)
-    tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
+    tbits = _tbits(x.size)
     # the match model, where a pass with it saves estimated bits (else off)
     if preset.search:
         best: Any = None
-        fixed = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True, preset.max_lag)
+        fixed = _fixed_params(x, preset)
         for params in ((kinds, ords, shifts, coefs), fixed):
             sd = P.block_side_bytes(*params)
             for mh, t in ((0, 0),) + preset.match:
@@ -1093,14 +1091,13 @@ def _encode_fused(x: np.ndarray, preset: _Preset, lpc: tuple | None = None,
             # (compared by the size estimate on the prefix; the winner runs on all)
             nbp = -(-pre // block)
             xp = x[:pre]
-            fx = P.block_lpc_analyze(xp, block, np.zeros(0, np.int64), 14, True, preset.max_lag)
+            fx = _fixed_params(xp, preset)
             e_lpc = probe[0] + 8 * len(P.block_side_bytes(kinds[:nbp], ords[:nbp], shifts[:nbp],
                                                           coefs[:nbp]))
             rp, mbq = P.predict_fused(xp, block, fx[0], fx[1], fx[2], fx[3], mh, t, tbits)
             if _estimate(rp, mbq, P.MATCH_BUCKETS) + 8 * len(P.block_side_bytes(*fx)) < e_lpc:
                 if pre < x.size:
-                    fx = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True,
-                                             preset.max_lag)
+                    fx = _fixed_params(x, preset)
                 params = fx
         if mh:
             if params[0] is kinds and (mh, t) in whole:  # the probe ran on all of x already
@@ -1137,8 +1134,7 @@ def _encode_fused(x: np.ndarray, preset: _Preset, lpc: tuple | None = None,
                     lms, mh, t, mb, side = pick[0], 0, 0, mb0, side_lpc
                     r = pick[1] if p == x.size else P.cascade_forward(r0, lms)
         emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)[1]
-    return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
-                     bytes([mh, t, tbits, lms]), emit()])
+    return _mode4(block, side, mh, t, tbits, lms, emit())
 
 
 @njit(cache=True)
@@ -1150,6 +1146,22 @@ def _match_gain(r0, r, mb):
         if mb[i]:
             gain += P._cost1p(r0[i]) - P._cost1p(r[i])
     return gain
+
+
+def _fixed_params(x: np.ndarray, preset: _Preset) -> tuple:
+    """The block predictors of ``x`` at ``preset`` without LPC: the fixed and lag predictors."""
+    return P.block_lpc_analyze(x, preset.block_size, np.zeros(0, np.int64), 14, True, preset.max_lag)
+
+
+def _tbits(n: int) -> int:
+    """The match model's table bits for ``n`` samples."""
+    return int(min(MAX_TBITS, max(10, int(n).bit_length() + 1)))
+
+
+def _mode4(block: int, side: bytes, mh: int, t: int, tbits: int, lms: int, body: bytes) -> bytes:
+    """A mode-4 payload: block size, block predictors, match model and cascade, coded residuals."""
+    return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
+                     bytes([mh, t, tbits, lms]), body])
 
 
 def _lpc_params(x: np.ndarray, preset: _Preset) -> tuple:
@@ -1174,11 +1186,11 @@ def _encode_small(x: np.ndarray, preset: _Preset) -> bytes:
     The work is a fixed multiple of one level-5 pass.
     """
     block = preset.block_size
-    tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
+    tbits = _tbits(x.size)
     orders = np.array(sorted(set(preset.lpc_orders) | set(PRESETS[SMALL_LEVEL].lpc_orders)), np.int64)
     lpc = P.block_lpc_analyze(x, block, orders, 14, True,
                               preset.max_lag)
-    fixed = P.block_lpc_analyze(x, block, np.zeros(0, np.int64), 14, True, preset.max_lag)
+    fixed = _fixed_params(x, preset)
     same = all(np.array_equal(a, b) for a, b in zip(lpc, fixed))  # no block took an LPC
     best: Any = None
     for params in (lpc,) if same else (lpc, fixed):
@@ -1201,8 +1213,7 @@ def _encode_small(x: np.ndarray, preset: _Preset) -> bytes:
                    tuple(dict.fromkeys(preset.hybrid + ((4, 2), (3, 2)))), ctx=preset.ctx)
     side = P.block_side_bytes(*params)
     emit = _code_residuals(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS, wide)[1]
-    return b"".join([bytes([CODED2]), _varint(block), _varint(len(side)), side,
-                     bytes([mh, t, tbits, lms]), emit()])
+    return _mode4(block, side, mh, t, tbits, lms, emit())
 
 
 def _read_block_side(rd: _Reader, n: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray,
@@ -1311,7 +1322,7 @@ def _own_estimate(x: np.ndarray, level: int) -> tuple[float, tuple[tuple, dict]]
     pr = PRESETS[level]
     block = pr.block_size
     k, o, s, c = lpc = _lpc_params(x, pr)
-    tbits = int(min(MAX_TBITS, max(10, int(x.size).bit_length() + 1)))
+    tbits = _tbits(x.size)
     r, mb = P.predict_fused(x, block, k, o, s, c, 0, 0, tbits)
     best = _estimate(r, mb, 1)
     runs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, float, float | None]] = {
