@@ -282,9 +282,8 @@ def _thread_map(fn: Callable, ctx: dict[str, Any], it: Iterator[tuple], threads:
     errors) taken in order."""
     from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
-
-    from ubpe import _jit
-    _jit.load()  # the compiled modules, once, before the threads call them
+    # (no _jit.load(): the threads share this process's modules, each loaded on first use,
+    # under a lock; a decompress needs 4 of the 10)
     pending: deque[Future] = deque()
     with ThreadPoolExecutor(threads) as pool:
         try:
