@@ -23,7 +23,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ubpe._jit import njit
+from ubpe._jit import njit, numba_ref
 
 from .stage import Stage, register, stage_from_config
 
@@ -1031,10 +1031,10 @@ _WCLAMP = 1 << 30
 
 @njit(cache=True, inline="always")
 def _sat_abs(v):
-    a = v if v >= 0 else -v
-    if a < 0 or a > _CLAMP:  # -2**63, or beyond the clamp
-        a = _CLAMP
-    return a
+    """``min(|v|, _CLAMP)`` (``-2**63`` included), without a branch: the sign of a residual
+    is a coin toss, and a branch on it costs a misprediction every other sample."""
+    s = v >> 63
+    return np.int64(min(np.uint64((v ^ s) - s), np.uint64(_CLAMP)))
 
 
 @njit(cache=True, inline="always")
@@ -1221,62 +1221,82 @@ FP_LIMIT = 1 << 17
 _FP_MATH = {"reassoc", "contract"}
 
 
-@njit(cache=True, fastmath=_FP_MATH, inline="always")
-def _fdot(w, h, lo, m):
-    hv = h[lo:lo + m]
-    acc = 0.0
-    for q in range(m):
-        acc += w[q] * hv[q]
-    return np.int64(acc) >> LMS_SHIFT
-
-
-@njit(cache=True, fastmath=_FP_MATH, inline="always")
-def _fstep_update(w, sg, lo, m, step):
-    sv = sg[lo:lo + m]
-    for q in range(m):
-        w[q] = min(max(w[q] + step * sv[q], -float(_WCLAMP)), float(_WCLAMP))
+# The filters' loops in float64 are the vector loops of signals._intrinsics (loads,
+# multiplies and adds of 4 lanes, no alias checks or remainder loops), for the two
+# orders that the variants use.
+_dot16 = numba_ref("signals._intrinsics", "dot16")
+_dot32 = numba_ref("signals._intrinsics", "dot32")
+_step16 = numba_ref("signals._intrinsics", "step16")
+_step32 = numba_ref("signals._intrinsics", "step32")
+assert all(m in (16, 32) for v in CASCADES.values() for m in v[::2])
 
 
 @njit(cache=True, inline="always")
-def _floordiv_exact(a, d):
-    """``a // d`` for ``d > 0`` and ``|a|, d < 2**53``: a float quotient, corrected by one
-    where it rounded across an integer."""
-    q = np.int64(np.floor(np.float64(a) / np.float64(d)))
-    if q * d > a:
-        q -= 1
-    elif (q + 1) * d <= a:
-        q += 1
-    return q
+def _fdot(w, h, lo, m):
+    return np.int64(_dot16(w, h, lo) if m == 16 else _dot32(w, h, lo)) >> LMS_SHIFT
+
+
+@njit(cache=True, inline="always")
+def _fstep_update(w, sg, lo, m, step):
+    if m == 16:
+        _step16(w, sg, lo, step, float(_WCLAMP))
+    else:
+        _step32(w, sg, lo, step, float(_WCLAMP))
+
+
+@njit(cache=True, inline="always")
+def _fstep(v2, en, d1):
+    """The NLMS step ``(v2 << LMS_SHIFT) // (en * d1)`` of the float path, all in float64:
+    for integers ``|a| < 2**53`` and ``0 < d < 2**53``, ``floor(fl(a / d))`` is ``a // d``
+    (where ``d`` does not divide ``a``, ``a / d`` lies at least ``1 / d`` from every integer
+    and the rounding moves it by at most ``2**-53 |a / d| < 1 / d``). Here ``|v2|`` is below
+    ``FP_LIMIT`` (the clamp of the int64 kernels changes nothing) and ``en`` below
+    ``LMS_MAX_ORDER * FP_LIMIT + 1``."""
+    return np.floor(v2 * float(1 << LMS_SHIFT) / (en * d1))
 
 
 _RING = 4096  # samples of history between two moves of its last LMS_MAX_ORDER to the front
 
 
+@njit(cache=True)
+def _fp_rings():
+    """The float64 histories of both directions (values and signs of each filter's input):
+    four rings of ``_RING`` samples behind ``LMS_MAX_ORDER`` of the chunk before, cut at
+    staggered offsets from one allocation (as :func:`_histories` cuts them), cache-resident
+    whatever the input's length."""
+    size = LMS_MAX_ORDER + _RING
+    gap = size + 72
+    buf = np.zeros(4 * gap)
+    return buf[0:size], buf[gap:gap + size], buf[2 * gap:2 * gap + size], buf[3 * gap:3 * gap + size]
+
+
+@njit(cache=True, inline="always")
+def _fp_rings_turn(h1, s1, h2, s2):
+    """Before the next chunk: the last ``LMS_MAX_ORDER`` samples of each ring to its front."""
+    pad = LMS_MAX_ORDER
+    h1[:pad] = h1[_RING:]
+    s1[:pad] = s1[_RING:]
+    h2[:pad] = h2[_RING:]
+    s2[:pad] = s2[_RING:]
+
+
 @njit(cache=True, fastmath=_FP_MATH)
 def _cascade_inverse_fp(e3, variant):
     """:func:`_cascade_inverse_int` in float64 while the outputs stay below ``FP_LIMIT``:
-    ``(x, True)``, or ``(unfinished, False)`` at the first output beyond it. The histories
-    are rings of ``_RING`` samples (plus the filters' reach), whatever the input's length."""
+    ``(x, True)``, or ``(unfinished, False)`` at the first output beyond it."""
     m1, d1, m2, mu = _CASCADE_TABLE[variant]
     n = e3.shape[0]
-    pad = LMS_MAX_ORDER
-    size = pad + _RING
-    gap = size + 72  # staggered, as _histories cuts them
-    buf = np.zeros(4 * gap)
-    h1, s1 = buf[0:size], buf[gap:gap + size]
-    h2, s2 = buf[2 * gap:2 * gap + size], buf[3 * gap:3 * gap + size]
+    h1, s1, h2, s2 = _fp_rings()
     out = np.empty(n, np.int64)
     w1 = np.zeros(LMS_MAX_ORDER)
     w2 = np.zeros(LMS_MAX_ORDER)
-    en = 1
+    en = 1.0  # the NLMS energy, an integer (exact in float64 below 2**53)
+    fd1 = float(d1)
     for c in range(0, n, _RING):
         if c:
-            h1[:pad] = h1[_RING:size]
-            s1[:pad] = s1[_RING:size]
-            h2[:pad] = h2[_RING:size]
-            s2[:pad] = s2[_RING:size]
+            _fp_rings_turn(h1, s1, h2, s2)
         for i in range(c, min(n, c + _RING)):
-            b = pad + i - c
+            b = LMS_MAX_ORDER + i - c
             r = e3[i]
             v2 = r + _fdot(w2, h2, b - m2, m2)
             _fstep_update(w2, s2, b - m2, m2, float(mu * _sign(r)))
@@ -1285,14 +1305,13 @@ def _cascade_inverse_fp(e3, variant):
             h2[b] = v2
             s2[b] = _sign(v2)
             v1 = v2 + _fdot(w1, h1, b - m1, m1)
-            _fstep_update(w1, s1, b - m1, m1,
-                          float(_floordiv_exact(_clamp(v2, _CLAMP) << LMS_SHIFT, en * d1)))
+            _fstep_update(w1, s1, b - m1, m1, _fstep(float(v2), en, fd1))
             if v1 >= FP_LIMIT or v1 <= -FP_LIMIT:
                 return out, False
             h1[b] = v1
             s1[b] = _sign(v1)
             out[i] = v1
-            en += _sat_abs(v1) - _sat_abs(np.int64(h1[b - m1]))
+            en += abs(float(v1)) - abs(h1[b - m1])
     return out, True
 
 
@@ -1302,34 +1321,33 @@ def _cascade_forward_fp(e1, variant):
     NLMS output stays below ``FP_LIMIT``: ``(e3, True)``, else ``(unfinished, False)``."""
     m1, d1, m2, mu = _CASCADE_TABLE[variant]
     n = e1.shape[0]
-    pad = LMS_MAX_ORDER
     out = np.empty(n, np.int64)
     for i in range(n):
         if e1[i] >= FP_LIMIT or e1[i] <= -FP_LIMIT:
             return out, False
-    gap = n + pad + 72
-    buf = np.zeros(4 * gap)
-    h1, s1 = buf[0:n + pad], buf[gap:gap + n + pad]
-    h2, s2 = buf[2 * gap:2 * gap + n + pad], buf[3 * gap:3 * gap + n + pad]
-    for i in range(n):
-        h1[pad + i] = e1[i]
-        s1[pad + i] = _sign(e1[i])
+    h1, s1, h2, s2 = _fp_rings()
     w1 = np.zeros(LMS_MAX_ORDER)
     w2 = np.zeros(LMS_MAX_ORDER)
-    en = 1
-    for i in range(n):
-        b = pad + i
-        v2 = e1[i] - _fdot(w1, h1, b - m1, m1)
-        if v2 >= FP_LIMIT or v2 <= -FP_LIMIT:
-            return out, False
-        _fstep_update(w1, s1, b - m1, m1,
-                      float(_floordiv_exact(_clamp(v2, _CLAMP) << LMS_SHIFT, en * d1)))
-        en += _sat_abs(e1[i]) - _sat_abs(np.int64(h1[b - m1]))
-        v3 = v2 - _fdot(w2, h2, b - m2, m2)
-        _fstep_update(w2, s2, b - m2, m2, float(mu * _sign(v3)))
-        h2[b] = v2
-        s2[b] = _sign(v2)
-        out[i] = v3
+    en = 1.0  # the NLMS energy, an integer (exact in float64 below 2**53)
+    fd1 = float(d1)
+    for c in range(0, n, _RING):
+        if c:
+            _fp_rings_turn(h1, s1, h2, s2)
+        for i in range(c, min(n, c + _RING)):
+            b = LMS_MAX_ORDER + i - c
+            x = e1[i]
+            v2 = x - _fdot(w1, h1, b - m1, m1)
+            if v2 >= FP_LIMIT or v2 <= -FP_LIMIT:
+                return out, False
+            _fstep_update(w1, s1, b - m1, m1, _fstep(float(v2), en, fd1))
+            h1[b] = x
+            s1[b] = _sign(x)
+            en += abs(float(x)) - abs(h1[b - m1])
+            v3 = v2 - _fdot(w2, h2, b - m2, m2)
+            _fstep_update(w2, s2, b - m2, m2, float(mu * _sign(v3)))
+            h2[b] = v2
+            s2[b] = _sign(v2)
+            out[i] = v3
     return out, True
 
 
