@@ -1215,7 +1215,7 @@ def _cascade_inverse_int(e3, variant):
 # below 2**52, so every dot product, weight update (|w + step| < 2**53) and
 # clamp is exact in any order of summation; float lanes take fused
 # multiply-adds where int64 lanes need three-uop multiplies. The NLMS step's
-# floor division is a float division corrected to the integer floor. The
+# floor division is the floor of a float division (exact, see _fstep). The
 # first value at or above the limit sends the whole input to the int64 kernels.
 FP_LIMIT = 1 << 17
 _FP_MATH = {"reassoc", "contract"}
