@@ -16,6 +16,15 @@ from numba import njit
 from signals import channel as C
 from signals import entropy as E
 from signals import predict as P
+from ubpe import _jit
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _numba_kernels():
+    """The references below are numba functions that call the modules' kernels, which
+    numba can only compile against numba's own dispatchers: the process runs in JIT
+    from this module's first test on (in AOT it would fail to type them)."""
+    _jit.use_jit("tests/test_decode_kernels.py: numba references call the kernels")
 
 
 # ------------------------------------------------ the replaced kernels, verbatim
@@ -273,12 +282,14 @@ def block_params(draw):
         elif kinds[b] == 1:
             orders[b] = draw(st.integers(1, 32))
             shifts[b] = draw(st.integers(0, 30))
-            coefs[b, :orders[b]] = draw(arrays(np.int64, int(orders[b]),
-                                               elements=st.integers(-32768, 32767)))
+            # int16 as payloads store them, or wider, as a model's JSON may hold them
+            coefs[b, :orders[b]] = draw(arrays(np.int64, int(orders[b]), elements=st.one_of(
+                st.integers(-32768, 32767), st.integers(-2**40, 2**40))))
         else:
             orders[b] = draw(st.integers(2, 300))
     r = draw(st.one_of(arrays(np.int64, n, elements=st.integers(-2**63, 2**63 - 1)),
-                       arrays(np.int64, n, elements=st.integers(-3, 3))))
+                       arrays(np.int64, n, elements=st.integers(-3, 3)),
+                       arrays(np.int64, n, elements=st.integers(-2**20, 2**20))))
     return r, block, kinds, orders, shifts, coefs
 
 
