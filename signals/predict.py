@@ -1259,15 +1259,17 @@ _RING = 4096  # samples of history between two moves of its last LMS_MAX_ORDER t
 
 
 @njit(cache=True)
-def _fp_rings(n):
-    """The float64 histories of both directions (values and signs of each filter's input)
-    for ``n`` samples: four rings of ``min(n, _RING)`` samples behind ``LMS_MAX_ORDER`` of
-    the chunk before, cut at staggered offsets from one allocation (as :func:`_histories`
-    cuts them), cache-resident whatever the input's length (and small for a packet)."""
+def _fp_state(n):
+    """The float64 state of both directions for ``n`` samples: the histories (values and
+    signs of each filter's input), four rings of ``min(n, _RING)`` samples behind
+    ``LMS_MAX_ORDER`` of the chunk before, cut at staggered offsets from one allocation
+    (as :func:`_histories` cuts them), cache-resident whatever the input's length (and
+    small for a packet); then the two filters' zeroed weights."""
     size = LMS_MAX_ORDER + min(n, _RING)
     gap = size + 72
     buf = np.zeros(4 * gap)
-    return buf[0:size], buf[gap:gap + size], buf[2 * gap:2 * gap + size], buf[3 * gap:3 * gap + size]
+    return (buf[0:size], buf[gap:gap + size], buf[2 * gap:2 * gap + size],
+            buf[3 * gap:3 * gap + size], np.zeros(LMS_MAX_ORDER), np.zeros(LMS_MAX_ORDER))
 
 
 @njit(cache=True, inline="always")
@@ -1286,10 +1288,8 @@ def _cascade_inverse_fp(e3, variant):
     ``(x, True)``, or ``(unfinished, False)`` at the first output beyond it."""
     m1, d1, m2, mu = _CASCADE_TABLE[variant]
     n = e3.shape[0]
-    h1, s1, h2, s2 = _fp_rings(n)
+    h1, s1, h2, s2, w1, w2 = _fp_state(n)
     out = np.empty(n, np.int64)
-    w1 = np.zeros(LMS_MAX_ORDER)
-    w2 = np.zeros(LMS_MAX_ORDER)
     en = 1.0  # the NLMS energy, an integer (exact in float64 below 2**53)
     fd1 = float(d1)
     for c in range(0, n, _RING):
@@ -1325,9 +1325,7 @@ def _cascade_forward_fp(e1, variant):
     for i in range(n):
         if e1[i] >= FP_LIMIT or e1[i] <= -FP_LIMIT:
             return out, False
-    h1, s1, h2, s2 = _fp_rings(n)
-    w1 = np.zeros(LMS_MAX_ORDER)
-    w2 = np.zeros(LMS_MAX_ORDER)
+    h1, s1, h2, s2, w1, w2 = _fp_state(n)
     en = 1.0  # the NLMS energy, an integer (exact in float64 below 2**53)
     fd1 = float(d1)
     for c in range(0, n, _RING):
