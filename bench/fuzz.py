@@ -110,7 +110,19 @@ def _targets():
         return body + struct.pack("<H", zlib.crc32(body, seed) & 0xFFFF)
 
     targets["packet_vocab_forged"].forge_bytes = forge_packet  # type: ignore[attr-defined]
-    for name, t in (("container_forged", base), ("cm_forged", cm), ("cm_lpc_forged", cm_lpc)):
+    # a container whose payload runs the adaptive cascade (a chirp in noise, as
+    # tests/test_channel.py has the default level keep it): forged residuals through the
+    # cascade's float path and its int64 fallback
+    import numpy as np
+
+    from signals import compress
+    t = np.arange(20000)
+    chirp = np.round(3000 * np.sin(2 * np.pi * (0.01 + 0.05 * t / t.size) * t)
+                     + np.random.default_rng(0).normal(0, 20, t.size)).astype(np.int16)
+    cascade = F.Target("cascade", compress(chirp), base.load, F._always)
+    targets["cascade"] = cascade
+    for name, t in (("container_forged", base), ("cm_forged", cm), ("cm_lpc_forged", cm_lpc),
+                    ("cascade_forged", cascade)):
         targets[name] = F.Target(name, t.data, t.load, F._never, known=known)
         targets[name].forge_bytes = forge_container  # type: ignore[attr-defined]
     return F, targets
