@@ -28,7 +28,9 @@ _V4 = ir.VectorType(ir.DoubleType(), 4)
 
 
 def _is_f64_array(a) -> bool:
-    return isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.float64
+    """A contiguous 1-D float64 array (the pointer arithmetic below assumes unit stride)."""
+    return (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.float64
+            and a.layout == "C")
 
 
 def _quad(context, builder, aryty, ary, idx, k):
