@@ -1179,7 +1179,8 @@ def _encode_small(x: np.ndarray, preset: _Preset) -> bytes:
     """Mode 4 for a short input: a bounded search in place of level 7's.
 
     Candidates: two block predictors (the preset's LPC analysis, and the fixed and
-    lag predictors alone), each with the cascade variants, and with every match
+    lag predictors alone), each with the cascade variants (kept only where they save
+    the preset's ``lms_gain`` bits a sample, as for longer inputs), and with every match
     model of level 6 that shows a gain; each is estimated once (:func:`_est_bits`,
     one pass, no table fitting); the winner is coded with the
     preset's entropy search widened to level 6's hybrid splits and more contexts.
@@ -1206,6 +1207,8 @@ def _encode_small(x: np.ndarray, preset: _Preset) -> bytes:
                 cands.append((mh, t, 0, r, mb))
         for mh, t, lms, r, mb in cands:
             bits = _estimate(r, mb, 1 if mh == 0 else P.MATCH_BUCKETS) + sd
+            if lms:  # the cascade must save the preset's lms_gain a sample (as in _encode_fused)
+                bits += preset.lms_gain * x.size
             if best is None or bits < best[0]:
                 best = (bits, params, mh, t, lms, r, mb)
     _, params, mh, t, lms, r, mb = best

@@ -121,6 +121,20 @@ def test_default_levels_keep_the_cascade_only_where_it_saves_enough():
         assert np.array_equal(decode_channel(p6, x.size), x)
 
 
+def test_default_levels_keep_the_cascade_only_where_it_saves_enough_on_short_inputs():
+    # the same chirps as above, below SMALL_INPUT samples (_encode_small's bounded search,
+    # which kept any cascade that saved a bit)
+    n = 20000
+    t = np.arange(n)
+    sweep = np.sin(2 * np.pi * (0.01 + 0.05 * t / 40000) * t)
+    loud = np.round(3000 * sweep + np.random.default_rng(0).normal(0, 20, n)).astype(np.int64)
+    faint = np.round(1000 * sweep + np.random.default_rng(0).normal(0, 40, n)).astype(np.int64)
+    for x, at_5 in ((loud, True), (faint, False)):
+        p5 = encode_channel(x, level=5)
+        assert (_cascade_flag(p5) != 0) == at_5
+        assert np.array_equal(decode_channel(p5, x.size), x)
+
+
 def test_models_keep_the_cascade_only_where_it_saves_enough():
     # chirps in noise, in packets of 1024: the model's cascade saves ~4.8 bits/sample on
     # the loud one, ~0.04 on the faint one (below min_cascade_gain = 0.15)
