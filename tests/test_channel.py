@@ -103,16 +103,18 @@ def _cascade_flag(payload):
     return payload[pos + v + 3]
 
 
+def _chirps(n=40000):
+    """A chirp in noise, loud and faint: the cascade's estimated saving is ~0.34 bits/sample
+    with the quieter noise, ~0.12 with the louder (below LMS_MIN_GAIN = 0.15)."""
+    t = np.arange(n)
+    sweep = np.sin(2 * np.pi * (0.01 + 0.05 * t / 40000) * t)
+    loud = np.round(3000 * sweep + np.random.default_rng(0).normal(0, 20, n)).astype(np.int64)
+    faint = np.round(1000 * sweep + np.random.default_rng(0).normal(0, 40, n)).astype(np.int64)
+    return loud, faint
+
+
 def test_default_levels_keep_the_cascade_only_where_it_saves_enough():
-    # a chirp in noise: the cascade's estimated saving on the probe is ~0.34 bits/sample
-    # with the quieter noise, ~0.12 with the louder (below LMS_MIN_GAIN = 0.15)
-    t = np.arange(40000)
-    rng = np.random.default_rng(0)
-    loud = np.round(3000 * np.sin(2 * np.pi * (0.01 + 0.05 * t / t.size) * t)
-                    + rng.normal(0, 20, t.size)).astype(np.int64)
-    rng = np.random.default_rng(0)
-    faint = np.round(1000 * np.sin(2 * np.pi * (0.01 + 0.05 * t / t.size) * t)
-                     + rng.normal(0, 40, t.size)).astype(np.int64)
+    loud, faint = _chirps()
     for x, at_5 in ((loud, True), (faint, False)):
         p5, p6 = encode_channel(x, level=5), encode_channel(x, level=6)
         assert (_cascade_flag(p5) != 0) == at_5
@@ -122,13 +124,9 @@ def test_default_levels_keep_the_cascade_only_where_it_saves_enough():
 
 
 def test_default_levels_keep_the_cascade_only_where_it_saves_enough_on_short_inputs():
-    # the same chirps as above, below SMALL_INPUT samples (_encode_small's bounded search,
-    # which kept any cascade that saved a bit)
-    n = 20000
-    t = np.arange(n)
-    sweep = np.sin(2 * np.pi * (0.01 + 0.05 * t / 40000) * t)
-    loud = np.round(3000 * sweep + np.random.default_rng(0).normal(0, 20, n)).astype(np.int64)
-    faint = np.round(1000 * sweep + np.random.default_rng(0).normal(0, 40, n)).astype(np.int64)
+    # the same chirps, below SMALL_INPUT samples (_encode_small's bounded search, which
+    # kept any cascade that saved a bit)
+    loud, faint = _chirps(20000)
     for x, at_5 in ((loud, True), (faint, False)):
         p5 = encode_channel(x, level=5)
         assert (_cascade_flag(p5) != 0) == at_5
