@@ -977,35 +977,119 @@ def _table_rows(tokens, z, bitlen, mb, cmap, nc, ctxk):
     return rows
 
 
-def _code_residuals(r, mb, n_mb, preset: _Preset):
-    """(estimated bits, entropy sections) for residuals ``r`` with match buckets ``mb``."""
+@njit(cache=True)
+def _split_tables(z, mb, n_mb, k, msb, contexts, ctxs):
+    """The best tables of the hybrid split ``(k, msb)`` of ``z`` over the context counts
+    ``contexts`` and context kinds ``ctxs`` (the first of the fewest bits):
+    (bits, k, msb, tokens, raw bit counts, thresholds, freqs, codes, width, context kind,
+    token bit lengths)."""
+    tokens, nbits = E.hybrid_split(z, k, msb)
+    width = np.int64(1)
+    for i in range(tokens.shape[0]):
+        width = max(width, np.int64(tokens[i]) + 1)
+    bl = E.token_bitlen(k, msb, width)
+    raw = np.int64(0)
+    for i in range(nbits.shape[0]):
+        raw += np.int64(nbits[i])
+    stats, pre, shist = _stat_hist(tokens, z, bl, mb, n_mb, width, ctxs[0])
+    bits, th, f, q = _best_tables_of(stats, pre, shist, width, n_mb, contexts)
+    ctxk = ctxs[0]
+    for j in range(1, ctxs.shape[0]):
+        stats, pre, shist = _stat_hist(tokens, z, bl, mb, n_mb, width, ctxs[j])
+        b2, th2, f2, q2 = _best_tables_of(stats, pre, shist, width, n_mb, contexts)
+        if b2 < bits:
+            bits, th, f, q, ctxk = b2, th2, f2, q2, ctxs[j]
+    return bits + float(raw), k, msb, tokens, nbits, th, f, q, width, ctxk, bl
+
+
+@njit(cache=True)
+def _residual_tables(r, mb, n_mb, hybrid, contexts, ctxs):
+    """:func:`_code_residuals`' choice in one kernel: the zigzagged ``r`` (uint64) and the
+    :func:`_split_tables` of the first of the fewest bits over the splits ``hybrid`` (rows of
+    (k, msb)), in the order tried."""
     z = _zigzag_u64(r)
-    best: Any = None
-    for k, msb in preset.hybrid:
-        tokens, nbits = E.hybrid_split(z, k, msb)
-        width = int(tokens.max()) + 1
-        bl = E.token_bitlen(k, msb, width)
-        raw_bits = float(nbits.sum(dtype=np.int64))
-        contexts = np.asarray(preset.contexts, np.int64)
-        for ctxk in preset.ctx:
-            stats, pre, shist = _stat_hist(tokens, z, bl, mb, n_mb, width, ctxk)
-            bits, th, f, q = _best_tables_of(stats, pre, shist, width, n_mb, contexts)
-            bits += raw_bits
-            if best is None or bits < best[0]:
-                best = (bits, k, msb, tokens, nbits, th, f, q, width, ctxk, bl)
-    bits, k, msb, tokens, nbits, th, f, q, width, ctxk, bl = best
+    best = _split_tables(z, mb, n_mb, hybrid[0, 0], hybrid[0, 1], contexts, ctxs)
+    for h in range(1, hybrid.shape[0]):
+        cand = _split_tables(z, mb, n_mb, hybrid[h, 0], hybrid[h, 1], contexts, ctxs)
+        if cand[0] < best[0]:
+            best = cand
+    return z, best
+
+
+@njit(cache=True)
+def _put_varint(buf, pos, v):
+    while v >= 0x80:
+        buf[pos] = np.uint8((v & 0x7F) | 0x80)
+        pos += 1
+        v >>= 7
+    buf[pos] = np.uint8(v)
+    return pos + 1
+
+
+@njit(cache=True)
+def _section_bytes(z, mb, n_mb, k, msb, tokens, nbits, th, f, q, width, ctxk, bl):
+    """The entropy sections of a mode-4 payload (hybrid byte, contexts, match buckets, context
+    kind, table, rANS words, raw bits) from :func:`_split_tables`' choice, as uint8."""
+    table = E.write_codes(q)
+    nc = th.shape[0] + 1
+    cmap = np.empty(E.CTX_RANGE, np.int64)  # (signals.entropy.context_map)
+    c = 0
+    for st in range(E.CTX_RANGE):
+        while c < th.shape[0] and th[c] <= st:
+            c += 1
+        cmap[st] = c
+    rows = _table_rows(tokens, z, bl, mb, cmap, nc, ctxk)
+    cum = np.zeros_like(f)
+    for i in range(f.shape[0]):
+        for j in range(1, f.shape[1]):
+            cum[i, j] = cum[i, j - 1] + f[i, j - 1]
+    words = E.rans_encode_rows(tokens, rows, f, cum)
+    raw, total = E.pack_raw_bits(z, nbits)
+    nraw = (total + 7) // 8
+    buf = np.empty(48 + nc + table.shape[0] + 2 * words.shape[0] + nraw, np.uint8)
+    buf[0] = np.uint8(k << 4 | msb)
+    buf[1] = np.uint8(nc)
+    for i in range(nc - 1):
+        buf[2 + i] = np.uint8(th[i])
+    pos = nc + 1
+    buf[pos] = np.uint8(n_mb)
+    buf[pos + 1] = np.uint8(ctxk)
+    pos = _put_varint(buf, pos + 2, width)
+    pos = _put_varint(buf, pos, table.shape[0])
+    buf[pos:pos + table.shape[0]] = table
+    pos = _put_varint(buf, pos + table.shape[0], words.shape[0])
+    for i in range(words.shape[0]):
+        buf[pos] = np.uint8(words[i] & 0xFF)
+        buf[pos + 1] = np.uint8(words[i] >> 8)
+        pos += 2
+    for i in range(nraw):
+        buf[pos + i] = np.uint8((raw[i >> 3] >> np.uint64(8 * (i & 7))) & np.uint64(0xFF))
+    return buf[:pos + nraw]
+
+
+_PRESET_ARRAYS: dict[_Preset, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def _preset_arrays(preset: _Preset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(hybrid (k, msb) rows, context counts, context kinds) of ``preset`` as int64 arrays."""
+    a = _PRESET_ARRAYS.get(preset)
+    if a is None:
+        a = _PRESET_ARRAYS[preset] = (np.array(preset.hybrid, np.int64).reshape(-1, 2),
+                                      np.array(preset.contexts, np.int64),
+                                      np.array(preset.ctx, np.int64))
+    return a
+
+
+def _code_residuals(r, mb, n_mb, preset: _Preset):
+    """(estimated bits, entropy sections) for residuals ``r`` (int64, not empty) with match
+    buckets ``mb``: the tables of the preset's hybrid splits, context counts and context kinds
+    of the fewest bits, and a function that codes the sections with them (bytes)."""
+    z, (bits, k, msb, tokens, nbits, th, f, q, width, ctxk, bl) = _residual_tables(
+        r, mb, n_mb, *_preset_arrays(preset))
 
     def emit() -> bytes:
-        table = E.write_codes(q)
-        rows = _table_rows(tokens, z, bl, mb, E.context_map(th), th.size + 1, ctxk)
-        cum = np.zeros_like(f)
-        np.cumsum(f[:, :-1], axis=1, out=cum[:, 1:])
-        words = E.rans_encode_rows(tokens, rows, f, cum)
-        raw, total = E.pack_raw_bits(z, nbits)
-        return b"".join([bytes([k << 4 | msb, th.size + 1]), th.astype(np.uint8).tobytes(),
-                         bytes([n_mb, ctxk]), _varint(width), _varint(len(table)), table.tobytes(),
-                         _varint(words.size), words.astype("<u2").tobytes(),
-                         raw.astype("<u8").tobytes()[:(total + 7) // 8]])
+        return _section_bytes(z, mb, n_mb, k, msb, tokens, nbits, th, f, q, width, ctxk,
+                              bl).tobytes()
     return bits, emit
 
 

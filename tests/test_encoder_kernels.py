@@ -360,3 +360,44 @@ def test_ranks_are_the_sorted_search(x):
     if x.size:
         u = np.unique(x)
         assert np.array_equal(C._ranks(x, u), np.searchsorted(u, x))
+
+
+def _ref_code_residuals(r, mb, n_mb, preset):
+    """:func:`signals.channel._code_residuals` step by step: each kernel called from Python, the
+    sections joined with numpy and bytes (the composition that its two kernels fuse)."""
+    from signals import entropy as E
+    z = C._zigzag_u64(r)
+    best = None
+    for k, msb in preset.hybrid:
+        tokens, nbits = E.hybrid_split(z, k, msb)
+        width = int(tokens.max()) + 1
+        bl = E.token_bitlen(k, msb, width)
+        raw_bits = float(nbits.sum(dtype=np.int64))
+        for ctxk in preset.ctx:
+            stats, pre, shist = C._stat_hist(tokens, z, bl, mb, n_mb, width, ctxk)
+            bits, th, f, q = C._best_tables_of(stats, pre, shist, width, n_mb,
+                                               np.asarray(preset.contexts, np.int64))
+            if best is None or bits + raw_bits < best[0]:
+                best = (bits + raw_bits, k, msb, tokens, nbits, th, f, q, width, ctxk, bl)
+    bits, k, msb, tokens, nbits, th, f, q, width, ctxk, bl = best
+    table = E.write_codes(q)
+    rows = C._table_rows(tokens, z, bl, mb, E.context_map(th), th.size + 1, ctxk)
+    cum = np.zeros_like(f)
+    np.cumsum(f[:, :-1], axis=1, out=cum[:, 1:])
+    words = E.rans_encode_rows(tokens, rows, f, cum)
+    raw, total = E.pack_raw_bits(z, nbits)
+    return bits, b"".join([bytes([k << 4 | msb, th.size + 1]), th.astype(np.uint8).tobytes(),
+                           bytes([n_mb, ctxk]), C._varint(width), C._varint(len(table)),
+                           table.tobytes(), C._varint(words.size), words.astype("<u2").tobytes(),
+                           raw.astype("<u8").tobytes()[:(total + 7) // 8]])
+
+
+@settings(max_examples=60, deadline=None)
+@given(r=st.one_of(wide, walk, edge).filter(lambda a: a.size > 0), level=st.integers(0, 9),
+       matched=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_entropy_sections_are_those_of_the_kernels_one_by_one(r, level, matched, seed):
+    n_mb = P.MATCH_BUCKETS if matched else 1
+    mb = np.random.default_rng(seed).integers(0, n_mb, r.size).astype(np.uint8)
+    preset = C.PRESETS[level]
+    bits, emit = C._code_residuals(r, mb, n_mb, preset)
+    assert (bits, emit()) == _ref_code_residuals(r, mb, n_mb, preset)
