@@ -91,6 +91,7 @@ MATCH_SCREEN = 1 << 14  # samples on which a match candidate must show a gain to
 MATCH_KEEP = 0.9  # ... and at least this fraction of the best candidate's gain there
 LMS_PROBE = 1 << 14  # samples on which the default levels choose the adaptive cascade
 LMS_MIN_GAIN = 0.15  # levels 4-5 keep the cascade where it saves this (estimated bits/sample)
+VOCAB_MIN_GAIN = 0.02  # a model keeps its vocabulary stage where it saves this (bits/sample)
 EST_CONTEXTS = 6  # contexts of the quick size estimate that compares candidates
 MAX_TBITS = 16  # match-model hash table: at most 2**16 entries (512 KiB, cache-friendly)
 SMALL_INPUT, SMALL_LEVEL_FROM, SMALL_LEVEL = 32768, 4, 7  # short inputs at levels 4-6: a
@@ -1433,21 +1434,59 @@ def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> by
     if (x.size < OWN_TRY_SIZE or (model.own_gain is not None and model.own_gain < OWN_GAIN_MIN)) \
             and 8 * len(coded) <= model.fallback_bits * x.size + 64:
         return coded
-    return _own_or(x, coded, level)
+    return _own_or(x, coded, level, model)
 
 
-def _own_or(x: np.ndarray, coded: bytes, level: int) -> bytes:
+def _own_tables(x: np.ndarray, model: ChannelModel) -> bytes:
+    """Mode 4 of ``x`` (int64) with the model's predictor (a fixed or lag one: no coefficients to
+    carry) and cascade, no match model, and the packet's own tables (level 3's search)."""
+    kinds, orders, shifts, coefs = params = model.block_params()
+    block = max(x.size, 1)
+    tbits = _tbits(x.size)
+    r, mb = P.predict_fused(x, block, kinds, orders, shifts, coefs, 0, 0, tbits)
+    if model.lms:
+        r = P.cascade_forward(r, model.lms)
+    emit = _code_residuals(r, mb, 1, PRESETS[FALLBACK_LEVEL])[1]
+    return _mode4(block, P.block_side_bytes(*params), 0, 0, tbits, model.lms, emit())
+
+
+def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None = None) -> bytes:
     """:func:`_try_own` past its first tests: the own coding where estimated smaller.
+
+    The search (:func:`_own_search`) runs at the fallback level. Where the ``model``'s
+    predictor has no coefficients (fixed or lag), the packet is also coded with that
+    predictor and its own tables (:func:`_own_tables`, one pass): from ``OWN_SEARCH_LEVEL``
+    beside the search, and below it where the model's ``own_search`` hint is False, in its
+    place wherever it costs at most the model's ``fallback_bits`` (the packet looks like the
+    model's data; where the values are sparse, mode 5 is still tried, :func:`_ranked_or`).
+    The smallest payload is kept."""
+    lv = _fallback_level(level, x.size)
+    x64 = np.ascontiguousarray(x, np.int64)
+    u = _sparse_values(x64) if lv >= RANK_LEVEL else None
+    best = coded
+    if model is not None and model.kind != 1 and x.size:
+        quick = model.own_search is False and level < OWN_SEARCH_LEVEL
+        if quick or level >= OWN_SEARCH_LEVEL:
+            cheap = _own_tables(x64, model)
+            best = cheap if len(cheap) < len(coded) else coded
+            if quick and 8 * len(best) <= model.fallback_bits * x.size + 64:
+                own = coded if u is None else _ranked_or(x64, coded, lv, u)
+                return own if len(own) < len(best) else best
+    own = _own_search(x, x64, coded, lv, u)
+    return own if len(own) < len(best) else best
+
+
+def _own_search(x: np.ndarray, x64: np.ndarray, coded: bytes, lv: int,
+                u: np.ndarray | None) -> bytes:
+    """The own coding of ``x`` (``x64``: as int64; ``u``: its sparse values, or None) at level
+    ``lv`` where estimated smaller than ``coded`` and smaller, else ``coded``.
 
     Where the values are sparse (mode 5 may win), the ranks and the distinct values' differences
     are estimated too (:func:`_own_estimate`, whose analysis their coding then takes), and
     only the candidates whose estimate is near the better one are coded: mode 4 of ``x`` where
     the ranks' estimate is at least ``RANK_SURE`` times its own, mode 5 where at most
     ``RANK_DOUBT`` times."""
-    lv = _fallback_level(level, x.size)
     est, (lpc, runs) = _own_estimate(x, lv)
-    x64 = np.ascontiguousarray(x, np.int64)
-    u = _sparse_values(x64) if lv >= RANK_LEVEL else None
     if u is None:
         if est >= 8 * len(coded):
             return coded
@@ -1481,6 +1520,27 @@ def _own_or(x: np.ndarray, coded: bytes, level: int) -> bytes:
     return own if len(own) < len(coded) else coded
 
 
+def _ranked_or(x: np.ndarray, coded: bytes, lv: int, u: np.ndarray) -> bytes:
+    """Mode 5 of ``x`` (int64, its sorted distinct values ``u``) at level ``lv``, where its
+    estimate is at most ``RANK_DOUBT`` times the bits of ``coded`` and it codes smaller;
+    else ``coded``."""
+    budget = RANK_DOUBT * 8 * len(coded)
+    ranks, diffs = _ranks(x, u), P.differences(u, 1)
+    e_body, body = _own_estimate(ranks, lv)
+    e_ranked = e_body + 8 * (3 + len(_varint(u.size)))
+    if e_ranked + 64 > budget:  # (a head's estimate is at least 64 bits)
+        return coded
+    e_head, head = _own_estimate(diffs, min(lv, RANK_LEVEL))
+    if e_ranked + e_head > budget:
+        return coded
+    five = _encode_ranked(x, lv, u, (ranks, diffs, body, head))
+    return five if five is not None and len(five) < len(coded) else coded
+
+
+OWN_SEARCH_LEVEL = 6  # from this level, a packet's own coding searches its predictor also where
+# the model's own_search hint says that its fixed or lag predictor with own tables serves
+OWN_SEARCH_GAIN = 0.005  # the search must save this share of the model's validation bits more
+# than the model's predictor with own tables, for the hint to ask for it
 FALLBACK_QUANTILE = 0.98  # of the validation packets' cost: packets above it try their own coding
 OWN_GAIN_MIN = 0.005  # a model's own_gain below it: its long packets try their own coding only
 # where costly (as short ones do)
@@ -1493,9 +1553,10 @@ RANK_SURE, RANK_DOUBT = 0.9, 1.05  # a sparse packet's own coding: mode 4 is cod
 # ranks' estimate is at least RANK_SURE times its own, mode 5 where at most RANK_DOUBT times
 
 
-def _own_gain(m: ChannelModel, val: list[np.ndarray], size: int) -> float | None:
+def _own_gain(m: ChannelModel, val: list[np.ndarray], size: int) -> tuple[float, float] | None:
     """The share of the model's bits that coding each packet of ``val`` with its own tables (as
-    :func:`_try_own` would, where smaller) saves; None where ``val`` holds fewer than
+    :func:`_try_own` would, where smaller) saves, and the bits per sample then; None where
+    ``val`` holds fewer than
     ``OWN_TRY_SIZE`` samples. The recordings are joined (many short recordings are streamed
     so) and cut in packets of ``size`` samples, or of all of them where fewer; at most
     ``OWN_GAIN_SAMPLES`` samples, in evenly spread packets."""
@@ -1508,9 +1569,9 @@ def _own_gain(m: ChannelModel, val: list[np.ndarray], size: int) -> float | None
     if len(pk) > budget:
         pk = [pk[i] for i in np.linspace(0, len(pk) - 1, budget).astype(int)]
     coded = encode_packets(pk, m, level=0)
-    lv = _fallback_level(DEFAULT_LEVEL, size)
-    saved = sum(max(0, len(c) - len(encode_channel(p, level=lv))) for p, c in zip(pk, coded))
-    return round(saved / max(1, sum(map(len, coded))), 4)
+    total = sum(map(len, coded))
+    saved = total - sum(len(_own_or(p, c, DEFAULT_LEVEL, m)) for p, c in zip(pk, coded))
+    return round(saved / max(1, total), 4), 8 * (total - saved) / (size * len(pk))
 
 
 def _read_hybrid_and_contexts(rd: _Reader) -> tuple[int, int, int, np.ndarray]:
@@ -1538,7 +1599,8 @@ class ChannelModel:
     Attributes
     ----------
     kind : int
-        0: FLAC fixed predictor of order ``order``; 1: LPC.
+        0: FLAC fixed predictor of order ``order``; 1: LPC; 2: lag, the sample
+        ``order`` before (2..``MODEL_MAX_LAG``; the previous one for the first).
     order : int
     coefs : ndarray of int64, shape (order,)
         LPC coefficients for ``x[i-1], x[i-2], ...``; prediction ``(coefs . past) >> shift``.
@@ -1558,6 +1620,14 @@ class ChannelModel:
     lms : int
         0, or the variant (``signals.predict.CASCADES``) of the NLMS / sign-LMS
         cascade that follows the predictor (match model off).
+    own_search : bool or None
+        An encoder hint for a fixed or lag predictor: whether a packet's own
+        coding searches a predictor of its own (True), or takes the model's
+        predictor with its own tables (False; levels below
+        ``OWN_SEARCH_LEVEL``, and packets that this codes at most at
+        ``fallback_bits``). Chosen on the validation split: True where the
+        search saves ``OWN_SEARCH_GAIN`` of the model's bits more. None (LPC
+        models, and models fitted before the hint): the search.
     own_gain : float or None
         An encoder hint (payloads do not depend on it): the share of the
         validation bits, in packets of at least ``OWN_TRY_SIZE`` samples, that
@@ -1587,6 +1657,7 @@ class ChannelModel:
     merges: np.ndarray | None = None
     vcodes: np.ndarray | None = None
     own_gain: float | None = None
+    own_search: bool | None = None
     _tables: Any = field(default=None, repr=False, compare=False)
     _vtables: Any = field(default=None, repr=False, compare=False)
     _batch: Any = field(default=None, repr=False, compare=False)
@@ -1645,6 +1716,7 @@ class ChannelModel:
                 "rows": int(self.codes.shape[0]), "fallback_bits": float(self.fallback_bits),
                 "codes": base64.b64encode(self.codes.astype(np.uint8).tobytes()).decode()} | (
             {} if self.own_gain is None else {"own_gain": float(self.own_gain)}) | (
+            {} if self.own_search is None else {"own_search": bool(self.own_search)}) | (
             {} if self.merges is None or self.vcodes is None else {"vocabulary": {
                 "merges": base64.b64encode(self.merges.astype("<i4").tobytes()).decode(),
                 "codes": base64.b64encode(self.vcodes.astype(np.uint8).tobytes()).decode()}})
@@ -1674,6 +1746,9 @@ class ChannelModel:
                 if coefs.shape != (order,) or not 1 <= order <= 32 or not 0 <= shift <= 30 \
                         or np.abs(coefs).max() > 32767:
                     raise ValueError("bad LPC predictor")
+            elif kind == 2:
+                if not 2 <= order <= MODEL_MAX_LAG or coefs.size or shift:
+                    raise ValueError("bad lag predictor")
             else:
                 raise ValueError(f"unknown predictor kind {kind}")
             mh, t = (int(v) for v in config["match"])
@@ -1707,10 +1782,13 @@ class ChannelModel:
                 own = float(own)
                 if not 0 <= own <= 1:
                     raise ValueError("own_gain must be in 0..1")
+            search = config.get("own_search")
+            if search is not None and not isinstance(search, bool):
+                raise ValueError("own_search must be true or false")
         except (KeyError, TypeError, AttributeError, binascii.Error) as e:
             raise ValueError(f"malformed channel model config ({type(e).__name__}: {e})") from None
         return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes, fb, lms, merges, vcodes,
-                   own)
+                   own, search)
 
     def content_id(self) -> str:
         """SHA-256 (hex, first 16 digits) of the canonical JSON config."""
@@ -1847,18 +1925,20 @@ def _packet_bits(model: ChannelModel, packets: list[np.ndarray]) -> float:
 
 
 def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
-                      lpc_orders: tuple[int, ...] = (2, 4, 8, 16, 32),
+                      lpc_orders: tuple[int, ...] = (2, 4, 8, 16, 32), max_lag: int = 64,
                       match: tuple[tuple[int, int], ...] = ((0, 0), (1, 0), (2, 0), (2, 1), (4, 0)),
                       contexts: tuple[int, ...] = (1, 2, 4, 8, 12, 16), k: int = 4, msb: int = 2,
                       validation: float = 0.25, max_samples: int = 400_000,
                       vocab_sizes: tuple[int, ...] = (2, 4),
-                      min_cascade_gain: float = LMS_MIN_GAIN) -> ChannelModel:
+                      min_cascade_gain: float = LMS_MIN_GAIN,
+                      min_vocab_gain: float = VOCAB_MIN_GAIN) -> ChannelModel:
     """Fit a channel model on a corpus of recordings of one kind of source.
 
     Every stage is chosen by the bits it spends on a validation split, coded
     in packets of ``packet_size`` as :func:`encode_channel` codes them:
-    the predictor (FLAC fixed orders 1-3, or an LPC of each order in
-    ``lpc_orders`` fitted by least squares on the training split), the match
+    the predictor (FLAC fixed orders 1-3, an LPC of each order in
+    ``lpc_orders`` fitted by least squares on the training split, or a lag:
+    the sample one period before), the match
     model, and the number of contexts. The tables are then fitted on all of
     the data, with additive smoothing so that every token keeps a nonzero
     frequency (any int64 input stays codable).
@@ -1873,6 +1953,12 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
     lpc_orders, match, contexts, k, msb :
         Candidates tried: LPC orders, match-model (context length, run)
         pairs, context counts; the hybrid-integer parameters.
+    max_lag : int, default 64
+        Lag predictors ``x[i - L]`` for ``L`` in ``2..max_lag`` (at most
+        ``MODEL_MAX_LAG``): the ``LAG_CANDIDATES`` of fewest estimated
+        residual bits on the training split are tried beside the fixed and
+        LPC predictors (periodic sources: appliance current and power,
+        rotating machines). ``0`` or ``1``: none.
     validation : float, default 0.25
         Share held out for the choices: whole recordings where there are 4
         or more, else the end of each recording.
@@ -1888,6 +1974,10 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         slower than the rest of a packet, so a small saving does not pay for
         it (the rule of levels 4-5 of :func:`encode_channel`). ``0`` keeps
         it wherever it saves anything.
+    min_vocab_gain : float, default ``VOCAB_MIN_GAIN`` (0.02)
+        The same for the vocabulary stage, whose packets decode one at a
+        time, through the token ids (several times slower than those of the
+        context tables).
 
     Returns
     -------
@@ -1933,6 +2023,8 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         c, sh = P.fit_lpc_corpus(train, o)
         if c.size == o:
             preds.append((1, o, c, sh))
+    for lag in _lag_candidates(tr_p, min(max_lag, MODEL_MAX_LAG)):
+        preds.append((2, lag, np.zeros(0, np.int64), 0))
 
     def fitted(kind: int, order: int, coefs: np.ndarray, shift: int, mh: int, t: int, nctx: int,
                train_packets: list[np.ndarray], lms: int = 0) -> ChannelModel:
@@ -1998,7 +2090,13 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
             cost = sum(float(logs[tok.encode(q[1].astype(np.int64), method="shortest")].sum())
                        + float(q[2].sum(dtype=np.int64)) + 32 for q in va_tok)
             tried.append((cost, f"{width + len(merges)} token ids", mult * width))
-        vocab = stage("vocabulary", tried)[2]
+        best = min(tried[1:], key=lambda c: c[0])
+        if bits - best[0] >= min_vocab_gain * n_val:
+            vocab = stage("vocabulary", tried)[2]
+        else:  # it saves too little for its decode time (as the cascade)
+            stages.append({"stage": "vocabulary", "kept": "off", "bits": bits / n_val,
+                           "alternative": best[1], "bits_alternative": best[0] / n_val,
+                           "min_gain": min_vocab_gain})
     m = fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, n_ctx, tr_p + va_p, c.lms)
     if vocab:
         toks = [_model_tokens(p, m)[1].astype(np.int64) for p in tr_p + va_p]
@@ -2009,13 +2107,43 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
     # vocabulary stage: its bits are the higher, so that the hint errs towards trying)
     mt = fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, n_ctx, tr_p, c.lms)
     mt.fallback_bits = m.fallback_bits
-    m.own_gain = _own_gain(mt, val, max(packet_size, OWN_TRY_SIZE))
+    size = max(packet_size, OWN_TRY_SIZE)
+    if c.kind == 1:
+        full = _own_gain(mt, val, size)
+        m.own_gain = None if full is None else full[0]
+    else:  # (no coefficients to carry: a packet may take the model's predictor with its own
+        # tables; the search of a predictor of its own is kept where it pays: own_search)
+        mt.own_search = False
+        quick = _own_gain(mt, val, size)
+        mt.own_search = True
+        full = _own_gain(mt, val, size)
+        if quick is not None and full is not None:
+            m.own_search = full[0] - quick[0] >= OWN_SEARCH_GAIN
+            m.own_gain = (full if m.own_search else quick)[0]
+            runs = [(quick[1], "the model's predictor"), (full[1], "a predictor search")]
+            (bits, kept), (bits_alt, alt) = runs[::-1] if m.own_search else runs
+            stages.append({"stage": f"a packet's own tables (packets of {size})", "kept": kept,
+                           "bits": bits, "alternative": alt, "bits_alternative": bits_alt})
     m.stages_ = stages
     return m
 
 
 def _predictor_name(m: ChannelModel) -> str:
-    return f"LPC order {m.order}" if m.kind == 1 else f"fixed order {m.order}"
+    return {0: "fixed order", 1: "LPC order", 2: "lag"}[m.kind] + f" {m.order}"
+
+
+MODEL_MAX_LAG = 1024  # the longest lag (period) of a model's predictor
+LAG_CANDIDATES = 2  # lags that fit_channel_model tries, the fewest estimated bits first
+
+
+def _lag_candidates(packets: list[np.ndarray], max_lag: int) -> list[int]:
+    """The ``LAG_CANDIDATES`` lags in ``2..max_lag`` whose residuals ``x[i] - x[i - lag]``
+    cost the fewest estimated bits (:func:`signals.predict.residual_cost`) over ``packets``
+    joined (the joints cost a few samples)."""
+    x = np.concatenate(packets) if packets else np.zeros(0, np.int64)
+    lags = range(2, min(max_lag, x.size - 1) + 1)
+    cost = [(P.residual_cost(x[lag:] - x[:-lag]) / (x.size - lag), lag) for lag in lags]
+    return [lag for _, lag in sorted(cost)[:LAG_CANDIDATES]]
 
 
 # ---------------------------------------------------------- many packets
@@ -2422,7 +2550,7 @@ def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level
             probes = long[::OWN_PROBE] if len(long) >= OWN_PROBE else []
             wins = saved = spent = 0
             for j in probes:
-                own = _own_or(x[starts[j]:starts[j + 1]], out[j], level)
+                own = _own_or(x[starts[j]:starts[j + 1]], out[j], level, model)
                 wins += own is not out[j]
                 saved += len(out[j]) - len(own)
                 spent += len(out[j])
@@ -2433,7 +2561,7 @@ def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level
                 done = set(probes)
                 long = [j for j in long if j not in done]
         for j in sorted(costly + long):
-            out[j] = _own_or(x[starts[j]:starts[j + 1]], out[j], level)
+            out[j] = _own_or(x[starts[j]:starts[j + 1]], out[j], level, model)
     return out
 
 

@@ -84,3 +84,18 @@ def test_model_with_a_vocabulary_stage_and_its_packet():
     packet = (FROZEN / "packet_v2_vocab.bin").read_bytes()
     assert packet[0] == 0xB0 and packet[3] == 8  # one channel, 256 samples, payload mode 8
     assert model.decompress_packet(packet).tolist() == solar()[:256].tolist()
+
+
+def test_model_with_a_lag_predictor_and_its_packet():
+    model = signals.SignalModel.load(FROZEN / "signal_model_v3_lag.json")
+    doc = json.loads((FROZEN / "signal_model_v3_lag.json").read_text())
+    assert model.content_id() == doc["content_id"]
+    channel = model.codec_["mains"]["model"]
+    assert (channel.kind, channel.order) == (2, 40)  # x[i - 40]: the waveform's period
+    packet = (FROZEN / "packet_v2_lag.bin").read_bytes()
+    assert packet[3] == 3  # payload mode 3 (the model's predictor and tables)
+    out, v = [], 1
+    for t in range(1024):  # make_containers_v2.periodic, by hand
+        v = (v * 1103515245 + 12345) % 2**31
+        out.append(t % 40 * 37 % 23 * 9 + v % 5)
+    assert model.decompress_packet(packet).tolist() == out

@@ -172,7 +172,7 @@ def vocab_model():
 
 def test_the_vocabulary_stage_is_kept_where_it_pays(vocab_model):
     from signals.channel import MODEL_VOCAB, ChannelModel, decode_channel, encode_channel
-    st_ = vocab_model.stages_[-1]
+    st_ = next(s for s in vocab_model.stages_ if s["stage"] == "vocabulary")
     assert st_["stage"] == "vocabulary" and st_["kept"] != "off"
     assert st_["bits"] < st_["bits_alternative"] and vocab_model.merges is not None
     x = solar(20)[:256]
@@ -190,6 +190,14 @@ def test_the_vocabulary_stage_is_kept_where_it_pays(vocab_model):
     for bad in (p[:-1], p[:3], p + b"\x00", p[:1] + b"\x7f" + p[2:]):
         with pytest.raises(ValueError):
             decode_channel(bad, x.size, model=vocab_model)
+
+
+def test_a_vocabulary_that_saves_too_little_is_not_kept():
+    from signals.channel import fit_channel_model
+    m = fit_channel_model([solar()], packet_size=256, min_vocab_gain=1.0)  # (it saves about 0.6)
+    st_ = next(s for s in m.stages_ if s["stage"] == "vocabulary")
+    assert st_["kept"] == "off" and st_["min_gain"] == 1.0 and m.merges is None
+    assert st_["bits_alternative"] < st_["bits"]  # smaller, but not by enough
 
 
 def test_a_vocabulary_config_is_checked(vocab_model):
@@ -215,6 +223,77 @@ def test_vocabulary_packets_round_trip_any_values(vocab_model, x):
     coded = encode_packets(packets, vocab_model)
     back = decode_packets(coded, [p.size for p in packets], vocab_model)
     assert all(np.array_equal(a, b) for a, b in zip(back, packets))
+
+
+# ---------------------------------------------------------------- a lag predictor
+def periodic(n, seed=1, noise=5, period=40):
+    """A waveform that repeats every ``period`` samples (longer than any LPC's order), plus
+    noise in ``0..noise-1`` from an LCG (so that it is exact)."""
+    shape = [j * 37 % 23 * 9 for j in range(period)]
+    out, v = [], seed
+    for t in range(n):
+        v = (v * 1103515245 + 12345) % 2**31
+        out.append(shape[t % period] + v % noise)
+    return np.array(out, np.int64)
+
+
+@pytest.fixture(scope="module")
+def lag_model():
+    from signals.channel import fit_channel_model
+    return fit_channel_model([periodic(20_000)], packet_size=1024)
+
+
+def test_a_periodic_source_gets_a_lag_predictor(lag_model):
+    import json
+
+    from signals.channel import ChannelModel, decode_packets, encode_channel, encode_packets
+    first = lag_model.stages_[0]
+    assert (lag_model.kind, lag_model.order) == (2, 40) and first["kept"] == "lag 40"
+    assert first["bits"] < first["bits_alternative"]
+    # a packet's own tables: with the model's lag they do as well as a search of its own
+    # predictor on the validation split, so the hint asks for no search
+    last = lag_model.stages_[-1]
+    assert last["stage"].startswith("a packet's own tables") and lag_model.own_search is False
+    assert last["kept"] == "the model's predictor" and last["bits"] <= last["bits_alternative"]
+    again = ChannelModel.from_config(json.loads(json.dumps(lag_model.get_config())))
+    assert again.own_search is False
+    assert again.content_id() == lag_model.content_id()
+    x = periodic(4096, seed=7)
+    packets = [x[i:i + 1024] for i in range(0, x.size, 1024)]
+    coded = encode_packets(packets, again)
+    back = decode_packets(coded, [p.size for p in packets], lag_model)
+    assert all(np.array_equal(a, b) for a, b in zip(back, packets))
+    # the period is what the model knows: no model at all codes these packets in more bytes
+    assert sum(map(len, coded)) < 0.9 * sum(len(encode_channel(p)) for p in packets)
+
+
+def test_a_lag_predictor_config_is_checked(lag_model):
+    from signals.channel import MODEL_MAX_LAG, ChannelModel
+    cfg = lag_model.get_config()
+    for bad in ({"order": 1}, {"order": MODEL_MAX_LAG + 1}, {"coefs": [1]}, {"shift": 2}):
+        with pytest.raises(ValueError, match="lag predictor"):
+            ChannelModel.from_config({**cfg, "predictor": {**cfg["predictor"], **bad}})
+    with pytest.raises(ValueError, match="own_search"):
+        ChannelModel.from_config({**cfg, "own_search": 1})
+
+
+def test_a_packet_takes_the_models_lag_with_its_own_tables(lag_model):
+    from signals.channel import (
+        CODED2,
+        OWN_SEARCH_LEVEL,
+        _read_block_side,
+        _Reader,
+        decode_channel,
+        encode_channel,
+    )
+    x = periodic(2048, seed=3, noise=80)  # the same period, 16 times the model's noise
+    p = encode_channel(x, model=lag_model)
+    assert p[0] == CODED2 and len(p) < len(encode_channel(x, model=lag_model, level=0))
+    kinds, orders = _read_block_side(_Reader(p[1:]), x.size)[1:3]
+    assert (kinds.tolist(), orders.tolist()) == ([2], [40])  # the model's lag, in the payload
+    assert decode_channel(p, x.size).tolist() == x.tolist()  # (mode 4 needs no model)
+    q = encode_channel(x, model=lag_model, level=OWN_SEARCH_LEVEL)  # the predictor searched too
+    assert len(q) <= len(p) and decode_channel(q, x.size, model=lag_model).tolist() == x.tolist()
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,16 @@ def solar(n_days: int = 400) -> np.ndarray:
     return np.array(out, np.int64)
 
 
+def periodic(n: int = 20_000) -> np.ndarray:
+    """A waveform of period 40 (longer than any LPC) plus noise in 0..4 from an LCG (exact):
+    the model's predictor is a lag (kind 2, added after signal_model_v3.json)."""
+    out, v = [], 1
+    for t in range(n):
+        v = (v * 1103515245 + 12345) % 2**31
+        out.append(t % 40 * 37 % 23 * 9 + v % 5)
+    return np.array(out, np.int64)
+
+
 def write_additions() -> None:
     from signals.numcodecs_codec import UBPECodec, _varints
     codec = UBPECodec()
@@ -50,6 +60,10 @@ def write_additions() -> None:
         model = signals.SignalModel(64, 80, progress=False).fit([solar()], names=["ghi"])
         model.save(HERE / "signal_model_v3_vocab.json")
         (HERE / "packet_v2_vocab.bin").write_bytes(model.compress_packet(solar()[:256]))
+    if not (HERE / "signal_model_v3_lag.json").exists():  # a model whose predictor is a lag
+        model = signals.SignalModel(64, 80, progress=False).fit([periodic()], names=["mains"])
+        model.save(HERE / "signal_model_v3_lag.json")
+        (HERE / "packet_v2_lag.bin").write_bytes(model.compress_packet(periodic()[:1024]))
     if not (HERE / "container_v2_cm.ubpe").exists():  # written before mode 7 existed: level 9
         (HERE / "container_v2_cm.ubpe").write_bytes(signals.compress(RESIDUES, level=9))  # chose 6
     (HERE / "container_v2_cm_lpc.ubpe").write_bytes(signals.compress(TEETH, level=9))
