@@ -1456,16 +1456,18 @@ def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None 
     The search (:func:`_own_search`) runs at the fallback level. Where the ``model``'s
     predictor has no coefficients (fixed or lag), the packet is also coded with that
     predictor and its own tables (:func:`_own_tables`, one pass): from ``OWN_SEARCH_LEVEL``
-    beside the search, and below it where the model's ``own_search`` hint is False, in its
-    place wherever it costs at most the model's ``fallback_bits`` (the packet looks like the
-    model's data; where the values are sparse, mode 5 is still tried, :func:`_ranked_or`).
+    beside the search, and below it, in packets of ``OWN_TRY_SIZE`` samples or more where the
+    model's ``own_search`` hint is False, in its place wherever it costs at most the model's
+    ``fallback_bits`` (the packet looks like the model's data; where the values are sparse,
+    mode 5 is still tried, :func:`_ranked_or`). (A shorter packet's own tables rarely pay
+    for the table that its decoder builds: there the search stays, as for costly packets.)
     The smallest payload is kept."""
     lv = _fallback_level(level, x.size)
     x64 = np.ascontiguousarray(x, np.int64)
     u = _sparse_values(x64) if lv >= RANK_LEVEL else None
     best = coded
     if model is not None and model.kind != 1 and x.size:
-        quick = model.own_search is False and level < OWN_SEARCH_LEVEL
+        quick = model.own_search is False and level < OWN_SEARCH_LEVEL and x.size >= OWN_TRY_SIZE
         if quick or level >= OWN_SEARCH_LEVEL:
             cheap = _own_tables(x64, model)
             best = cheap if len(cheap) < len(coded) else coded
@@ -1624,10 +1626,11 @@ class ChannelModel:
         An encoder hint for a fixed or lag predictor: whether a packet's own
         coding searches a predictor of its own (True), or takes the model's
         predictor with its own tables (False; levels below
-        ``OWN_SEARCH_LEVEL``, and packets that this codes at most at
-        ``fallback_bits``). Chosen on the validation split: True where the
-        search saves ``OWN_SEARCH_GAIN`` of the model's bits more. None (LPC
-        models, and models fitted before the hint): the search.
+        ``OWN_SEARCH_LEVEL``, packets of ``OWN_TRY_SIZE`` samples or more that
+        this codes at most at ``fallback_bits``). Chosen on the validation
+        split: True where the search saves ``OWN_SEARCH_GAIN`` of the
+        model's bits more. None (LPC models, and models fitted before the
+        hint): the search.
     own_gain : float or None
         An encoder hint (payloads do not depend on it): the share of the
         validation bits, in packets of at least ``OWN_TRY_SIZE`` samples, that
