@@ -1437,17 +1437,22 @@ def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> by
     return _own_or(x, coded, level, model)
 
 
-def _own_tables(x: np.ndarray, model: ChannelModel) -> bytes:
+def _model_residuals(x: np.ndarray, model: ChannelModel) -> tuple[np.ndarray, np.ndarray]:
+    """The residuals (int64) and match buckets (all 0) of ``x`` (int64) under the model's
+    predictor and cascade, as one block, without its match model."""
+    kinds, orders, shifts, coefs = model.block_params()
+    r, mb = P.predict_fused(x, max(x.size, 1), kinds, orders, shifts, coefs, 0, 0, _tbits(x.size))
+    return (P.cascade_forward(r, model.lms) if model.lms else r), mb
+
+
+def _own_tables(x: np.ndarray, model: ChannelModel, res: tuple | None = None) -> bytes:
     """Mode 4 of ``x`` (int64) with the model's predictor (a fixed or lag one: no coefficients to
-    carry) and cascade, no match model, and the packet's own tables (level 3's search)."""
-    kinds, orders, shifts, coefs = params = model.block_params()
-    block = max(x.size, 1)
-    tbits = _tbits(x.size)
-    r, mb = P.predict_fused(x, block, kinds, orders, shifts, coefs, 0, 0, tbits)
-    if model.lms:
-        r = P.cascade_forward(r, model.lms)
+    carry) and cascade, no match model, and the packet's own tables (level 3's search); ``res``:
+    :func:`_model_residuals` of ``x``, where already found."""
+    r, mb = _model_residuals(x, model) if res is None else res
     emit = _code_residuals(r, mb, 1, PRESETS[FALLBACK_LEVEL])[1]
-    return _mode4(block, P.block_side_bytes(*params), 0, 0, tbits, model.lms, emit())
+    return _mode4(max(x.size, 1), P.block_side_bytes(*model.block_params()), 0, 0, _tbits(x.size),
+                  model.lms, emit())
 
 
 def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None = None) -> bytes:
@@ -1472,8 +1477,7 @@ def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None 
             cheap = _own_tables(x64, model)
             best = cheap if len(cheap) < len(coded) else coded
             if quick and 8 * len(best) <= model.fallback_bits * x.size + 64:
-                own = coded if u is None else _ranked_or(x64, coded, lv, u)
-                return own if len(own) < len(best) else best
+                return best if u is None else _ranked_or(x64, best, model, u)
     own = _own_search(x, x64, coded, lv, u)
     return own if len(own) < len(best) else best
 
@@ -1522,21 +1526,20 @@ def _own_search(x: np.ndarray, x64: np.ndarray, coded: bytes, lv: int,
     return own if len(own) < len(coded) else coded
 
 
-def _ranked_or(x: np.ndarray, coded: bytes, lv: int, u: np.ndarray) -> bytes:
-    """Mode 5 of ``x`` (int64, its sorted distinct values ``u``) at level ``lv``, where its
-    estimate is at most ``RANK_DOUBT`` times the bits of ``coded`` and it codes smaller;
-    else ``coded``."""
-    budget = RANK_DOUBT * 8 * len(coded)
-    ranks, diffs = _ranks(x, u), P.differences(u, 1)
-    e_body, body = _own_estimate(ranks, lv)
-    e_ranked = e_body + 8 * (3 + len(_varint(u.size)))
-    if e_ranked + 64 > budget:  # (a head's estimate is at least 64 bits)
+def _ranked_or(x: np.ndarray, coded: bytes, model: ChannelModel, u: np.ndarray) -> bytes:
+    """Mode 5 of ``x`` (int64, its sorted distinct values ``u``) with the ranks coded as
+    :func:`_own_tables` codes a packet (the model's predictor, their own tables) and the
+    distinct values' differences at ``RANK_LEVEL``, where the ranks' estimate
+    (:func:`_est_bits` of their residuals, plus the least a dictionary costs) is at most
+    ``RANK_DOUBT`` times the bits of ``coded`` and it codes smaller; else ``coded``."""
+    ranks = _ranks(x, u)
+    res = _model_residuals(ranks, model)
+    if _estimate(*res, 1) + 8 * (3 + len(_varint(u.size))) + 64 > RANK_DOUBT * 8 * len(coded):
         return coded
-    e_head, head = _own_estimate(diffs, min(lv, RANK_LEVEL))
-    if e_ranked + e_head > budget:
-        return coded
-    five = _encode_ranked(x, lv, u, (ranks, diffs, body, head))
-    return five if five is not None and len(five) < len(coded) else coded
+    head = _encode_plain(P.differences(u, 1), RANK_LEVEL, inner=True)
+    five = b"".join([bytes([RANKED]), _varint(u.size), _varint(len(head)), head,
+                     _own_tables(ranks, model, res)])
+    return five if len(five) < len(coded) else coded
 
 
 OWN_SEARCH_LEVEL = 6  # from this level, a packet's own coding searches its predictor also where

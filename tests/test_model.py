@@ -296,6 +296,16 @@ def test_a_packet_takes_the_models_lag_with_its_own_tables(lag_model):
     assert len(q) <= len(p) and decode_channel(q, x.size, model=lag_model).tolist() == x.tolist()
 
 
+def test_sparse_packets_take_the_ranks_with_the_models_lag():
+    from signals.channel import RANKED, decode_channel, encode_channel, fit_channel_model
+    model = fit_channel_model([periodic(20_000) * 7], packet_size=1024)  # values 7 apart
+    assert (model.kind, model.order, model.own_search) == (2, 40, False)
+    x = periodic(2048, seed=5) * 7
+    p = encode_channel(x, model=model)  # the ranks of the distinct values, under the lag
+    assert p[0] == RANKED and len(p) < 0.8 * len(encode_channel(x, model=model, level=0))
+    assert decode_channel(p, x.size, model=model).tolist() == x.tolist()
+
+
 @pytest.fixture(scope="module")
 def three_channel_model():
     rng = np.random.default_rng(11)
