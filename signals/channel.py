@@ -1529,14 +1529,16 @@ def _own_search(x: np.ndarray, x64: np.ndarray, coded: bytes, lv: int,
 def _ranked_or(x: np.ndarray, coded: bytes, model: ChannelModel, u: np.ndarray) -> bytes:
     """Mode 5 of ``x`` (int64, its sorted distinct values ``u``) with the ranks coded as
     :func:`_own_tables` codes a packet (the model's predictor, their own tables) and the
-    distinct values' differences at ``RANK_LEVEL``, where the ranks' estimate
-    (:func:`_est_bits` of their residuals, plus the least a dictionary costs) is at most
-    ``RANK_DOUBT`` times the bits of ``coded`` and it codes smaller; else ``coded``."""
-    ranks = _ranks(x, u)
+    distinct values' differences at ``RANK_LEVEL``, where the estimate (:func:`_est_bits` of
+    the ranks' residuals and of the differences' own differences, plus the headers) is at
+    most ``RANK_DOUBT`` times the bits of ``coded`` and it codes smaller; else ``coded``."""
+    ranks, d = _ranks(x, u), P.differences(u, 1)
     res = _model_residuals(ranks, model)
-    if _estimate(*res, 1) + 8 * (3 + len(_varint(u.size))) + 64 > RANK_DOUBT * 8 * len(coded):
+    e_head = 8 * (16 + len(_varint(u.size))) + _estimate(P.differences(d, 1),
+                                                         np.zeros(d.size, np.uint8), 1)
+    if _estimate(*res, 1) + e_head > RANK_DOUBT * 8 * len(coded):
         return coded
-    head = _encode_plain(P.differences(u, 1), RANK_LEVEL, inner=True)
+    head = _encode_plain(d, RANK_LEVEL, inner=True)
     five = b"".join([bytes([RANKED]), _varint(u.size), _varint(len(head)), head,
                      _own_tables(ranks, model, res)])
     return five if len(five) < len(coded) else coded
