@@ -1018,7 +1018,20 @@ def _residual_tables(r, mb, n_mb, hybrid, contexts, ctxs):
 
 
 @njit(cache=True)
+def _context_map(th):
+    """:func:`signals.entropy.context_map` of increasing thresholds ``th`` in a kernel."""
+    cmap = np.empty(E.CTX_RANGE, np.int64)
+    c = 0
+    for st in range(E.CTX_RANGE):
+        while c < th.shape[0] and th[c] <= st:
+            c += 1
+        cmap[st] = c
+    return cmap
+
+
+@njit(cache=True)
 def _put_varint(buf, pos, v):
+    """Write ``v`` (>= 0) as a LEB128 varint at ``buf[pos]``; the position after it."""
     while v >= 0x80:
         buf[pos] = np.uint8((v & 0x7F) | 0x80)
         pos += 1
@@ -1033,13 +1046,7 @@ def _section_bytes(z, mb, n_mb, k, msb, tokens, nbits, th, f, q, width, ctxk, bl
     kind, table, rANS words, raw bits) from :func:`_split_tables`' choice, as uint8."""
     table = E.write_codes(q)
     nc = th.shape[0] + 1
-    cmap = np.empty(E.CTX_RANGE, np.int64)  # (signals.entropy.context_map)
-    c = 0
-    for st in range(E.CTX_RANGE):
-        while c < th.shape[0] and th[c] <= st:
-            c += 1
-        cmap[st] = c
-    rows = _table_rows(tokens, z, bl, mb, cmap, nc, ctxk)
+    rows = _table_rows(tokens, z, bl, mb, _context_map(th), nc, ctxk)
     cum = np.zeros_like(f)
     for i in range(f.shape[0]):
         for j in range(1, f.shape[1]):
@@ -2213,14 +2220,7 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
                     pos += 1
         else:
             buf[pos] = MODEL
-            pos += 1
-            v = nw
-            while v >= 0x80:
-                buf[pos] = np.uint8((v & 0x7F) | 0x80)
-                pos += 1
-                v >>= 7
-            buf[pos] = np.uint8(v)
-            pos += 1
+            pos = _put_varint(buf, pos + 1, nw)
             for i in range(nw):
                 buf[pos] = np.uint8(words[i] & 0xFF)
                 buf[pos + 1] = np.uint8(words[i] >> 8)
@@ -2424,12 +2424,7 @@ def _k_fused(buf, pos, end, n):
     if not ok or 2 * nw > end - pos or n * E.MIN_TOKEN_BITS > 16 * nw + 64:
         return bad, False
     words, raw, nraw = _k_words_raw(buf, pos, nw, end)
-    cmap = np.zeros(E.CTX_RANGE, np.int64)  # (signals.entropy.context_map)
-    for st in range(E.CTX_RANGE):
-        c = 0
-        while c < th.shape[0] and th[c] <= st:
-            c += 1
-        cmap[st] = c
+    cmap = _context_map(th)
     dtab = E.decode_table(f, k, msb)
     return _decode_fused(words, raw, 8 * nraw, n, cmap, nc, dtab, block, kinds, orders, shifts,
                          coefs, mh, t, tbits, lms, ctxk)
