@@ -1485,29 +1485,28 @@ def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None 
             best = cheap if len(cheap) < len(coded) else coded
             if quick and 8 * len(best) <= model.fallback_bits * x.size + 64:
                 return best if u is None else _ranked_or(x64, best, model, u)
-    own = _own_search(x, x64, coded, lv, u)
+    own = _own_search(x64, coded, lv, u)
     return own if len(own) < len(best) else best
 
 
-def _own_search(x: np.ndarray, x64: np.ndarray, coded: bytes, lv: int,
-                u: np.ndarray | None) -> bytes:
-    """The own coding of ``x`` (``x64``: as int64; ``u``: its sparse values, or None) at level
+def _own_search(x64: np.ndarray, coded: bytes, lv: int, u: np.ndarray | None) -> bytes:
+    """The own coding of ``x64`` (int64, contiguous; ``u``: its sparse values, or None) at level
     ``lv`` where estimated smaller than ``coded`` and smaller, else ``coded``.
 
     Where the values are sparse (mode 5 may win), the ranks and the distinct values' differences
     are estimated too (:func:`_own_estimate`, whose analysis their coding then takes), and
-    only the candidates whose estimate is near the better one are coded: mode 4 of ``x`` where
+    only the candidates whose estimate is near the better one are coded: mode 4 of ``x64`` where
     the ranks' estimate is at least ``RANK_SURE`` times its own, mode 5 where at most
     ``RANK_DOUBT`` times."""
-    est, (lpc, runs) = _own_estimate(x, lv)
+    est, (lpc, runs) = _own_estimate(x64, lv)
     if u is None:
         if est >= 8 * len(coded):
             return coded
         own = _encode_plain(x64, lv, lpc=(lpc, runs), sparse=None)
-        if own[0] == CONST and x.size > CONST_MAX:
+        if own[0] == CONST and x64.size > CONST_MAX:
             return coded  # (decode_packets bounds a payload's count by its bytes)
         return own if len(own) < len(coded) else coded
-    # (sparse values: x is not constant; the estimate knows nothing of mode 5 on its own)
+    # (sparse values: x64 is not constant; the estimate knows nothing of mode 5 on its own)
     ranks, diffs = _ranks(x64, u), P.differences(u, 1)
     e_body, body = _own_estimate(ranks, lv)
     e_ranked = e_body + 8 * (3 + len(_varint(u.size)))
@@ -1528,7 +1527,7 @@ def _own_search(x: np.ndarray, x64: np.ndarray, coded: bytes, lv: int,
     if five is not None:
         cands.append(five)
     own = min(cands, key=len)  # (the first of the shortest: mode 4 on a tie, as _encode_plain)
-    if len(own) >= 1 + 8 * x.size:
+    if len(own) >= 1 + 8 * x64.size:
         own = bytes([RAW]) + x64.astype("<i8").tobytes()  # (as _encode_plain gives up)
     return own if len(own) < len(coded) else coded
 
