@@ -306,17 +306,20 @@ def _token_value(ent, raw, bpos, nb):
 
 
 @njit(cache=True, inline="always")
-def _rans_residual(words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc):
+def _rans_residual(words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc, fmin):
     """The next residual of a rANS token stream and its raw bits (match model off).
 
     ``crow``: the first decode-table slot of each context's row; the state
     (``st``, ``wpos``, ``bpos``, the last three token bit lengths ``b1..b3``,
-    the statistic ``acc`` of context kind ``ctxk`` > 0) comes in and goes out:
-    returns ``(r, ok, state...)``. ``ok`` is False where the stream is
-    inconsistent (an empty table slot, words or raw bits run out); the state
-    is then meaningless. The renormalisation does not branch (it is taken at
-    random, every few tokens): the next word is read at a clamped index and
-    shifted in where the state is below ``RANS_L``.
+    the statistic ``acc`` of context kind ``ctxk`` > 0, the least table
+    frequency met ``fmin``) comes in and goes out: returns ``(r, state...)``.
+    Nothing is checked here: every read stays in bounds (the next word at a
+    clamped index, the raw bits at a clamped position), and
+    :func:`_stream_ok` of the state says afterwards whether every token so
+    far was consistent (no empty table slot met, no word or raw bit read
+    past the end); past an inconsistent token the state is meaningless. The
+    renormalisation does not branch (it is taken at random, every few
+    tokens): the next word is shifted in where the state is below ``RANS_L``.
     """
     mask = np.uint64(E.SCALE - 1)
     sb = np.uint64(E.SCALE_BITS)
@@ -325,15 +328,14 @@ def _rans_residual(words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3,
     ctx = 2 * b1 + b2 + b3 if ctxk == 0 else E.ema_stat_fast(acc, ctxk)
     ent = dtab[crow[ctx] | (st & mask)]
     f = ent & np.uint64(E.DT_FREQ_MASK)
+    fmin = min(fmin, f)
     st = f * (st >> sb) + ((ent >> np.uint64(13)) & mask)
     under = st < np.uint64(E.RANS_L)
-    ok = f != 0 and not (under and wpos >= nw)
     nxt = np.uint64(words[min(wpos, nw - 1)])
     u = np.uint64(under)
     st = (st << (u << np.uint64(4))) | (nxt & (np.uint64(0) - u))
     wpos += int(under)
     nb = (ent >> np.uint64(32)) & np.uint64(63)
-    ok = ok and bpos + nb <= tb
     z = _token_value(ent, raw, min(bpos, tb), nb)  # raw holds the word past tb
     bpos += nb
     b3 = b2
@@ -341,15 +343,29 @@ def _rans_residual(words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3,
     b1 = np.int64((ent >> np.uint64(40)) & np.uint64(127))
     if ctxk:
         acc = E.ema_update(acc, z, ctxk)
-    return np.int64(z >> one) ^ -np.int64(z & one), ok, st, wpos, bpos, b1, b2, b3, acc
+    return np.int64(z >> one) ^ -np.int64(z & one), st, wpos, bpos, b1, b2, b3, acc, fmin
 
 
 @njit(cache=True, inline="always")
-def _residual(res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc):
+def _stream_ok(fmin, wpos, nw, bpos, tb):
+    """Whether every token that :func:`_rans_residual` decoded so far was consistent: no
+    empty table slot (frequency 0), no word past the ``nw`` words (a word is read past the
+    last only where the state needs one more), no raw bit past the ``tb`` bits (positions
+    only grow, so that their last values decide)."""
+    return fmin != 0 and wpos <= nw and bpos <= tb
+
+
+# the least frequency met before any token: above every table's (at most SCALE)
+_NO_FMIN = np.uint64(1 << 13)
+
+
+@njit(cache=True, inline="always")
+def _residual(res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc, fmin):
     """``res[i]``, or where ``res`` is None :func:`_rans_residual` (same returns)."""
     if res is None:
-        return _rans_residual(words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc)
-    return res[i], True, st, wpos, bpos, b1, b2, b3, acc
+        return _rans_residual(words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc,
+                              fmin)
+    return res[i], st, wpos, bpos, b1, b2, b3, acc, fmin
 
 
 @njit(cache=True)
@@ -369,14 +385,14 @@ def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk):
     acc = 0
     crow = cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
     tb = np.uint64(total_bits)
-    good = True
+    fmin = _NO_FMIN
     for i in range(n):
-        r[i], ok, st, wpos, bpos, b1, b2, b3, acc = _rans_residual(
-            words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc)
-        good &= ok
-        if (i & 255) == 255 and not good:
+        r[i], st, wpos, bpos, b1, b2, b3, acc, fmin = _rans_residual(
+            words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc, fmin)
+        if (i & 255) == 255 and not _stream_ok(fmin, wpos, nw, bpos, tb):
             return r, False
-    return r, good and wpos == nw and st == np.uint64(E.RANS_L) and total_bits - np.int64(bpos) < 8
+    return r, (_stream_ok(fmin, wpos, nw, bpos, tb) and wpos == nw and st == np.uint64(E.RANS_L)
+               and total_bits - np.int64(bpos) < 8)
 
 
 @njit(cache=True)
@@ -409,10 +425,10 @@ def _decode_blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kind
     b3 = np.int64(0)
     acc = 0
     tb = np.uint64(total_bits)
+    fmin = _NO_FMIN
     cr = np.zeros(32, np.int64)
     x4 = x3 = x2 = x1 = np.int64(0)  # the four newest samples
-    good = True  # checked once a block: past a bad token the reads stay in bounds
-    for b in range((n + block - 1) // block):
+    for b in range((n + block - 1) // block):  # checked once a block (the reads stay in bounds)
         s = b * block
         e = min(n, s + block)
         kind, order, shift = kinds[b], orders[b], shifts[b]
@@ -427,19 +443,20 @@ def _decode_blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kind
         else:  # FLAC's fixed predictors, or a lag (not in registers)
             k1, k2, k3, k4 = P._WEIGHTS[min(order, P.MAX_ORDER)]
         sh = shift if kind == 1 else 0
+        delta = kind == 0 and order == 1  # the commonest: FLAC's first-order predictor
         c = cr[:max(order - 4, 0)]
         for i in range(s, head):  # the block's first samples (the signal's: warm-up)
-            r, ok, st, wpos, bpos, b1, b2, b3, acc = _residual(
-                res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc)
-            good &= ok
+            r, st, wpos, bpos, b1, b2, b3, acc, fmin = _residual(
+                res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc, fmin)
             v = r + P._lpc_predict(x, i, kind, order, shift, coefs, b)
             x[i] = v
             x4, x3, x2, x1 = x3, x2, x1, v
         for i in range(head, e):
-            r, ok, st, wpos, bpos, b1, b2, b3, acc = _residual(
-                res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc)
-            good &= ok
-            if kind == 2:
+            r, st, wpos, bpos, b1, b2, b3, acc, fmin = _residual(
+                res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc, fmin)
+            if delta:
+                v = r + x1
+            elif kind == 2:
                 v = r + x[i - order]
             elif lpc:
                 past = x[i - order:i - 4]
@@ -451,7 +468,7 @@ def _decode_blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kind
                 v = r + ((k1 * x1 + k2 * x2 + k3 * x3 + k4 * x4) >> sh)
             x[i] = v
             x4, x3, x2, x1 = x3, x2, x1, v
-        if not good:
+        if not _stream_ok(fmin, wpos, nw, bpos, tb):
             return x, False
     return x, res is not None or (wpos == nw and st == np.uint64(E.RANS_L)
                                   and total_bits - np.int64(bpos) < 8)
