@@ -67,6 +67,7 @@ import json
 import math
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -92,6 +93,11 @@ MATCH_KEEP = 0.9  # ... and at least this fraction of the best candidate's gain 
 LMS_PROBE = 1 << 14  # samples on which the default levels choose the adaptive cascade
 LMS_MIN_GAIN = 0.15  # levels 4-5 keep the cascade where it saves this (estimated bits/sample)
 VOCAB_MIN_GAIN = 0.02  # a model keeps its vocabulary stage where it saves this (bits/sample)
+SLOW_MIN_GAIN = 0.02  # a model keeps an LPC above FAST_LPC_ORDER, or more than FAST_CONTEXTS
+# contexts, where it saves this (bits/sample) over the best candidate within them
+FAST_LPC_ORDER = 16  # (an LPC of order 32 decodes about 1.3x slower than one of order 16)
+FAST_CONTEXTS = 8  # (a decode table of at most 256 KB without the match model: 1.1-1.3x faster
+# than 12-16 contexts on ECG 208)
 EST_CONTEXTS = 6  # contexts of the quick size estimate that compares candidates
 MAX_TBITS = 16  # match-model hash table: at most 2**16 entries (512 KiB, cache-friendly)
 SMALL_INPUT, SMALL_LEVEL_FROM, SMALL_LEVEL = 32768, 4, 7  # short inputs at levels 4-6: a
@@ -1962,7 +1968,8 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
                       validation: float = 0.25, max_samples: int = 400_000,
                       vocab_sizes: tuple[int, ...] = (2, 4),
                       min_cascade_gain: float = LMS_MIN_GAIN,
-                      min_vocab_gain: float = VOCAB_MIN_GAIN) -> ChannelModel:
+                      min_vocab_gain: float = VOCAB_MIN_GAIN,
+                      min_slow_gain: float = SLOW_MIN_GAIN) -> ChannelModel:
     """Fit a channel model on a corpus of recordings of one kind of source.
 
     Every stage is chosen by the bits it spends on a validation split, coded
@@ -2009,6 +2016,12 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         The same for the vocabulary stage, whose packets decode one at a
         time, through the token ids (several times slower than those of the
         context tables).
+    min_slow_gain : float, default ``SLOW_MIN_GAIN`` (0.02)
+        The same for the candidates that slow the decoder down: an LPC above
+        order ``FAST_LPC_ORDER`` (16), or more than ``FAST_CONTEXTS`` (8)
+        contexts (32 KB of decode table each: past 8, the table no longer
+        fits half of a 512 KB cache). Such a candidate is kept only where it
+        saves this many bits/sample over the best of the others.
 
     Returns
     -------
@@ -2069,20 +2082,30 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
     n_val = max(1, sum(p.size for p in va_p))
     stages: list[dict] = []
 
-    def stage(name: str, tried: list[tuple[float, str, Any]]) -> Any:
-        """Keep the candidate of fewest validation bits; record it and the runner-up."""
+    def stage(name: str, tried: list[tuple[float, str, Any]],
+              slow: Callable[[Any], bool] | None = None) -> Any:
+        """Keep the candidate of fewest validation bits, or where that one is ``slow`` to decode,
+        the best of the others unless it saves ``min_slow_gain``; record it and the runner-up."""
         tried = sorted(tried, key=lambda c: c[0])
-        entry = {"stage": name, "kept": tried[0][1], "bits": tried[0][0] / n_val}
+        pick = tried[0]
+        if slow is not None and slow(pick[2]):
+            fast = [c for c in tried if not slow(c[2])]
+            if fast and fast[0][0] - pick[0] < min_slow_gain * n_val:
+                pick = fast[0]
+        entry = {"stage": name, "kept": pick[1], "bits": pick[0] / n_val}
+        other = tried[1] if pick is tried[0] else tried[0]
         if len(tried) > 1:
-            entry.update(alternative=tried[1][1], bits_alternative=tried[1][0] / n_val)
+            entry.update(alternative=other[1], bits_alternative=other[0] / n_val)
+        if pick is not tried[0]:
+            entry["min_gain"] = min_slow_gain
         stages.append(entry)
-        return tried[0]
+        return pick
 
     tried: list = []
     for kind, order, coefs, shift in preds:  # predictor, with no match model and 8 contexts
         m = fitted(kind, order, coefs, shift, 0, 0, 8, tr_p)
         tried.append((_packet_bits(m, va_p), _predictor_name(m), m))
-    plain, _, base = stage("predictor", tried)
+    plain, _, base = stage("predictor", tried, lambda m: m.kind == 1 and m.order > FAST_LPC_ORDER)
     tried = [(plain, "off", base)]
     for mh, t in match:  # then the match model
         if mh:
@@ -2105,8 +2128,9 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
     for nctx in contexts:  # then the context count
         m = fitted(chosen.kind, chosen.order, chosen.coefs, chosen.shift, chosen.mh, chosen.t, nctx,
                    tr_p, chosen.lms)
-        tried.append((_packet_bits(m, va_p), str(nctx), nctx))
-    bits, _, n_ctx = stage("contexts", tried)
+        tried.append((_packet_bits(m, va_p), str(nctx), (nctx, m.thresholds.size + 1)))
+    # (slow by the contexts the tables keep: bins of too few samples merge)
+    bits, _, (n_ctx, _) = stage("contexts", tried, lambda c: c[1] > FAST_CONTEXTS)
     c = chosen
     vocab = 0
     if c.mh == 0 and vocab_sizes:  # then a UBPE vocabulary over the residual tokens

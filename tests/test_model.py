@@ -42,8 +42,11 @@ def test_each_stage_decision_is_reported_with_its_runner_up(ecg_model, tmp_path)
     assert names[:2] == ["predictor", "match model"] and "contexts" in names
     assert names[-1] == "vocabulary" or ecg_model.codec_["ecg"]["model"].mh  # match model off
     for st_ in stages:  # the kept candidate codes the validation split in the fewest bits ...
-        if "min_gain" in st_:  # ... or, for the cascade, saves its minimum over the runner-up
-            assert (st_["kept"] == "off") == (st_["bits"] - st_["bits_alternative"] < st_["min_gain"])
+        if "min_gain" in st_:  # ... or the runner-up, which slows the decoder down (the cascade,
+            # the vocabulary, a high LPC order, many contexts), does not save its minimum
+            assert st_["bits"] - st_["bits_alternative"] < st_["min_gain"]
+            if st_["stage"] in ("adaptive cascade", "vocabulary"):
+                assert st_["kept"] == "off"
         else:
             assert st_["bits"] <= st_["bits_alternative"]
     chosen = ecg_model.codec_["ecg"]["model"]
@@ -198,6 +201,26 @@ def test_a_vocabulary_that_saves_too_little_is_not_kept():
     st_ = next(s for s in m.stages_ if s["stage"] == "vocabulary")
     assert st_["kept"] == "off" and st_["min_gain"] == 1.0 and m.merges is None
     assert st_["bits_alternative"] < st_["bits"]  # smaller, but not by enough
+
+
+def test_a_candidate_that_slows_the_decoder_must_save_enough(ecg_counts):
+    from signals.channel import FAST_CONTEXTS, FAST_LPC_ORDER, fit_channel_model
+    x = [ecg_counts[:60_000]]  # (where LPC 32 and 16 contexts are the fewest bits)
+    opts = dict(packet_size=4096, lpc_orders=(8, 32), contexts=(4, 16), vocab_sizes=())
+    free = fit_channel_model(x, min_slow_gain=0.0, **opts)
+    strict = fit_channel_model(x, min_slow_gain=10.0, **opts)
+    assert strict.kind != 1 or strict.order <= FAST_LPC_ORDER
+    assert strict.thresholds.size + 1 <= FAST_CONTEXTS
+    by_stage = {s["stage"]: s for s in strict.stages_}
+    for name in ("predictor", "contexts"):
+        free_st = next(s for s in free.stages_ if s["stage"] == name)
+        if free_st["kept"] != by_stage[name]["kept"]:  # the slow one won on bits alone
+            assert by_stage[name]["min_gain"] == 10.0
+            assert by_stage[name]["bits_alternative"] <= by_stage[name]["bits"]
+        else:
+            assert "min_gain" not in by_stage[name]
+    assert (free.order, free.thresholds.size + 1) == (32, 14)
+    assert (strict.order, strict.thresholds.size + 1) == (8, 4)
 
 
 def test_a_vocabulary_config_is_checked(vocab_model):
