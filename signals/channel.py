@@ -2275,8 +2275,10 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
 @njit(cache=True)
 def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, tbits, cmap, nc,
                         dtab, lms, min_bits):
-    """Inverse of :func:`_encode_model_batch`; status per packet: 0 ok, 1 another mode (for the
-    general reader), 2 damaged, 3 more samples than its bytes can hold. Only packets of status 0
+    """Inverse of :func:`_encode_model_batch`: ``(x, out_off, status, n_bad)``; status per
+    packet: 0 ok, 1 another mode (for the general reader), 2 damaged, 3 more samples than its
+    bytes can hold; ``n_bad`` the packets of another status, or -1 (nothing decoded) where a
+    sample count is negative. Only packets of status 0
     (and those found damaged while decoding) have room in ``x``: the counts are checked against
     the bytes before allocating, a model payload's with ``min_bits`` (the fewest bits a token
     of the model's tables costs); a constant above ``(16 size + 64) / MIN_TOKEN_BITS + 1``
@@ -2284,6 +2286,9 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
     n_p = ns.shape[0]
     out_off = np.zeros(n_p + 1, np.int64)
     status = np.zeros(n_p, np.int64)
+    for j in range(n_p):
+        if ns[j] < 0:
+            return np.zeros(0, np.int64), out_off, status, -1
     for j in range(n_p):
         size = offsets[j + 1] - offsets[j]
         n = ns[j]
@@ -2365,7 +2370,10 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
             x[out_off[j]:out_off[j + 1]] = seg
         if not ok:
             status[j] = 2
-    return x, out_off, status
+    n_bad = 0
+    for j in range(n_p):
+        n_bad += status[j] != 0
+    return x, out_off, status, n_bad
 
 
 _N_CASCADES = len(P.CASCADES)
@@ -2657,8 +2665,6 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
     ns_a = np.asarray(ns, np.int64).reshape(-1)
     if ns_a.size != len(payloads):
         raise ValueError(f"{len(payloads)} payloads, {ns_a.size} sample counts")
-    if ns_a.size and ns_a.min() < 0:
-        raise ValueError("negative sample count")
     offsets = _starts(map(len, payloads))
     buf = np.frombuffer(b"".join(payloads), np.uint8)
     cmap = model.tables()[0]
@@ -2666,12 +2672,14 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
     # (the kernel bounds the allocation: a model payload of b bytes holds at most
     # (8 b + 64) / min_bits samples, any other (16 b + 64) / MIN_TOKEN_BITS + 1; the payloads
     # of other modes are given room only once the general reader has decoded them)
-    x, off, status = _decode_model_batch(buf, offsets, ns_a, kinds, orders, shifts, coefs,
-                                         model.mh, model.t, MODEL_TBITS, cmap, nc, dtab, model.lms,
-                                         min_bits)
+    x, off, status, n_bad = _decode_model_batch(buf, offsets, ns_a, kinds, orders, shifts, coefs,
+                                                model.mh, model.t, MODEL_TBITS, cmap, nc, dtab,
+                                                model.lms, min_bits)
+    if n_bad < 0:
+        raise ValueError("negative sample count")
     errors: dict[int, str] = {}
     late: dict[int, np.ndarray] = {}  # decoded by the general reader, without room in x yet
-    if status.any():
+    if n_bad:
         other = np.flatnonzero(status == 1)  # modes 4 and 5 (over mode 4) in one kernel first
         xs, xo, fine = _decode_plain_batch(buf, offsets, ns_a, other)
         fast = {j: xs[xo[i]:xo[i + 1]] for i, j in enumerate(other.tolist()) if fine[i]}

@@ -276,6 +276,9 @@ def test_packets_batch_matches_single_and_isolates_damage(model):
     assert all(np.array_equal(got[j], pk[j]) for j in range(len(pk)) if j not in (3, 7))
     with pytest.raises(ValueError):
         decode_packets(out[:1], [10**15], model)
+    for on_error in ("raise", "none"):  # a negative count is the caller's error, not a packet's
+        with pytest.raises(ValueError, match="negative sample count"):
+            decode_packets(out[:3], [pk[0].size, -1, pk[2].size], model, on_error=on_error)
 
 
 def test_model_fits_real_fixture():
