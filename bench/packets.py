@@ -16,8 +16,9 @@ trained (``zstandard.train_dictionary``) on the same 70%, cut in packets.
 Printed: bits/sample, ratio against the best peer, and speeds in M samples/s
 (ours: ``encode_packets``/``decode_packets``, all packets of a channel in one
 call; pcodec: one call per packet, as its API takes them), each the fastest
-of ``--repeat`` runs (default 5) after a warm-up, one core; "c/d vs pcodec 8"
-is our speed over pcodec's (above 1: faster). "SignalModel packets": the
+of ``--repeat`` runs (default 5) after a warm-up, one core, ours and pcodec 8
+in turn in each round (a slow phase of the machine slows both alike); "c/d
+vs pcodec 8" is our speed over pcodec's (above 1: faster). "SignalModel packets": the
 loaded model file's ``compress_packets``/``decompress_packets``, every
 channel in each packet (where the channels' test parts have one length).
 
@@ -78,13 +79,22 @@ def varint_len(n):
 
 def timed(fn, repeat: int = 5):
     """(result, seconds): the fastest of ``repeat`` runs after a warm-up."""
-    out = fn()  # warm-up
-    best = float("inf")
-    for _ in range(max(1, repeat)):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
+    (out, best), = timed_together([fn], repeat)
     return out, best
+
+
+def timed_together(fns, repeat: int = 5):
+    """[(result, seconds)] of each of ``fns``: the fastest of ``repeat`` runs after a warm-up,
+    the functions run in turn in each round (so that a slow phase of the machine, which here
+    lasts seconds, slows them alike and their speed ratio holds)."""
+    outs = [fn() for fn in fns]  # warm-up
+    best = [float("inf")] * len(fns)
+    for _ in range(max(1, repeat)):
+        for i, fn in enumerate(fns):
+            t = time.perf_counter()
+            outs[i] = fn()
+            best[i] = min(best[i], time.perf_counter() - t)
+    return list(zip(outs, best))
 
 
 def load_time(parts, models, repeat: int = 5) -> tuple[int, float, float, object]:
@@ -157,24 +167,28 @@ def main(argv=None):
                 pk = packets_of(test, size)
                 n += test.size
                 over = sum(varint_len(p.size) for p in pk)
-                blobs, te = timed(lambda: encode_packets(pk, m), args.repeat)
-                back, td = timed(lambda: decode_packets(blobs, [p.size for p in pk], m), args.repeat)
+                w = int_width([test] + train)
+                arrs = [p.astype(f"int{8 * w}") for p in pk]
+                cfg8 = pcodec.ChunkConfig(compression_level=8)
+                ns = [p.size for p in pk]
+                # ours and pcodec 8 in turn (their speed ratio is printed)
+                (blobs, te), (cb, pe) = timed_together(
+                    [lambda: encode_packets(pk, m),
+                     lambda: [pcodec.standalone.simple_compress(a, cfg8) for a in arrs]],
+                    args.repeat)
+                (back, td), (_, pd) = timed_together(
+                    [lambda: decode_packets(blobs, ns, m),
+                     lambda: [pcodec.standalone.simple_decompress(b) for b in cb]], args.repeat)
                 assert all(np.array_equal(a, b) for a, b in zip(pk, back))
                 t_ours[0] += te
                 t_ours[1] += td
+                t_pc[0] += pe
+                t_pc[1] += pd
                 tot["model"] += sum(map(len, blobs)) + over
                 tot["plain"] += sum(len(encode_channel(p)) for p in pk) + over
-                w = int_width([test] + train)
-                arrs = [p.astype(f"int{8 * w}") for p in pk]
-                for lv, key in ((8, "p8"), (12, "p12")):
-                    cfg = pcodec.ChunkConfig(compression_level=lv)
-                    cb, te = timed(lambda: [pcodec.standalone.simple_compress(a, cfg)
-                                            for a in arrs], args.repeat)
-                    _, td = timed(lambda: [pcodec.standalone.simple_decompress(b) for b in cb], args.repeat)
-                    tot[key] += sum(map(len, cb))
-                    if lv == 8:
-                        t_pc[0] += te
-                        t_pc[1] += td
+                tot["p8"] += sum(map(len, cb))
+                cfg12 = pcodec.ChunkConfig(compression_level=12)
+                tot["p12"] += sum(len(pcodec.standalone.simple_compress(a, cfg12)) for a in arrs)
                 if sf is not None and w <= 4:
                     for a in arrs:
                         buf = io.BytesIO()
