@@ -361,6 +361,13 @@ def _stream_ok(fmin, wpos, nw, bpos, tb):
     return fmin != 0 and wpos <= nw and bpos <= tb
 
 
+@njit(cache=True, inline="always")
+def _stream_end(st, wpos, nw, bpos, total_bits):
+    """Whether a rANS stream was used up exactly: every word read, the state back at its
+    initial ``RANS_L``, and fewer than 8 raw bits left (the padding of the last byte)."""
+    return wpos == nw and st == np.uint64(E.RANS_L) and total_bits - np.int64(bpos) < 8
+
+
 # the least frequency met before any token: above every table's (at most SCALE)
 _NO_FMIN = np.uint64(1 << 13)
 
@@ -397,8 +404,7 @@ def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk):
             words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc, fmin)
         if (i & 255) == 255 and not _stream_ok(fmin, wpos, nw, bpos, tb):
             return r, False
-    return r, (_stream_ok(fmin, wpos, nw, bpos, tb) and wpos == nw and st == np.uint64(E.RANS_L)
-               and total_bits - np.int64(bpos) < 8)
+    return r, _stream_ok(fmin, wpos, nw, bpos, tb) and _stream_end(st, wpos, nw, bpos, total_bits)
 
 
 @njit(cache=True)
@@ -476,8 +482,7 @@ def _decode_blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kind
             x4, x3, x2, x1 = x3, x2, x1, v
         if not _stream_ok(fmin, wpos, nw, bpos, tb):
             return x, False
-    return x, res is not None or (wpos == nw and st == np.uint64(E.RANS_L)
-                                  and total_bits - np.int64(bpos) < 8)
+    return x, res is not None or _stream_end(st, wpos, nw, bpos, total_bits)
 
 
 @njit(cache=True)
@@ -605,7 +610,7 @@ def _decode_fused(words, raw, total_bits, n, cmap, nc, dtab, block, kinds, order
             ptr, mlen = P.follow_match(x, i, ptr, mlen)
             if h >= 0:
                 table[h] = i
-    return x, wpos == nw and st == low and total_bits - np.int64(bpos) < 8
+    return x, _stream_end(st, wpos, nw, bpos, total_bits)
 
 
 @njit(cache=True)
