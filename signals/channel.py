@@ -1493,7 +1493,8 @@ def _own_tables(x: np.ndarray, model: ChannelModel, res: tuple | None = None) ->
 def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None = None) -> bytes:
     """:func:`_try_own` past its first tests: the own coding where estimated smaller.
 
-    The search (:func:`_own_search`) runs at the fallback level. Where the ``model``'s
+    The search (:func:`_own_search`) runs at the fallback level (below ``OWN_SEARCH_LEVEL``,
+    at most the model's ``own_level`` hint). Where the ``model``'s
     predictor has no coefficients (fixed or lag), the packet is also coded with that
     predictor and its own tables (:func:`_own_tables`, one pass): from ``OWN_SEARCH_LEVEL``
     beside the search, and below it, in packets of ``OWN_TRY_SIZE`` samples or more where the
@@ -1503,6 +1504,8 @@ def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None 
     for the table that its decoder builds: there the search stays, as for costly packets.)
     The smallest payload is kept."""
     lv = _fallback_level(level, x.size)
+    if model is not None and model.own_level is not None and level < OWN_SEARCH_LEVEL:
+        lv = min(lv, model.own_level)
     x64 = np.ascontiguousarray(x, np.int64)
     u = _sparse_values(x64) if lv >= RANK_LEVEL else None
     best = coded
@@ -1583,6 +1586,8 @@ OWN_SEARCH_LEVEL = 6  # from this level, a packet's own coding searches its pred
 OWN_SEARCH_GAIN = 0.005  # the search must save this share of the model's validation bits more
 # than the model's predictor with own tables, for the hint to ask for it
 FALLBACK_QUANTILE = 0.98  # of the validation packets' cost: packets above it try their own coding
+OWN_LEVEL_SLACK = 0.001  # a model's own_level hint: the lowest level whose validation bits are
+# within this share of FALLBACK_LEVEL's
 OWN_GAIN_MIN = 0.005  # a model's own_gain below it: its long packets try their own coding only
 # where costly (as short ones do)
 OWN_PROBE, OWN_PROBE_WINS = 16, 2  # such a model's batches: every 16th long packet tries; the
@@ -1594,9 +1599,11 @@ RANK_SURE, RANK_DOUBT = 0.9, 1.05  # a sparse packet's own coding: mode 4 is cod
 # ranks' estimate is at least RANK_SURE times its own, mode 5 where at most RANK_DOUBT times
 
 
-def _own_gain(m: ChannelModel, val: list[np.ndarray], size: int) -> tuple[float, float] | None:
+def _own_gain(m: ChannelModel, val: list[np.ndarray], size: int, level: int = DEFAULT_LEVEL
+              ) -> tuple[float, float] | None:
     """The share of the model's bits that coding each packet of ``val`` with its own tables (as
-    :func:`_try_own` would, where smaller) saves, and the bits per sample then; None where
+    :func:`_try_own` would at ``level``, where smaller) saves, and the bits per sample then;
+    None where
     ``val`` holds fewer than
     ``OWN_TRY_SIZE`` samples. The recordings are joined (many short recordings are streamed
     so) and cut in packets of ``size`` samples, or of all of them where fewer; at most
@@ -1611,7 +1618,7 @@ def _own_gain(m: ChannelModel, val: list[np.ndarray], size: int) -> tuple[float,
         pk = [pk[i] for i in np.linspace(0, len(pk) - 1, budget).astype(int)]
     coded = encode_packets(pk, m, level=0)
     total = sum(map(len, coded))
-    saved = total - sum(len(_own_or(p, c, DEFAULT_LEVEL, m)) for p, c in zip(pk, coded))
+    saved = total - sum(len(_own_or(p, c, level, m)) for p, c in zip(pk, coded))
     return round(saved / max(1, total), 4), 8 * (total - saved) / (size * len(pk))
 
 
@@ -1670,6 +1677,13 @@ class ChannelModel:
         split: True where the search saves ``OWN_SEARCH_GAIN`` of the
         model's bits more. None (LPC models, and models fitted before the
         hint): the search.
+    own_level : int or None
+        An encoder hint: the level (1..``FALLBACK_LEVEL``) of a packet's own
+        coding below ``OWN_SEARCH_LEVEL``, the lowest whose validation bits
+        are within ``OWN_LEVEL_SLACK`` of ``FALLBACK_LEVEL``'s (level 3 adds
+        the distinct-value ranks, mode 5, and a wider predictor search). None
+        (models fitted before the hint, and those whose own tables do not
+        pay, ``own_gain`` below ``OWN_GAIN_MIN``): ``FALLBACK_LEVEL``.
     own_gain : float or None
         An encoder hint (payloads do not depend on it): the share of the
         validation bits, in packets of at least ``OWN_TRY_SIZE`` samples, that
@@ -1700,6 +1714,7 @@ class ChannelModel:
     vcodes: np.ndarray | None = None
     own_gain: float | None = None
     own_search: bool | None = None
+    own_level: int | None = None
     _tables: Any = field(default=None, repr=False, compare=False)
     _vtables: Any = field(default=None, repr=False, compare=False)
     _batch: Any = field(default=None, repr=False, compare=False)
@@ -1759,6 +1774,7 @@ class ChannelModel:
                 "codes": base64.b64encode(self.codes.astype(np.uint8).tobytes()).decode()} | (
             {} if self.own_gain is None else {"own_gain": float(self.own_gain)}) | (
             {} if self.own_search is None else {"own_search": bool(self.own_search)}) | (
+            {} if self.own_level is None else {"own_level": int(self.own_level)}) | (
             {} if self.merges is None or self.vcodes is None else {"vocabulary": {
                 "merges": base64.b64encode(self.merges.astype("<i4").tobytes()).decode(),
                 "codes": base64.b64encode(self.vcodes.astype(np.uint8).tobytes()).decode()}})
@@ -1827,10 +1843,13 @@ class ChannelModel:
             search = config.get("own_search")
             if search is not None and not isinstance(search, bool):
                 raise ValueError("own_search must be true or false")
+            level = config.get("own_level")
+            if level is not None and (type(level) is not int or not 1 <= level <= FALLBACK_LEVEL):
+                raise ValueError(f"own_level must be an integer in 1..{FALLBACK_LEVEL}")
         except (KeyError, TypeError, AttributeError, binascii.Error) as e:
             raise ValueError(f"malformed channel model config ({type(e).__name__}: {e})") from None
         return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes, fb, lms, merges, vcodes,
-                   own, search)
+                   own, search, level)
 
     def content_id(self) -> str:
         """SHA-256 (hex, first 16 digits) of the canonical JSON config."""
@@ -2168,9 +2187,9 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
     mt = fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, n_ctx, tr_p, c.lms)
     mt.fallback_bits = m.fallback_bits
     size = max(packet_size, OWN_TRY_SIZE)
+    top = None  # (share saved, bits per sample) of a packet's own coding at FALLBACK_LEVEL
     if c.kind == 1:
-        full = _own_gain(mt, val, size)
-        m.own_gain = None if full is None else full[0]
+        top = _own_gain(mt, val, size)
     else:  # (no coefficients to carry: a packet may take the model's predictor with its own
         # tables; the search of a predictor of its own is kept where it pays: own_search)
         mt.own_search = False
@@ -2179,11 +2198,27 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         full = _own_gain(mt, val, size)
         if quick is not None and full is not None:
             m.own_search = full[0] - quick[0] >= OWN_SEARCH_GAIN
-            m.own_gain = (full if m.own_search else quick)[0]
+            top = full if m.own_search else quick
             runs = [(quick[1], "the model's predictor"), (full[1], "a predictor search")]
             (bits, kept), (bits_alt, alt) = runs[::-1] if m.own_search else runs
             stages.append({"stage": f"a packet's own tables (packets of {size})", "kept": kept,
                            "bits": bits, "alternative": alt, "bits_alternative": bits_alt})
+    m.own_gain = None if top is None else top[0]
+    if top is not None and top[0] >= OWN_GAIN_MIN:
+        # the level of a packet's own coding: the lowest whose validation bits are within
+        # OWN_LEVEL_SLACK of FALLBACK_LEVEL's (a lower level tries fewer candidates)
+        mt.own_search = m.own_search
+        level, bits, other = FALLBACK_LEVEL, top[1], (0, 0.0)
+        for lv in range(1, FALLBACK_LEVEL):
+            low = _own_gain(mt, val, size, lv)
+            other = (lv, low[1]) if low is not None else other
+            if low is not None and low[1] <= top[1] * (1 + OWN_LEVEL_SLACK):
+                level, bits, other = lv, low[1], (FALLBACK_LEVEL, top[1])
+                break
+        m.own_level = level
+        stages.append({"stage": f"a packet's own coding (packets of {size})",
+                       "kept": f"level {level}", "bits": bits,
+                       "alternative": f"level {other[0]}", "bits_alternative": other[1]})
     m.stages_ = stages
     return m
 

@@ -395,6 +395,52 @@ def test_own_gain_hint(model):
         ChannelModel.from_config(m.get_config() | {"own_gain": 2.0})
 
 
+def test_own_level_hint():
+    """fit_channel_model keeps the lowest level of a packet's own coding that codes the
+    validation packets within OWN_LEVEL_SLACK of the fallback level's bits: level 1 where the
+    packets only need tables of their own, the fallback level where their sparse values need
+    the ranks (mode 5). The hint is in the config (checked), and it caps the own coding's level
+    below OWN_SEARCH_LEVEL."""
+    from signals.channel import (
+        FALLBACK_LEVEL,
+        OWN_SEARCH_LEVEL,
+        RANKED,
+        decode_packets,
+        encode_packets,
+    )
+    rng = np.random.default_rng(5)
+
+    def walks(n_packets, step=1):  # random walks of three spreads, one a packet
+        return np.concatenate([np.cumsum(rng.integers(-s, s + 1, 1024)) * step
+                               for s in rng.choice([1, 3, 300], n_packets)])
+
+    dense = fit_channel_model([walks(30)], packet_size=1024)
+    sparse = fit_channel_model([walks(30, 7)], packet_size=1024)  # values 7 apart
+    assert (dense.own_level, sparse.own_level) == (1, FALLBACK_LEVEL)
+    for m, other in ((dense, FALLBACK_LEVEL), (sparse, FALLBACK_LEVEL - 1)):
+        last = m.stages_[-1]
+        assert last["stage"] == "a packet's own coding (packets of 1024)"
+        assert (last["kept"], last["alternative"]) == (f"level {m.own_level}", f"level {other}")
+    assert sparse.stages_[-1]["bits"] < sparse.stages_[-1]["bits_alternative"]
+    back = ChannelModel.from_config(json.loads(json.dumps(dense.get_config())))
+    assert back.own_level == 1 and back.content_id() == dense.content_id()
+    old = ChannelModel.from_config({k: v for k, v in dense.get_config().items()
+                                    if k != "own_level"})
+    assert old.own_level is None  # a model fitted before the hint: the fallback level
+    for bad in (0, FALLBACK_LEVEL + 1, 1.0, True, "1"):
+        with pytest.raises(ValueError, match="own_level"):
+            ChannelModel.from_config(dense.get_config() | {"own_level": bad})
+    pk = [walks(1) for _ in range(6)]
+    coded = encode_packets(pk, dense)
+    assert coded == encode_packets(pk, old, level=1) != encode_packets(pk, dense, level=0)
+    assert all(np.array_equal(a, b) for a, b in zip(decode_packets(coded, [1024] * 6, dense), pk))
+    # from OWN_SEARCH_LEVEL the hint does not apply
+    assert encode_packets(pk, dense, level=OWN_SEARCH_LEVEL) == encode_packets(
+        pk, old, level=OWN_SEARCH_LEVEL)
+    pk7 = [walks(1, 7) for _ in range(6)]
+    assert any(p[0] == RANKED for p in encode_packets(pk7, sparse))
+
+
 def test_own_coding_of_sparse_packets(model):
     """A sparse packet's own coding codes mode 4 and mode 5 only where their estimates are near
     (RANK_SURE, RANK_DOUBT): with both always coded, the same payloads here (where one of the
