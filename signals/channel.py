@@ -1734,7 +1734,9 @@ class ChannelModel:
         return self._tables
 
     def vocab(self) -> tuple:
-        """(tokenizer, freqs, cum, lookup) of the vocabulary stage, built once."""
+        """(tokenizer, freqs, cum, lookup, expansions) of the vocabulary stage, built once;
+        the expansions: where each token id's tokens start in the second array (int64, one
+        entry more than ids), and all of them, id after id (int64)."""
         if self._vtables is None:
             from ubpe import Tokenizer
             if self.merges is None or self.vcodes is None:
@@ -1742,7 +1744,9 @@ class ChannelModel:
             tok = Tokenizer.from_merges(E.alphabet_size(self.k, self.msb), self.merges)
             f = E.freqs_from_code_rows(self.vcodes)
             cum, lookup = E.build_tables(f)
-            self._vtables = (tok, f, cum, lookup)
+            ids = np.arange(tok.n_tokens_)
+            starts = np.concatenate([[0], np.cumsum(tok.token_lengths())]).astype(np.int64)
+            self._vtables = (tok, f, cum, lookup, (starts, tok.decode(ids).astype(np.int64)))
         return self._vtables
 
     def batch_params(self) -> tuple:
@@ -1906,7 +1910,7 @@ def _fit_vocabulary(tokens: list[np.ndarray], width: int, size: int
 
 def _vocab_payload(z: np.ndarray, tokens: np.ndarray, nbits: np.ndarray, m: ChannelModel) -> bytes:
     """Mode 8: the hybrid tokens as vocabulary ids under the model's id table, raw bits."""
-    tok, f, cum, _ = m.vocab()
+    tok, f, cum, _, _ = m.vocab()
     ids = tok.encode(tokens.astype(np.int64), method="shortest")
     words = E.rans_encode_rows(ids, np.zeros(ids.size, np.int64), f, cum)
     rb, total = E.pack_raw_bits(z, nbits)
@@ -1917,7 +1921,7 @@ def _vocab_payload(z: np.ndarray, tokens: np.ndarray, nbits: np.ndarray, m: Chan
 def _decode_vocab(rd: _Reader, n: int, m: ChannelModel) -> np.ndarray:
     if m.merges is None:
         raise ValueError("this payload needs a model with a vocabulary stage")
-    tok, f, cum, lookup = m.vocab()
+    tok, f, cum, lookup, _ = m.vocab()
     n_ids = rd.varint(n)
     n_words = rd.varint(rd.remaining() // 2)
     words = np.frombuffer(rd.take(2 * n_words), "<u2").astype(np.uint16)
@@ -2562,15 +2566,119 @@ def _decode_plain_batch(buf, offsets, ns, which):
     offsets in it, ok per packet; a packet not ok has no samples there)."""
     segs = []
     ok = np.zeros(which.shape[0], np.bool_)
-    off = np.zeros(which.shape[0] + 1, np.int64)
     for i in range(which.shape[0]):
         j = which[i]
         seg, ok[i] = _k_plain(buf, offsets[j], offsets[j + 1], ns[j])
         segs.append(seg)
-        off[i + 1] = off[i] + seg.shape[0]
+    x, off = _joined(segs)
+    return x, off, ok
+
+
+@njit(cache=True, inline="always")
+def _joined(segs):
+    """The arrays ``segs`` (a list of int64 arrays) as one array, and where each starts."""
+    off = np.zeros(len(segs) + 1, np.int64)
+    for i in range(len(segs)):
+        off[i + 1] = off[i] + segs[i].shape[0]
     x = np.empty(off[-1], np.int64)
-    for i in range(which.shape[0]):
+    for i in range(len(segs)):
         x[off[i]:off[i + 1]] = segs[i]
+    return x, off
+
+
+@njit(cache=True)
+def _with_segments(x, off, status, which, xs, xo, fine):
+    """``x`` and ``off`` (as :func:`_decode_model_batch` gives them) with the samples
+    ``xs[xo[i]:xo[i + 1]]`` of the packets ``which[i]`` in their places, where ``fine[i]``
+    (their ``status`` set to 0): ``(x, off)``."""
+    n_p = off.shape[0] - 1
+    seg = np.full(n_p, -1, np.int64)
+    for i in range(which.shape[0]):
+        if fine[i]:
+            seg[which[i]] = i
+            status[which[i]] = 0
+    off2 = np.zeros(n_p + 1, np.int64)
+    for j in range(n_p):
+        i = seg[j]
+        off2[j + 1] = off2[j] + (xo[i + 1] - xo[i] if i >= 0 else off[j + 1] - off[j])
+    x2 = np.empty(off2[n_p], np.int64)
+    for j in range(n_p):
+        i = seg[j]
+        if i >= 0:
+            x2[off2[j]:off2[j + 1]] = xs[xo[i]:xo[i + 1]]
+        else:
+            x2[off2[j]:off2[j + 1]] = x[off[j]:off[j + 1]]
+    return x2, off2
+
+
+@njit(cache=True)
+def _k_vocab(buf, a, e, n, starts, flat, f, cum, lookup, k, msb, kinds, orders, shifts, coefs,
+             lms):
+    """(samples, ok) of the mode-8 payload ``buf[a:e]`` of ``n`` samples (as
+    :func:`_decode_vocab` reads it; ``starts``, ``flat``: the expansions of the token ids, see
+    :meth:`ChannelModel.vocab`): ok False wherever the general reader raises (it then names
+    the fault)."""
+    bad = np.zeros(0, np.int64)
+    if a >= e or buf[a] != MODEL_VOCAB:
+        return bad, False
+    n_ids, pos, ok = _k_varint(buf, a + 1, e, n)
+    if not ok:
+        return bad, False
+    n_words, pos, ok = _k_varint(buf, pos, e, (e - pos) // 2)
+    if not ok or 2 * n_words > e - pos or n_ids * E.MIN_TOKEN_BITS > 16 * n_words + 64 \
+            or (n_ids == 0) != (n == 0):
+        return bad, False
+    words, raw, nraw = _k_words_raw(buf, pos, n_words, e)
+    ids, ok = E.rans_decode_ctx(words, n_ids, np.zeros(f.shape[1], np.int64),
+                                np.zeros(E.CTX_RANGE, np.int64), f, cum, lookup)
+    if not ok:
+        return bad, False
+    n_tok = starts.shape[0] - 1
+    total = 0
+    for i in range(n_ids):
+        t = ids[i]
+        if t < 0 or t >= n_tok:
+            return bad, False
+        total += starts[t + 1] - starts[t]
+    if total != n:
+        return bad, False
+    tokens = np.empty(n, np.int32)
+    j = 0
+    for i in range(n_ids):
+        for q in range(starts[ids[i]], starts[ids[i] + 1]):
+            tokens[j] = flat[q]
+            j += 1
+    need = 0
+    direct = 1 << k
+    for i in range(n):
+        if tokens[i] >= direct:
+            need += k + ((tokens[i] - direct) >> msb) - msb
+    if nraw != (need + 7) // 8:
+        return bad, False
+    z, ok = E.hybrid_merge(tokens, k, msb, raw, need)
+    if not ok:
+        return bad, False
+    r = np.empty(n, np.int64)
+    for i in range(n):
+        r[i] = np.int64(z[i] >> np.uint64(1)) ^ -np.int64(z[i] & np.uint64(1))
+    if lms:
+        r = P.cascade_inverse(r, lms)
+    return _decode_blocks(np.empty(n, np.int64), r, _NO_WORDS, _NO_RAW, 0, _NO_CROW, _NO_RAW, 0,
+                          max(n, 1), kinds, orders, shifts, coefs)
+
+
+@njit(cache=True)
+def _decode_vocab_batch(buf, offsets, ns, which, starts, flat, f, cum, lookup, k, msb, kinds,
+                        orders, shifts, coefs, lms):
+    """:func:`_k_vocab` of the packets ``which`` of a batch, as :func:`_decode_plain_batch`."""
+    segs = []
+    ok = np.zeros(which.shape[0], np.bool_)
+    for i in range(which.shape[0]):
+        j = which[i]
+        seg, ok[i] = _k_vocab(buf, offsets[j], offsets[j + 1], ns[j], starts, flat, f, cum,
+                              lookup, k, msb, kinds, orders, shifts, coefs, lms)
+        segs.append(seg if ok[i] else seg[:0])
+    x, off = _joined(segs)
     return x, off, ok
 
 
@@ -2720,17 +2828,21 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
     errors: dict[int, str] = {}
     late: dict[int, np.ndarray] = {}  # decoded by the general reader, without room in x yet
     if n_bad:
-        other = np.flatnonzero(status == 1)  # modes 4 and 5 (over mode 4) in one kernel first
+        # modes 4 and 5 (over mode 4) in one kernel, mode 8 in another where the model has a
+        # vocabulary stage; their samples take their room (and their status 0) in a third
+        other = np.flatnonzero(status == 1)
         xs, xo, fine = _decode_plain_batch(buf, offsets, ns_a, other)
-        fast = {j: xs[xo[i]:xo[i + 1]] for i, j in enumerate(other.tolist()) if fine[i]}
-        for j in np.flatnonzero(status).tolist():
+        x, off = _with_segments(x, off, status, other, xs, xo, fine)
+        if model.merges is not None:
+            vocab = other[(status[other] == 1) & (buf[offsets[other]] == MODEL_VOCAB)]
+            if vocab.size:
+                _, f, cum, lookup, (starts, flat) = model.vocab()
+                xs, xo, fine = _decode_vocab_batch(buf, offsets, ns_a, vocab, starts, flat, f,
+                                                   cum, lookup, model.k, model.msb, kinds,
+                                                   orders, shifts, coefs, model.lms)
+                x, off = _with_segments(x, off, status, vocab, xs, xo, fine)
+        for j in np.flatnonzero(status).tolist():  # the general reader (it names the fault)
             n = int(ns_a[j])
-            if j in fast:
-                if off[j + 1] - off[j] == n:
-                    x[off[j]:off[j + 1]] = fast[j]
-                else:
-                    late[j] = fast[j]
-                continue
             try:
                 if status[j] == 3:
                     raise ValueError(f"{n} samples cannot fit in {offsets[j + 1] - offsets[j]} "

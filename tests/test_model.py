@@ -195,6 +195,37 @@ def test_the_vocabulary_stage_is_kept_where_it_pays(vocab_model):
             decode_channel(bad, x.size, model=vocab_model)
 
 
+def test_vocabulary_packets_in_the_batch_decoder_as_alone(vocab_model):
+    """decode_packets decodes mode-8 payloads in one kernel: the same samples as decode_channel
+    gives each alone, and the same damaged payloads refused."""
+    from signals.channel import MODEL_VOCAB, decode_channel, decode_packets, encode_packets
+    x = solar(30)
+    xs = [x[i:i + 256] for i in range(0, x.size, 256)]
+    coded = encode_packets(xs, vocab_model)
+    assert all(p[0] == MODEL_VOCAB for p in coded)
+    rng = np.random.default_rng(0)
+    cases = []
+    for p, xi in zip(coded, xs):
+        cases += [(p, xi.size), (p[:-1], xi.size), (p + b"\0", xi.size), (p[:2], xi.size),
+                  (p, xi.size + 1)]
+        for _ in range(30):
+            q = bytearray(p)
+            q[rng.integers(1, len(q))] ^= 1 << int(rng.integers(8))
+            cases.append((bytes(q), xi.size))
+    got = decode_packets([c[0] for c in cases], [c[1] for c in cases], vocab_model,
+                         on_error="none")
+    refused = 0
+    for (p, n), g in zip(cases, got):
+        try:
+            one = decode_channel(p, n, model=vocab_model).tolist()
+        except ValueError:
+            one = None
+        assert one == (None if g is None else g.tolist())
+        refused += one is None
+    assert 0 < refused < len(cases)
+    assert all(np.array_equal(g, xi) for g, xi in zip(got[::35], xs))
+
+
 def test_a_vocabulary_that_saves_too_little_is_not_kept():
     from signals.channel import fit_channel_model
     m = fit_channel_model([solar()], packet_size=256, min_vocab_gain=1.0)  # (it saves about 0.6)
