@@ -470,9 +470,9 @@ def _decode_blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kind
                     fmin)
                 x1 += r
                 x[i] = x1
-            x4 = x[e - 4] if e >= 4 else 0
-            x3 = x[e - 3] if e >= 3 else 0
-            x2 = x[e - 2] if e >= 2 else 0
+            x4 = x[e - 4] if e >= 4 else np.int64(0)
+            x3 = x[e - 3] if e >= 3 else np.int64(0)
+            x2 = x[e - 2] if e >= 2 else np.int64(0)
             head = e
         for i in range(head, e):
             r, st, wpos, bpos, b1, b2, b3, acc, fmin = _residual(
