@@ -1499,7 +1499,66 @@ def _own_tables(x: np.ndarray, model: ChannelModel, res: tuple | None = None) ->
                   model.lms, emit())
 
 
-def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None = None) -> bytes:
+@njit(cache=True)
+def _own_tables_batch(x, offsets, sel, kinds, orders, shifts, coefs, lms, side, hybrid, contexts,
+                      ctxs):
+    """:func:`_own_tables` of the packets ``x[offsets[j]:offsets[j+1]]`` for ``j`` in ``sel``
+    (each not empty), in one call: the payloads in one uint8 array and where each ends (int64,
+    shape ``(len(sel) + 1,)``). ``side``: the model predictor's side bytes (uint8);
+    ``hybrid``, ``contexts``, ``ctxs``: :func:`_preset_arrays` of ``FALLBACK_LEVEL``'s preset."""
+    ends = np.zeros(sel.shape[0] + 1, np.int64)
+    out = np.empty(1024, np.uint8)
+    pos = 0
+    for j in range(sel.shape[0]):
+        a, b = offsets[sel[j]], offsets[sel[j] + 1]
+        n = b - a
+        tbits = 1
+        while (n >> tbits) > 0:
+            tbits += 1
+        tbits = min(MAX_TBITS, max(10, tbits + 1))  # _tbits(n)
+        r, mb = P.predict_fused(x[a:b], n, kinds, orders, shifts, coefs, 0, 0, tbits)
+        if lms:
+            r = P.cascade_forward(r, lms)
+        z, best = _residual_tables(r, mb, 1, hybrid, contexts, ctxs)
+        body = _section_bytes(z, mb, 1, best[1], best[2], best[3], best[4], best[5], best[6],
+                              best[7], best[8], best[9], best[10])
+        need = pos + 32 + side.shape[0] + body.shape[0]
+        if need > out.shape[0]:
+            grown = np.empty(max(need, 2 * out.shape[0]), np.uint8)
+            grown[:pos] = out[:pos]
+            out = grown
+        out[pos] = np.uint8(CODED2)  # _mode4(n, side, 0, 0, tbits, lms, body)
+        pos = _put_varint(out, pos + 1, n)
+        pos = _put_varint(out, pos, side.shape[0])
+        out[pos:pos + side.shape[0]] = side
+        pos += side.shape[0]
+        out[pos] = 0
+        out[pos + 1] = 0
+        out[pos + 2] = np.uint8(tbits)
+        out[pos + 3] = np.uint8(lms)
+        pos += 4
+        out[pos:pos + body.shape[0]] = body
+        pos += body.shape[0]
+        ends[j + 1] = pos
+    return out[:pos], ends
+
+
+def _own_tables_many(x: np.ndarray, offsets: np.ndarray, sel: list[int], model: ChannelModel
+                     ) -> dict[int, bytes]:
+    """{j: :func:`_own_tables` of packet ``j``} for ``j`` in ``sel`` (packets not empty) in one
+    kernel call (:func:`_own_tables_batch`)."""
+    if not sel:
+        return {}
+    kinds, orders, shifts, coefs = model.block_params()
+    side = np.frombuffer(P.block_side_bytes(kinds, orders, shifts, coefs), np.uint8)
+    buf, ends = _own_tables_batch(x, offsets, np.array(sel, np.int64), kinds, orders, shifts,
+                                  coefs, model.lms, side, *_preset_arrays(PRESETS[FALLBACK_LEVEL]))
+    blob, e = buf.tobytes(), ends.tolist()
+    return {j: blob[e[i]:e[i + 1]] for i, j in enumerate(sel)}
+
+
+def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None = None,
+            cheap: bytes | None = None) -> bytes:
     """:func:`_try_own` past its first tests: the own coding where estimated smaller.
 
     The search (:func:`_own_search`) runs at the fallback level (below ``OWN_SEARCH_LEVEL``,
@@ -1511,20 +1570,20 @@ def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None 
     ``fallback_bits`` (the packet looks like the model's data; where the values are sparse,
     mode 5 is still tried, :func:`_ranked_or`). (A shorter packet's own tables rarely pay
     for the table that its decoder builds: there the search stays, as for costly packets.)
-    The smallest payload is kept."""
+    The smallest payload is kept. ``cheap``: :func:`_own_tables` of ``x``, where already made
+    (:func:`_own_tables_many`)."""
     lv = _fallback_level(level, x.size)
     if model is not None and model.own_level is not None and level < OWN_SEARCH_LEVEL:
         lv = min(lv, model.own_level)
     x64 = np.ascontiguousarray(x, np.int64)
     u = _sparse_values(x64) if lv >= RANK_LEVEL else None
     best = coded
-    if model is not None and model.kind != 1 and x.size:
+    if model is not None and _own_cheap_first(x.size, level, model):
         quick = model.own_search is False and level < OWN_SEARCH_LEVEL and x.size >= OWN_TRY_SIZE
-        if quick or level >= OWN_SEARCH_LEVEL:
-            cheap = _own_tables(x64, model)
-            best = cheap if len(cheap) < len(coded) else coded
-            if quick and 8 * len(best) <= model.fallback_bits * x.size + 64:
-                return best if u is None else _ranked_or(x64, best, model, u)
+        cheap = _own_tables(x64, model) if cheap is None else cheap
+        best = cheap if len(cheap) < len(coded) else coded
+        if quick and 8 * len(best) <= model.fallback_bits * x.size + 64:
+            return best if u is None else _ranked_or(x64, best, model, u)
     own = _own_search(x64, coded, lv, u)
     return own if len(own) < len(best) else best
 
@@ -2768,9 +2827,21 @@ def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level
             else:
                 done = set(probes)
                 long = [j for j in long if j not in done]
-        for j in sorted(costly + long):
-            out[j] = _own_or(x[starts[j]:starts[j + 1]], out[j], level, model)
+        todo = sorted(costly + long)
+        # the packets that _own_or codes with the model's predictor and their own tables
+        # first, in one kernel call
+        cheap = _own_tables_many(x, offsets, [
+            j for j in todo if _own_cheap_first(starts[j + 1] - starts[j], level, model)], model)
+        for j in todo:
+            out[j] = _own_or(x[starts[j]:starts[j + 1]], out[j], level, model, cheap.get(j))
     return out
+
+
+def _own_cheap_first(n: int, level: int, model: ChannelModel) -> bool:
+    """Whether :func:`_own_or` codes a packet of ``n`` samples with the model's predictor and
+    its own tables (:func:`_own_tables`) before any search."""
+    return model.kind != 1 and n > 0 and (level >= OWN_SEARCH_LEVEL or (
+        model.own_search is False and n >= OWN_TRY_SIZE))
 
 
 def _starts(sizes) -> np.ndarray:

@@ -441,6 +441,34 @@ def test_own_level_hint():
     assert any(p[0] == RANKED for p in encode_packets(pk7, sparse))
 
 
+_OWN_BASE = fit_channel_model([np.cumsum(np.random.default_rng(2).integers(-9, 10, 3000))],
+                              packet_size=256)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(arrays(np.int64, st.integers(1, 700), elements=st.integers(-3000, 3000)),
+                min_size=1, max_size=5),
+       st.sampled_from([(0, 1, 0), (0, 3, 0), (2, 5, 0), (0, 1, 1), (2, 3, 2), (0, 2, 3)]),
+       st.data())
+def test_own_tables_of_many_packets_in_one_call(packets, predictor, data):
+    """The packets' own tables (mode 4 with the model's fixed or lag predictor and cascade) coded
+    in one kernel call are the payloads of :func:`_own_tables`, packet by packet, for any
+    selection of the packets; each decodes."""
+    import dataclasses
+
+    from signals.channel import _own_tables, _own_tables_many, _starts
+    kind, order, lms = predictor
+    m = dataclasses.replace(_OWN_BASE, kind=kind, order=order, lms=lms,
+                            coefs=np.zeros(0, np.int64), shift=0)
+    x = np.concatenate(packets)
+    offsets = _starts([p.size for p in packets])
+    sel = data.draw(st.lists(st.integers(0, len(packets) - 1), unique=True), label="sel")
+    got = _own_tables_many(x, offsets, sel, m)
+    assert sorted(got) == sorted(sel)
+    for j in sel:
+        assert got[j] == _own_tables(packets[j], m)
+        assert np.array_equal(decode_channel(got[j], packets[j].size), packets[j])
+
 def test_own_coding_of_sparse_packets(model):
     """A sparse packet's own coding codes mode 4 and mode 5 only where their estimates are near
     (RANK_SURE, RANK_DOUBT): with both always coded, the same payloads here (where one of the

@@ -171,6 +171,7 @@ def _workload(tmp: Path, small: bool = False) -> None:
         cm = fit_channel_model([x[:4000]], packet_size=256)
         parts = [x[i:i + 256] for i in range(4000, len(x), 256)]
         decode_packets(encode_packets(parts, cm), [q.size for q in parts], cm)
+        _own_tables_call(cm, x)
         return
     for k, src in enumerate(csvs):
         for level in (0, 1, 3, 5, 6, 9) if k < 2 else (5,):
@@ -220,6 +221,7 @@ def _workload(tmp: Path, small: bool = False) -> None:
             parts = [x[i:i + size] for i in range(n_fit, len(x), size)]
             got = decode_packets(encode_packets(parts, cm), [q.size for q in parts], cm)
             assert all(b is not None and np.array_equal(a, b) for a, b in zip(parts, got))
+            _own_tables_call(cm, x)
     m = signals.SignalModel()
     chans = [syn["smooth"], syn["wave"], syn["repeats"]]
     m.fit([c[:4000] for c in chans], names=["a", "b", "c"])
@@ -249,6 +251,17 @@ def _workload(tmp: Path, small: bool = False) -> None:
             ubpe("text", "train", p, "--vocab-size", 600, "-o", tok, "-q")
             ubpe("text", "encode", tok, p, "--npy", tmp / f"{name}.npy")
             ubpe("text", "decode", tok, tmp / f"{name}.npy")
+
+
+def _own_tables_call(cm: Any, x: Any) -> None:
+    """The batch of a packet's own tables as ``encode_packets`` calls it (its packets are
+    chosen by the model's hints and costs, which the workload's models may not meet)."""
+    import numpy as np
+
+    from signals.channel import _own_tables_many, _starts
+    parts = [np.asarray(x[i:i + 1024], np.int64) for i in range(0, min(len(x), 4096), 1024)]
+    _own_tables_many(np.concatenate(parts), _starts([p.size for p in parts]),
+                     list(range(len(parts))), cm)
 
 
 def _spec(t: Any) -> list | None:
