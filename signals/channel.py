@@ -1475,7 +1475,7 @@ def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> by
     are sparse (mode 5 may win; the estimate does not see it)."""
     if level <= 0 or not x.size:
         return coded
-    if (x.size < OWN_TRY_SIZE or (model.own_gain is not None and model.own_gain < OWN_GAIN_MIN)) \
+    if (x.size < OWN_TRY_SIZE or (model.own_gain is not None and model.own_gain < OWN_TRY_GAIN)) \
             and 8 * len(coded) <= model.fallback_bits * x.size + 64:
         return coded
     return _own_or(x, coded, level, model)
@@ -1656,10 +1656,13 @@ OWN_SEARCH_GAIN = 0.005  # the search must save this share of the model's valida
 FALLBACK_QUANTILE = 0.98  # of the validation packets' cost: packets above it try their own coding
 OWN_LEVEL_SLACK = 0.001  # a model's own_level hint: the lowest level whose validation bits are
 # within this share of FALLBACK_LEVEL's
-OWN_GAIN_MIN = 0.005  # a model's own_gain below it: its long packets try their own coding only
-# where costly (as short ones do)
+OWN_GAIN_MIN = 0.005  # a model's own_gain from it: own tables pay, fit_channel_model fits the
+# own_level hint
+OWN_TRY_GAIN = 0.01  # a model's own_gain below it: its long packets try their own coding only
+# where costly (as short ones do). Trying costs 2-4x the model coding's time (ACSF1, packets of
+# 1024: own_gain 0.85%, and every long packet trying saved 0.16% of the bits at half the speed)
 OWN_PROBE, OWN_PROBE_WINS = 16, 2  # such a model's batches: every 16th long packet tries; the
-# others too where 2 of those gained (and OWN_GAIN_MIN of their bytes)
+# others too where 2 of those gained (and OWN_TRY_GAIN of their bytes)
 OWN_SHIFT = 0.1  # a batch with this share of costly long packets (2% on the validation split)
 # is taken as other data than the model's: its long packets all try their own coding
 OWN_GAIN_SAMPLES = 1 << 16  # validation samples (at most) on which fit_channel_model measures it
@@ -1756,7 +1759,7 @@ class ChannelModel:
         An encoder hint (payloads do not depend on it): the share of the
         validation bits, in packets of at least ``OWN_TRY_SIZE`` samples, that
         coding a packet with its own tables saved, where smaller. Below
-        ``OWN_GAIN_MIN`` long packets try their own coding only as short ones
+        ``OWN_TRY_GAIN`` long packets try their own coding only as short ones
         do (above ``fallback_bits``); None (models fitted before the hint):
         every long packet may try it.
     stages_ : list of dict
@@ -2761,7 +2764,7 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
     level : int, default 5
         Packets whose model coding is far above the model's typical cost
         (``model.fallback_bits``), and packets of 1024 samples or more where
-        the model's ``own_gain`` hint is absent or at least ``OWN_GAIN_MIN``,
+        the model's ``own_gain`` hint is absent or at least ``OWN_TRY_GAIN``,
         are also coded on their own (at most at level 3) where a one-pass
         estimate of that coding is below the model payload; the smaller
         payload is kept (0: never).
@@ -2809,7 +2812,7 @@ def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level
                 costly_long += b - a >= OWN_TRY_SIZE
             elif b - a >= OWN_TRY_SIZE:
                 long.append(j)
-        if model.own_gain is not None and model.own_gain < OWN_GAIN_MIN and long and \
+        if model.own_gain is not None and model.own_gain < OWN_TRY_GAIN and long and \
                 costly_long < OWN_SHIFT * (len(long) + costly_long):
             # the model's validation packets did not gain from it, and these packets look like
             # them (few costly): in a batch of OWN_PROBE long packets or more, a few probes
@@ -2822,7 +2825,7 @@ def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level
                 saved += len(out[j]) - len(own)
                 spent += len(out[j])
                 out[j] = own
-            if wins < OWN_PROBE_WINS or saved < OWN_GAIN_MIN * spent:
+            if wins < OWN_PROBE_WINS or saved < OWN_TRY_GAIN * spent:
                 long = []
             else:
                 done = set(probes)

@@ -359,11 +359,11 @@ def test_own_gain_hint(model):
     """fit_channel_model records how much long packets gained from their own coding; the
     hint is in the config (not in the payloads), and a low one skips the own coding of long
     packets that the model codes at its usual cost."""
-    from signals.channel import OWN_GAIN_MIN, encode_packets
+    from signals.channel import OWN_GAIN_MIN, OWN_TRY_GAIN, encode_packets
     rng = np.random.default_rng(3)
     walk = [np.cumsum(rng.integers(-20, 21, 20000))]
     m = fit_channel_model(walk, packet_size=1024)
-    assert m.own_gain is not None and 0 <= m.own_gain < OWN_GAIN_MIN
+    assert m.own_gain is not None and 0 <= m.own_gain < OWN_GAIN_MIN < OWN_TRY_GAIN
     back = ChannelModel.from_config(json.loads(json.dumps(m.get_config())))
     assert back.own_gain == m.own_gain and back.content_id() == m.content_id()
     old = ChannelModel.from_config({k: v for k, v in m.get_config().items() if k != "own_gain"})
@@ -379,6 +379,12 @@ def test_own_gain_hint(model):
     tried = encode_packets(saw, dataclasses.replace(noise, own_gain=None, fallback_bits=64.0))
     assert len(tried[0]) < len(plain[0]) / 4
     assert encode_packets(saw, dataclasses.replace(noise, own_gain=0.0, fallback_bits=64.0)) == plain
+    # (a gain that fits the level hint, OWN_GAIN_MIN, but is too small for every long packet to
+    # try: as a low one)
+    assert encode_packets(saw, dataclasses.replace(noise, own_gain=OWN_TRY_GAIN / 2,
+                                                   fallback_bits=64.0)) == plain
+    assert encode_packets(saw, dataclasses.replace(noise, own_gain=OWN_TRY_GAIN,
+                                                   fallback_bits=64.0)) == tried
     # a batch of 32 long packets: the probes (packets 0 and 16) gain, so all try
     many = saw * 32
     low, none = (dataclasses.replace(noise, own_gain=g, fallback_bits=64.0) for g in (0.0, None))
