@@ -96,20 +96,27 @@ def _targets():
                       F._always)
     targets["cm"], targets["cm_lpc"] = cm, cm_lpc
     from signals import SignalModel
-    vocab_model = SignalModel.load(frozen / "signal_model_v3_vocab.json")
-    # a packet's 16-bit check is no guarantee: only crashes and allocations count there
-    packet = (frozen / "packet_v2_vocab.bin").read_bytes()
-    load_packet = lambda d: F._arrays(vocab_model.decompress_packet(d))  # noqa: E731
-    targets["packet_vocab"] = F.Target("packet_vocab", packet, load_packet, F._never)
-    targets["packet_vocab_forged"] = F.Target("packet_vocab_forged", packet, load_packet, F._never)
 
-    def forge_packet(data: bytes, ops) -> bytes:
-        """Mutate a packet and recompute its check (seeded with the model id)."""
-        body = F.mutate(data[:-2], ops)
-        seed = zlib.crc32(vocab_model.model_id())
-        return body + struct.pack("<H", zlib.crc32(body, seed) & 0xFFFF)
+    def packet_targets(stage: str) -> None:
+        """A frozen packet of a model with a vocabulary (mode 8) or ranked (mode 9) stage, as
+        it is and with its check recomputed (seeded with the model id): a packet's 16-bit check
+        is no guarantee, so only crashes and allocations count there."""
+        model = SignalModel.load(frozen / f"signal_model_v3_{stage}.json")
+        packet = (frozen / f"packet_v2_{stage}.bin").read_bytes()
+        load_packet = lambda d: F._arrays(model.decompress_packet(d))  # noqa: E731
+        name = f"packet_{stage}"
+        targets[name] = F.Target(name, packet, load_packet, F._never)
+        targets[name + "_forged"] = F.Target(name + "_forged", packet, load_packet, F._never)
 
-    targets["packet_vocab_forged"].forge_bytes = forge_packet  # type: ignore[attr-defined]
+        def forge_packet(data: bytes, ops) -> bytes:
+            body = F.mutate(data[:-2], ops)
+            seed = zlib.crc32(model.model_id())
+            return body + struct.pack("<H", zlib.crc32(body, seed) & 0xFFFF)
+
+        targets[name + "_forged"].forge_bytes = forge_packet  # type: ignore[attr-defined]
+
+    packet_targets("vocab")
+    packet_targets("ranked")
     # a container whose payload runs the adaptive cascade (a chirp in noise, as
     # tests/test_channel.py has the default level keep it): forged residuals through the
     # cascade's float path and its int64 fallback

@@ -55,6 +55,10 @@ Payload layout (byte 0 is the mode; LEB128 varints)::
                (varint), rANS words (varint count, u16 each) of the ids under the model's
                one id table, raw bits; the ids expand (the model's UBPE merges) to the
                hybrid tokens of mode 3
+    9 MODEL_RANKED  with a model whose ranked stage was kept: distinct values as in mode 5
+               (varint count m >= 2, varint length, a payload of their differences with
+               m samples under the stage's values model), then a payload of the ranks
+               (n samples) under its ranks model; both payloads of modes 0, 1 or 3
 """
 
 from __future__ import annotations
@@ -85,6 +89,7 @@ clz64 = numba_ref("signals._intrinsics", "clz64")
 MATCH_ROWS = 4
 
 RAW, CONST, CODED, MODEL, CODED2, RANKED, CM_MODE, CM_LPC, MODEL_VOCAB = 0, 1, 2, 3, 4, 5, 6, 7, 8
+MODEL_RANKED = 9
 DEFAULT_LEVEL = 5
 MAX_EMA_SHIFT = 8
 MATCH_PROBE = 1 << 16  # samples on which the default levels compare match-model candidates
@@ -93,6 +98,7 @@ MATCH_KEEP = 0.9  # ... and at least this fraction of the best candidate's gain 
 LMS_PROBE = 1 << 14  # samples on which the default levels choose the adaptive cascade
 LMS_MIN_GAIN = 0.15  # levels 4-5 keep the cascade where it saves this (estimated bits/sample)
 VOCAB_MIN_GAIN = 0.02  # a model keeps its vocabulary stage where it saves this (bits/sample)
+RANK_MIN_GAIN = 0.02  # a model keeps its ranked stage where it saves this (bits/sample)
 SLOW_MIN_GAIN = 0.02  # a model keeps an LPC above FAST_LPC_ORDER, or more than FAST_CONTEXTS
 # contexts, where it saves this (bits/sample) over the best candidate within them
 FAST_LPC_ORDER = 16  # (an LPC of order 32 decodes about 1.3x slower than one of order 16)
@@ -1557,6 +1563,171 @@ def _own_tables_many(x: np.ndarray, offsets: np.ndarray, sel: list[int], model: 
     return {j: blob[e[i]:e[i + 1]] for i, j in enumerate(sel)}
 
 
+@njit(cache=True)
+def _distinct_ranks_batch(x, offsets):
+    """Per packet ``x[offsets[j]:offsets[j+1]]`` (int64): the differences (order 1, the first
+    value kept, as :func:`signals.predict.differences`) of its sorted distinct values, all
+    packets' joined (int64), where each packet's start there (int64, shape
+    ``(n_packets + 1,)``), and each sample's rank among its packet's distinct values (int64,
+    the shape of ``x``)."""
+    n_p = offsets.shape[0] - 1
+    heads = np.empty(x.shape[0], np.int64)
+    hoff = np.zeros(n_p + 1, np.int64)
+    ranks = np.empty(x.shape[0], np.int64)
+    for j in range(n_p):
+        a, b = offsets[j], offsets[j + 1]
+        hoff[j + 1] = hoff[j] + (_distinct_ranks(x[a:b], heads[hoff[j]:], ranks[a:b]) if b > a
+                                 else 0)
+    return heads[:hoff[n_p]], hoff, ranks
+
+
+@njit(cache=True)
+def _distinct_ranks(seg, heads, ranks):
+    """For ``seg`` (int64, not empty): the differences of its sorted distinct values into
+    ``heads`` (the first value kept), each sample's rank among them into ``ranks``, and their
+    count. Through a table of the span where it is at most 16 times the samples (plus 4096),
+    else one sort of the indices."""
+    n = seg.shape[0]
+    lo = hi = seg[0]
+    for v in seg:
+        lo = min(lo, v)
+        hi = max(hi, v)
+    span = hi - lo  # (negative where it exceeds 2**63 - 1)
+    m = 0
+    if 0 <= span <= 16 * n + 4096:
+        at = np.zeros(span + 1, np.int32)
+        for v in seg:
+            at[v - lo] = 1
+        prev = lo
+        for i in range(span + 1):
+            if at[i]:
+                heads[m] = lo + i - prev if m else lo
+                prev = lo + i
+                m += 1
+                at[i] = m  # the rank, plus 1
+        for i in range(n):
+            ranks[i] = at[seg[i] - lo] - 1
+        return m
+    order = np.argsort(seg)
+    for i in range(n):
+        v = seg[order[i]]
+        if i == 0 or v != seg[order[i - 1]]:
+            heads[m] = v - seg[order[i - 1]] if m else v
+            m += 1
+        ranks[order[i]] = m - 1
+    return m
+
+
+def _ranked_payloads(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, out: list[bytes]
+                     ) -> list[bytes]:
+    """``out`` (the payloads of the packets ``x[offsets[j]:offsets[j+1]]``, int64) with mode 9
+    (the ``model``'s ranked stage) in place of each payload that it codes smaller, for packets
+    of 2 distinct values or more."""
+    assert model.ranked is not None
+    heads, hoff, ranks = _distinct_ranks_batch(x, offsets)
+    values, rank_model = model.ranked
+    hp = _encode_batch(heads, hoff, values, 0)
+    rp = _encode_batch(ranks, offsets, rank_model, 0)
+    for j, m in enumerate(np.diff(hoff).tolist()):
+        if m >= 2 and 3 + len(hp[j]) + len(rp[j]) < len(out[j]):
+            cand = b"".join([bytes([MODEL_RANKED]), _varint(m), _varint(len(hp[j])), hp[j], rp[j]])
+            if len(cand) < len(out[j]):
+                out[j] = cand
+    return out
+
+
+@njit(cache=True)
+def _ranked_layout(buf, offsets, ns, which):
+    """Where the parts of the mode-9 payloads ``buf[offsets[j]:offsets[j+1]]`` for ``j`` in
+    ``which`` lie, as :func:`_decode` reads them: their distinct-value counts, the starts and
+    ends of their values payloads and of their ranks payloads (int64 each), and whether that
+    reading succeeded (a packet that fails has count 0 and empty parts)."""
+    k = which.shape[0]
+    ms = np.zeros(k, np.int64)
+    hs = np.zeros(k, np.int64)
+    he = np.zeros(k, np.int64)
+    be = np.zeros(k, np.int64)
+    ok = np.zeros(k, np.bool_)
+    for i in range(k):
+        j = which[i]
+        a, e = offsets[j], offsets[j + 1]
+        hs[i] = he[i] = be[i] = a
+        if a >= e or buf[a] != MODEL_RANKED:
+            continue
+        m, pos, good = _k_varint(buf, a + 1, e, ns[j])
+        if not good or m < 2:
+            continue
+        ln, pos, good = _k_varint(buf, pos, e, e - pos)
+        if not good:
+            continue
+        ms[i], hs[i], he[i], be[i], ok[i] = m, pos, pos + ln, e, True
+    return ms, hs, he, be, ok
+
+
+@njit(cache=True)
+def _gather(buf, starts, ends):
+    """The byte ranges ``buf[starts[i]:ends[i]]`` joined (uint8), and where each starts (int64,
+    one entry more)."""
+    off = np.zeros(starts.shape[0] + 1, np.int64)
+    for i in range(starts.shape[0]):
+        off[i + 1] = off[i] + ends[i] - starts[i]
+    out = np.empty(off[-1], np.uint8)
+    for i in range(starts.shape[0]):
+        out[off[i]:off[i + 1]] = buf[starts[i]:ends[i]]
+    return out, off
+
+
+@njit(cache=True)
+def _unrank_batch(d, doff, r, roff, fine):
+    """The samples of mode-9 packets from the differences of their distinct values
+    ``d[doff[i]:doff[i+1]]`` and their ranks ``r[roff[i]:roff[i+1]]`` (int64), where
+    ``fine[i]``: (samples joined, where each packet's start, ok: False also where the values
+    do not increase or a rank is out of range, as :func:`_decode` finds)."""
+    k = fine.shape[0]
+    ok = fine.copy()
+    xo = np.zeros(k + 1, np.int64)
+    for i in range(k):
+        xo[i + 1] = xo[i] + (roff[i + 1] - roff[i] if ok[i] else 0)
+    xs = np.empty(xo[k], np.int64)
+    for i in range(k):
+        if not ok[i]:
+            continue
+        m = doff[i + 1] - doff[i]
+        u = np.empty(m, np.int64)
+        acc = np.int64(0)
+        good = m >= 2
+        for q in range(m):
+            acc += d[doff[i] + q]  # (wraps as numpy's cumsum does)
+            u[q] = acc
+            if q and acc <= u[q - 1]:
+                good = False
+        for t in range(roff[i + 1] - roff[i]):
+            if not good:
+                break
+            v = r[roff[i] + t]
+            if v < 0 or v >= m:
+                good = False
+            else:
+                xs[xo[i] + t] = u[v]
+        ok[i] = good
+    return xs, xo, ok
+
+
+def _decode_ranked_batch(buf: np.ndarray, offsets: np.ndarray, ns_a: np.ndarray,
+                         which: np.ndarray, ranked: tuple[ChannelModel, ChannelModel]
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The mode-9 packets ``which`` of a batch (:func:`_decode_buf`): their samples (one
+    array), where each starts, and whether each decoded (one that did not has no samples)."""
+    ms, hs, he, be, ok = _ranked_layout(buf, offsets, ns_a, which)
+    hbuf, hoff = _gather(buf, hs, he)
+    bbuf, boff = _gather(buf, he, be)
+    d, doff, derr = _decode_buf(hbuf, hoff, ms, ranked[0])
+    r, roff, rerr = _decode_buf(bbuf, boff, np.where(ok, ns_a[which], 0), ranked[1])
+    for i in (*derr, *rerr):
+        ok[i] = False
+    return _unrank_batch(d, doff, r, roff, ok)
+
+
 def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None = None,
             cheap: bytes | None = None) -> bytes:
     """:func:`_try_own` past its first tests: the own coding where estimated smaller.
@@ -1755,6 +1926,14 @@ class ChannelModel:
         the distinct-value ranks, mode 5, and a wider predictor search). None
         (models fitted before the hint, and those whose own tables do not
         pay, ``own_gain`` below ``OWN_GAIN_MIN``): ``FALLBACK_LEVEL``.
+    ranked : tuple of two ChannelModel, or None
+        The ranked stage (payload mode 9), kept where it lowered the
+        validation bits: a packet may be coded as its sorted distinct values
+        (their differences, under the first model) and each sample's rank
+        among them (under the second), as mode 5 codes them with tables of
+        its own. For values on a sparse grid (sensor readings scaled from ADC
+        counts): the ranks keep the signal's shape without its gaps. Neither
+        model has a ranked or vocabulary stage of its own.
     own_gain : float or None
         An encoder hint (payloads do not depend on it): the share of the
         validation bits, in packets of at least ``OWN_TRY_SIZE`` samples, that
@@ -1786,6 +1965,7 @@ class ChannelModel:
     own_gain: float | None = None
     own_search: bool | None = None
     own_level: int | None = None
+    ranked: tuple[ChannelModel, ChannelModel] | None = None
     _tables: Any = field(default=None, repr=False, compare=False)
     _vtables: Any = field(default=None, repr=False, compare=False)
     _batch: Any = field(default=None, repr=False, compare=False)
@@ -1852,7 +2032,9 @@ class ChannelModel:
             {} if self.own_level is None else {"own_level": int(self.own_level)}) | (
             {} if self.merges is None or self.vcodes is None else {"vocabulary": {
                 "merges": base64.b64encode(self.merges.astype("<i4").tobytes()).decode(),
-                "codes": base64.b64encode(self.vcodes.astype(np.uint8).tobytes()).decode()}})
+                "codes": base64.b64encode(self.vcodes.astype(np.uint8).tobytes()).decode()}}) | (
+            {} if self.ranked is None else {"ranked": {"values": self.ranked[0].get_config(),
+                                                       "ranks": self.ranked[1].get_config()}})
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> ChannelModel:
@@ -1921,10 +2103,22 @@ class ChannelModel:
             level = config.get("own_level")
             if level is not None and (type(level) is not int or not 1 <= level <= FALLBACK_LEVEL):
                 raise ValueError(f"own_level must be an integer in 1..{FALLBACK_LEVEL}")
+            ranked = None
+            if config.get("ranked") is not None:
+                cfg = config["ranked"]
+                if not isinstance(cfg, dict) or set(cfg) != {"values", "ranks"}:
+                    raise ValueError("ranked: a values model and a ranks model expected")
+                subs = (cfg["values"], cfg["ranks"])
+                if any(not isinstance(c, dict) or c.get("ranked") is not None
+                       or c.get("vocabulary") is not None for c in subs):  # (checked first:
+                    # no recursion into a forged nest)
+                    raise ValueError("ranked: its models have neither a ranked nor a vocabulary "
+                                     "stage")
+                ranked = (cls.from_config(subs[0]), cls.from_config(subs[1]))
         except (KeyError, TypeError, AttributeError, binascii.Error) as e:
             raise ValueError(f"malformed channel model config ({type(e).__name__}: {e})") from None
         return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes, fb, lms, merges, vcodes,
-                   own, search, level)
+                   own, search, level, ranked)
 
     def content_id(self) -> str:
         """SHA-256 (hex, first 16 digits) of the canonical JSON config."""
@@ -2068,7 +2262,9 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
                       vocab_sizes: tuple[int, ...] = (2, 4),
                       min_cascade_gain: float = LMS_MIN_GAIN,
                       min_vocab_gain: float = VOCAB_MIN_GAIN,
-                      min_slow_gain: float = SLOW_MIN_GAIN) -> ChannelModel:
+                      min_slow_gain: float = SLOW_MIN_GAIN,
+                      min_rank_gain: float | None = RANK_MIN_GAIN,
+                      _sub: bool = False) -> ChannelModel:
     """Fit a channel model on a corpus of recordings of one kind of source.
 
     Every stage is chosen by the bits it spends on a validation split, coded
@@ -2121,6 +2317,13 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         contexts (32 KB of decode table each: past 8, the table no longer
         fits half of a 512 KB cache). Such a candidate is kept only where it
         saves this many bits/sample over the best of the others.
+    min_rank_gain : float or None, default ``RANK_MIN_GAIN`` (0.02)
+        The ranked stage (see :attr:`ChannelModel.ranked`): a model of the
+        packets' sorted distinct values (their differences) and one of each
+        sample's rank among them, both fitted as this function fits a model
+        (on the training packets' values and ranks), kept where coding each
+        validation packet the smaller way (mode 3 or 9) saves this many
+        bits/sample. None skips it (as does a kept vocabulary stage).
 
     Returns
     -------
@@ -2255,12 +2458,26 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
     if vocab:
         toks = [_model_tokens(p, m)[1].astype(np.int64) for p in tr_p + va_p]
         m.merges, m.vcodes, _ = _fit_vocabulary(toks, E.alphabet_size(k, msb), vocab)
-    per = [_packet_bits(m, [p]) / p.size for p in va_p if p.size]
+    elif min_rank_gain is not None and not _sub:
+        sub = dict(lpc_orders=lpc_orders, max_lag=max_lag, match=match, contexts=contexts, k=k,
+                   msb=msb, validation=validation, max_samples=max_samples,
+                   min_cascade_gain=min_cascade_gain, min_slow_gain=min_slow_gain)
+        m.ranked, entry = _fit_ranked(m, tr_p, va_p, packet_size, min_rank_gain, sub)
+        if entry is not None:
+            stages.append(entry)
+    if m.ranked is None:
+        per = [_packet_bits(m, [p]) / p.size for p in va_p if p.size]
+    else:  # (the payloads' bytes: mode 3 or 9, the smaller)
+        per = [8 * len(b) / p.size for b, p in zip(encode_packets(va_p, m, level=0), va_p)
+               if p.size]
     m.fallback_bits = float(min(64.0, np.quantile(per, FALLBACK_QUANTILE))) if per else 64.0
+    if _sub:  # (a ranked stage's model: coded as a model payload only, no own coding)
+        m.stages_ = stages
+        return m
     # the own-coding hint, measured with the tables of the training split alone (and no
     # vocabulary stage: its bits are the higher, so that the hint errs towards trying)
     mt = fitted(c.kind, c.order, c.coefs, c.shift, c.mh, c.t, n_ctx, tr_p, c.lms)
-    mt.fallback_bits = m.fallback_bits
+    mt.fallback_bits, mt.ranked = m.fallback_bits, m.ranked
     size = max(packet_size, OWN_TRY_SIZE)
     top = None  # (share saved, bits per sample) of a packet's own coding at FALLBACK_LEVEL
     if c.kind == 1:
@@ -2296,6 +2513,45 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
                        "alternative": f"level {other[0]}", "bits_alternative": other[1]})
     m.stages_ = stages
     return m
+
+
+def _fit_ranked(m: ChannelModel, tr_p: list[np.ndarray], va_p: list[np.ndarray], size: int,
+                min_gain: float, sub: dict
+                ) -> tuple[tuple[ChannelModel, ChannelModel] | None, dict | None]:
+    """The ranked stage of ``m`` (:attr:`ChannelModel.ranked`; None where it saves less than
+    ``min_gain`` bits/sample on the validation packets ``va_p``, coded in mode 3 or 9, the
+    smaller, against mode 3 alone) and its stage line (None where the training packets' values
+    are dense: the median gap between a packet's distinct values below 2). Its models are
+    fitted by :func:`fit_channel_model` on the training packets' distinct values (differences,
+    one packet each) and ranks (in packets of ``size``)."""
+    parts = [p for p in tr_p if p.size]
+    if not parts or not va_p:
+        return None, None
+    x = np.concatenate(parts)
+    heads, hoff, ranks = _distinct_ranks_batch(x, _starts(p.size for p in parts))
+    counts = np.diff(hoff)
+    gaps = np.delete(heads, hoff[:-1][counts > 0])  # (the differences but each packet's first)
+    if not gaps.size or np.median(gaps) < 2:  # dense values: the ranks are about the values
+        return None, None
+    n_val = max(1, sum(p.size for p in va_p))
+    plain = sum(map(len, encode_packets(va_p, m, level=0)))
+    entry: dict[str, Any] = {"stage": "distinct values and ranks", "kept": "off",
+                             "bits": 8 * plain / n_val, "min_gain": min_gain}
+    hs, he = hoff[:-1].tolist(), hoff[1:].tolist()
+    ends = np.cumsum([p.size for p in parts]).tolist()
+    values = fit_channel_model([heads[a:b] for a, b in zip(hs, he) if b > a], _sub=True,
+                               packet_size=int(counts.max()), vocab_sizes=(), **sub)
+    ranks_m = fit_channel_model([ranks[a:b] for a, b in zip([0] + ends, ends)], _sub=True,
+                                packet_size=size, vocab_sizes=(), **sub)
+    trial = ChannelModel.from_config(m.get_config() | {"ranked": {
+        "values": values.get_config(), "ranks": ranks_m.get_config()}})
+    both = sum(map(len, encode_packets(va_p, trial, level=0)))
+    entry.update(alternative="on", bits_alternative=8 * both / n_val)
+    if 8 * (plain - both) < min_gain * n_val:
+        return None, entry
+    entry.update(kept="on", bits=8 * both / n_val, alternative="off",
+                 bits_alternative=8 * plain / n_val)
+    return trial.ranked, entry
 
 
 def _predictor_name(m: ChannelModel) -> str:
@@ -2801,6 +3057,8 @@ def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level
     blob = buf.tobytes()
     ends = off.tolist()
     out = [blob[a:b] for a, b in zip(ends, ends[1:])]
+    if model.ranked is not None:  # the distinct values and ranks, where smaller
+        out = _ranked_payloads(x, offsets, model, out)
     if level > 0:  # the packets that may try their own coding (_try_own's first tests, at once)
         starts = offsets.tolist()
         fb = model.fallback_bits
@@ -2896,8 +3154,14 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
     ns_a = np.asarray(ns, np.int64).reshape(-1)
     if ns_a.size != len(payloads):
         raise ValueError(f"{len(payloads)} payloads, {ns_a.size} sample counts")
-    offsets = _starts(map(len, payloads))
-    buf = np.frombuffer(b"".join(payloads), np.uint8)
+    return _decode_buf(np.frombuffer(b"".join(payloads), np.uint8), _starts(map(len, payloads)),
+                       ns_a, model)
+
+
+def _decode_buf(buf: np.ndarray, offsets: np.ndarray, ns_a: np.ndarray, model: ChannelModel
+                ) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+    """:func:`_decode_batch` of the payloads ``buf[offsets[j]:offsets[j+1]]`` (uint8, int64) of
+    ``ns_a[j]`` samples (int64)."""
     cmap = model.tables()[0]
     kinds, orders, shifts, coefs, _, nc, dtab, min_bits = model.batch_params()
     # (the kernel bounds the allocation: a model payload of b bytes holds at most
@@ -2912,7 +3176,14 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
     late: dict[int, np.ndarray] = {}  # decoded by the general reader, without room in x yet
     if n_bad:
         # modes 4 and 5 (over mode 4) in one kernel, mode 8 in another where the model has a
-        # vocabulary stage; their samples take their room (and their status 0) in a third
+        # vocabulary stage, mode 9 through the ranked stage's models; their samples take their
+        # room (and their status 0) in a third
+        if model.ranked is not None:
+            other = np.flatnonzero(status == 1)
+            ranked = other[buf[offsets[other]] == MODEL_RANKED]
+            if ranked.size:
+                xs, xo, fine = _decode_ranked_batch(buf, offsets, ns_a, ranked, model.ranked)
+                x, off = _with_segments(x, off, status, ranked, xs, xo, fine)
         other = np.flatnonzero(status == 1)
         xs, xo, fine = _decode_plain_batch(buf, offsets, ns_a, other)
         x, off = _with_segments(x, off, status, other, xs, xo, fine)
@@ -2933,7 +3204,7 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
                 if status[j] == 2:
                     raise ValueError("damaged payload")
                 try:
-                    seg = decode_channel(payloads[j], n, model=model)
+                    seg = decode_channel(buf[offsets[j]:offsets[j + 1]].tobytes(), n, model=model)
                 except MemoryError:
                     raise ValueError(f"{n:,} samples: more than memory holds") from None
                 if seg.shape != (n,):
@@ -3073,6 +3344,8 @@ def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelMo
             rb, total = E.pack_raw_bits(z, nbits)
             out = b"".join([bytes([MODEL]), _varint(words.size), words.astype("<u2").tobytes(),
                             rb.astype("<u8").tobytes()[:(total + 7) // 8]])
+        if model.ranked is not None:  # the distinct values and ranks, where smaller
+            out = _ranked_payloads(x, np.array([0, x.size], np.int64), model, [out])[0]
         out = _try_own(x, out, model, level)  # the packet's own tables, where smaller
         return out if len(out) < len(raw) else raw
     return _encode_plain(x, level, plan=plan)
@@ -3382,6 +3655,21 @@ def _decode(payload: bytes, n: int, model: ChannelModel | None, inner: bool = Fa
                              MODEL_TBITS, model.lms)
     if mode == CODED2:
         return _decode_fused_payload(rd, n)
+    if mode == MODEL_RANKED:
+        if model is None or model.ranked is None:
+            raise ValueError("this payload was made with a channel model's ranked stage; pass "
+                             "that model=")
+        m = rd.varint(n)
+        if m < 2:
+            raise ValueError(f"a dictionary of {m} distinct values")
+        head = rd.take(rd.varint(rd.remaining()))
+        values = np.cumsum(_decode(head, m, model.ranked[0]))
+        if np.any(values[1:] <= values[:-1]):
+            raise ValueError("dictionary: distinct values are not increasing")
+        idx = _decode(rd.take(rd.remaining()), n, model.ranked[1])
+        if idx.size and (idx.min() < 0 or idx.max() >= m):
+            raise ValueError("ranked payload: an index is out of range")
+        return values[idx]
     if mode == RANKED:
         if inner:
             raise ValueError("a ranked payload cannot nest another")

@@ -99,3 +99,20 @@ def test_model_with_a_lag_predictor_and_its_packet():
         v = (v * 1103515245 + 12345) % 2**31
         out.append(t % 40 * 37 % 23 * 9 + v % 5)
     assert model.decompress_packet(packet).tolist() == out
+
+
+def test_model_with_a_ranked_stage_and_its_packet():
+    model = signals.SignalModel.load(FROZEN / "signal_model_v3_ranked.json")
+    doc = json.loads((FROZEN / "signal_model_v3_ranked.json").read_text())
+    assert model.content_id() == doc["content_id"]
+    assert model.codec_["accel"]["model"].ranked is not None
+    assert any(s["stage"] == "distinct values and ranks" and s["kept"] == "on"
+               for s in model.codec_report_[0]["stages"])
+    packet = (FROZEN / "packet_v2_ranked.bin").read_bytes()
+    assert packet[3] == 9  # payload mode 9 (distinct values and ranks under the model)
+    out, v, k = [], 1, 100
+    for _ in range(256):  # make_containers_v2.grid, by hand
+        v = (v * 1103515245 + 12345) % 2**31
+        k += v % 7 - 3
+        out.append(round(9.8 * k))
+    assert model.decompress_packet(packet).tolist() == out

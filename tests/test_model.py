@@ -40,7 +40,8 @@ def test_each_stage_decision_is_reported_with_its_runner_up(ecg_model, tmp_path)
     stages = report["stages"]
     names = [st_["stage"] for st_ in stages]
     assert names[:2] == ["predictor", "match model"] and "contexts" in names
-    assert names[-1] == "vocabulary" or ecg_model.codec_["ecg"]["model"].mh  # match model off
+    # (match model off: the vocabulary; where the values were sparse, the ranked stage after)
+    assert names[-1] == "vocabulary" or ecg_model.codec_["ecg"]["model"].mh
     for st_ in stages:  # the kept candidate codes the validation split in the fewest bits ...
         if "min_gain" in st_:  # ... or the runner-up, which slows the decoder down (the cascade,
             # the vocabulary, a high LPC order, many contexts), does not save its minimum
@@ -455,3 +456,128 @@ def test_a_constant_packet_decodes_one_at_a_time_and_in_a_batch(ecg_model, n):
     assert (len(p) < 16) == (n <= CONST_MAX)
     assert np.array_equal(ecg_model.decompress_packet(p), x)
     assert np.array_equal(ecg_model.decompress_packets([p])[0], x)
+
+
+# ---------------------------------------------------------------- the ranked stage
+def grid(n, seed=1, step=9.8):
+    """Readings on a sparse grid, as an accelerometer's scaled ADC counts lie: the nearest
+    integer to ``step`` times a slow random walk (an LCG, so it is exact)."""
+    out, v, k = [], seed, 100
+    for _ in range(n):
+        v = (v * 1103515245 + 12345) % 2**31
+        k += v % 7 - 3
+        out.append(round(step * k))
+    return np.array(out, np.int64)
+
+
+@pytest.fixture(scope="module")
+def ranked_model():
+    from signals.channel import fit_channel_model
+    return fit_channel_model([grid(24_000)], packet_size=1024)
+
+
+def test_the_ranked_stage_is_kept_where_it_pays(ranked_model):
+    """Values about 9.8 apart: the ranks among a packet's distinct values code the walk itself,
+    under a model fitted on the training packets' ranks (and one of their distinct values).
+    Kept on the validation bits, reported, in the config (and the content id), refused by a
+    model without it; the batch and the single coder make the same payloads."""
+    from signals.channel import (
+        MODEL_RANKED,
+        ChannelModel,
+        decode_channel,
+        decode_packets,
+        encode_channel,
+        encode_packets,
+        fit_channel_model,
+    )
+    st_ = next(s for s in ranked_model.stages_ if s["stage"] == "distinct values and ranks")
+    assert st_["kept"] == "on" and st_["bits"] < st_["bits_alternative"] - 0.5
+    assert ranked_model.ranked is not None and ranked_model.own_gain is not None
+    x = grid(6000, seed=7)
+    xs = [x[i:i + 1024] for i in range(0, x.size, 1024)]
+    coded = encode_packets(xs, ranked_model)
+    assert sum(p[0] == MODEL_RANKED for p in coded) >= 4
+    assert coded == [encode_channel(p, model=ranked_model) for p in xs]
+    assert all(np.array_equal(a, b) for a, b in zip(decode_packets(coded, [p.size for p in xs],
+                                                                   ranked_model), xs))
+    again = ChannelModel.from_config(ranked_model.get_config())
+    assert again.content_id() == ranked_model.content_id()
+    assert all(np.array_equal(decode_channel(c, p.size, model=again), p) for c, p in zip(coded, xs))
+    plain = ChannelModel.from_config({k: v for k, v in ranked_model.get_config().items()
+                                      if k != "ranked"})
+    assert plain.content_id() != ranked_model.content_id()
+    for model in (plain, None):
+        with pytest.raises(ValueError, match="model"):
+            decode_channel(coded[0], xs[0].size, model=model)
+    without = fit_channel_model([grid(24_000)], packet_size=1024, min_rank_gain=None)
+    assert without.ranked is None
+    assert sum(map(len, encode_packets(xs, without))) > 1.1 * sum(map(len, coded))
+
+
+def test_a_ranked_stage_that_saves_too_little_is_not_kept():
+    from signals.channel import fit_channel_model
+    m = fit_channel_model([grid(24_000)], packet_size=1024, min_rank_gain=20.0)
+    st_ = next(s for s in m.stages_ if s["stage"] == "distinct values and ranks")
+    assert st_["kept"] == "off" and st_["min_gain"] == 20.0 and m.ranked is None
+    assert st_["bits_alternative"] < st_["bits"]  # smaller, but not by enough
+    dense = fit_channel_model([np.cumsum(np.random.default_rng(1).integers(-9, 10, 24_000))],
+                              packet_size=1024)
+    assert dense.ranked is None  # (a dense walk: the ranks are the values, less a shift)
+
+
+def test_ranked_packets_in_the_batch_decoder_as_alone(ranked_model):
+    """decode_packets decodes mode-9 payloads through the ranked stage's two models in a
+    batch: the same samples as decode_channel gives each alone, and the same damaged payloads
+    refused (each alone: the others still decode)."""
+    from signals.channel import MODEL_RANKED, decode_channel, decode_packets, encode_packets
+    x = grid(4096, seed=3)
+    xs = [x[i:i + 1024] for i in range(0, x.size, 1024)]
+    coded = encode_packets(xs, ranked_model)
+    assert all(p[0] == MODEL_RANKED for p in coded)
+    rng = np.random.default_rng(0)
+    cases = []
+    for p, xi in zip(coded, xs):
+        cases += [(p, xi.size), (p[:-1], xi.size), (p + b"\0", xi.size), (p[:2], xi.size),
+                  (p[:1] + b"\x01" + p[2:], xi.size), (p, xi.size + 1), (p, 1)]
+        for _ in range(40):
+            q = bytearray(p)
+            q[rng.integers(1, len(q))] ^= 1 << int(rng.integers(8))
+            cases.append((bytes(q), xi.size))
+    got = decode_packets([c[0] for c in cases], [c[1] for c in cases], ranked_model,
+                         on_error="none")
+    refused = 0
+    for (p, n), g in zip(cases, got):
+        try:
+            one = decode_channel(p, n, model=ranked_model).tolist()
+        except ValueError:
+            one = None
+        assert one == (None if g is None else g.tolist())
+        refused += one is None
+    assert 0 < refused < len(cases)
+    assert all(np.array_equal(g, xi) for g, xi in zip(got[::47], xs))
+
+
+def test_a_ranked_config_is_checked(ranked_model):
+    from signals.channel import ChannelModel
+    cfg = ranked_model.get_config()
+    sub = cfg["ranked"]
+    nested = {**cfg, "ranked": {**sub, "ranks": cfg}}  # a ranked stage inside one
+    for bad in (nested, {**cfg, "ranked": {"values": sub["values"]}},
+                {**cfg, "ranked": {**sub, "values": {**sub["values"], "k": 99}}},
+                {**cfg, "ranked": [sub["values"], sub["ranks"]]}):
+        with pytest.raises(ValueError, match="ranked|hybrid"):
+            ChannelModel.from_config(bad)
+
+
+@settings(max_examples=30, deadline=None)
+@given(x=arrays(np.int64, st.integers(0, 2100), elements=st.integers(-2**63, 2**63 - 1)),
+       grid_part=st.integers(0, 2100), seed=st.integers(1, 1000))
+def test_ranked_packets_round_trip_any_values(ranked_model, x, grid_part, seed):
+    from signals.channel import decode_channel, decode_packets, encode_packets
+    y = np.concatenate([grid(grid_part, seed=seed), x])  # (sparse values, then any)
+    packets = [y[:1024], y[1024:1500], y[1500:]]
+    coded = encode_packets(packets, ranked_model)
+    back = decode_packets(coded, [p.size for p in packets], ranked_model)
+    assert all(np.array_equal(a, b) for a, b in zip(back, packets))
+    assert all(np.array_equal(decode_channel(c, p.size, model=ranked_model), p)
+               for c, p in zip(coded, packets))

@@ -172,6 +172,7 @@ def _workload(tmp: Path, small: bool = False) -> None:
         parts = [x[i:i + 256] for i in range(4000, len(x), 256)]
         decode_packets(encode_packets(parts, cm), [q.size for q in parts], cm)
         _own_tables_call(cm, x)
+        _ranked_call()
         return
     for k, src in enumerate(csvs):
         for level in (0, 1, 3, 5, 6, 9) if k < 2 else (5,):
@@ -222,6 +223,7 @@ def _workload(tmp: Path, small: bool = False) -> None:
             got = decode_packets(encode_packets(parts, cm), [q.size for q in parts], cm)
             assert all(b is not None and np.array_equal(a, b) for a, b in zip(parts, got))
             _own_tables_call(cm, x)
+    _ranked_call()
     m = signals.SignalModel()
     chans = [syn["smooth"], syn["wave"], syn["repeats"]]
     m.fit([c[:4000] for c in chans], names=["a", "b", "c"])
@@ -262,6 +264,20 @@ def _own_tables_call(cm: Any, x: Any) -> None:
     parts = [np.asarray(x[i:i + 1024], np.int64) for i in range(0, min(len(x), 4096), 1024)]
     _own_tables_many(np.concatenate(parts), _starts([p.size for p in parts]),
                      list(range(len(parts))), cm)
+
+
+def _ranked_call() -> None:
+    """Packets of values on a sparse grid against a model that keeps its ranked stage (payload
+    mode 9), a damaged one among them."""
+    import numpy as np
+
+    from signals.channel import decode_packets, encode_packets, fit_channel_model
+    k = np.cumsum(np.random.default_rng(3).integers(-3, 4, 12_000)) + 100
+    x = np.round(9.8 * k).astype(np.int64)
+    cm = fit_channel_model([x[:9000]], packet_size=256)
+    parts = [x[i:i + 256] for i in range(9000, len(x), 256)]
+    coded = encode_packets(parts, cm)
+    decode_packets(coded + [coded[0][:-2]], [q.size for q in parts] + [256], cm, on_error="none")
 
 
 def _spec(t: Any) -> list | None:

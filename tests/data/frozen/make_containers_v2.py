@@ -49,6 +49,18 @@ def periodic(n: int = 20_000) -> np.ndarray:
     return np.array(out, np.int64)
 
 
+def grid(n: int = 12_000) -> np.ndarray:
+    """Readings on a sparse grid: the nearest integer to 9.8 times a slow random walk (an LCG,
+    so exact): the model keeps its ranked stage (payload mode 9, added after
+    signal_model_v3_lag.json)."""
+    out, v, k = [], 1, 100
+    for _ in range(n):
+        v = (v * 1103515245 + 12345) % 2**31
+        k += v % 7 - 3
+        out.append(round(9.8 * k))
+    return np.array(out, np.int64)
+
+
 def write_additions() -> None:
     from signals.numcodecs_codec import UBPECodec, _varints
     codec = UBPECodec()
@@ -64,6 +76,10 @@ def write_additions() -> None:
         model = signals.SignalModel(64, 80, progress=False).fit([periodic()], names=["mains"])
         model.save(HERE / "signal_model_v3_lag.json")
         (HERE / "packet_v2_lag.bin").write_bytes(model.compress_packet(periodic()[:1024]))
+    if not (HERE / "signal_model_v3_ranked.json").exists():  # a model with a ranked stage
+        model = signals.SignalModel(64, 80, progress=False).fit([grid()], names=["accel"])
+        model.save(HERE / "signal_model_v3_ranked.json")
+        (HERE / "packet_v2_ranked.bin").write_bytes(model.compress_packet(grid()[:256]))
     if not (HERE / "container_v2_cm.ubpe").exists():  # written before mode 7 existed: level 9
         (HERE / "container_v2_cm.ubpe").write_bytes(signals.compress(RESIDUES, level=9))  # chose 6
     (HERE / "container_v2_cm_lpc.ubpe").write_bytes(signals.compress(TEETH, level=9))
