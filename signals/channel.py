@@ -1618,114 +1618,72 @@ def _distinct_ranks(seg, heads, ranks):
     return m
 
 
+@njit(cache=True)
+def _encode_ranked_batch(x, offsets, vk, vo, vs, vc, vmh, vt, vkk, vmsb, vbl, vcmap, vnc, vf, vcum,
+                         vlms, rk, ro, rs, rc, rmh, rt, rkk, rmsb, rbl, rcmap, rnc, rf, rcum, rlms):
+    """Mode-9 payloads of every packet ``x[offsets[j]:offsets[j+1]]`` (int64), concatenated
+    (uint8) and where each starts (int64; an empty one for a packet of fewer than 2 distinct
+    values): its distinct values' differences and its ranks coded by
+    :func:`_encode_model_batch` under the ranked stage's values model (``v...``: block
+    parameters, match model, hybrid split, token bit lengths, context map and count, tables,
+    cascade) and ranks model (``r...``)."""
+    heads, hoff, ranks = _distinct_ranks_batch(x, offsets)
+    hb, ho = _encode_model_batch(heads, hoff, vk, vo, vs, vc, vmh, vt, MODEL_TBITS, vkk, vmsb, vbl,
+                                 vcmap, vnc, vf, vcum, vlms)
+    rb, ro_ = _encode_model_batch(ranks, offsets, rk, ro, rs, rc, rmh, rt,
+                                  MODEL_TBITS, rkk, rmsb, rbl, rcmap, rnc, rf, rcum, rlms)
+    n_p = offsets.shape[0] - 1
+    out = np.empty(hb.shape[0] + rb.shape[0] + 21 * n_p, np.uint8)
+    off = np.zeros(n_p + 1, np.int64)
+    pos = 0
+    for j in range(n_p):
+        m = hoff[j + 1] - hoff[j]
+        if m >= 2:
+            out[pos] = np.uint8(MODEL_RANKED)
+            pos = _put_varint(out, pos + 1, m)
+            pos = _put_varint(out, pos, ho[j + 1] - ho[j])
+            out[pos:pos + ho[j + 1] - ho[j]] = hb[ho[j]:ho[j + 1]]
+            pos += ho[j + 1] - ho[j]
+            out[pos:pos + ro_[j + 1] - ro_[j]] = rb[ro_[j]:ro_[j + 1]]
+            pos += ro_[j + 1] - ro_[j]
+        off[j + 1] = pos
+    return out[:pos], off
+
+
 def _ranked_payloads(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, out: list[bytes]
                      ) -> list[bytes]:
     """``out`` (the payloads of the packets ``x[offsets[j]:offsets[j+1]]``, int64) with mode 9
-    (the ``model``'s ranked stage) in place of each payload that it codes smaller, for packets
-    of 2 distinct values or more."""
+    (the ``model``'s ranked stage, :func:`_encode_ranked_batch`) in place of each payload that
+    it codes smaller."""
     assert model.ranked is not None
-    heads, hoff, ranks = _distinct_ranks_batch(x, offsets)
-    values, rank_model = model.ranked
-    hp = _encode_batch(heads, hoff, values, 0)
-    rp = _encode_batch(ranks, offsets, rank_model, 0)
-    for j, m in enumerate(np.diff(hoff).tolist()):
-        if m >= 2 and 3 + len(hp[j]) + len(rp[j]) < len(out[j]):
-            cand = b"".join([bytes([MODEL_RANKED]), _varint(m), _varint(len(hp[j])), hp[j], rp[j]])
-            if len(cand) < len(out[j]):
-                out[j] = cand
+    args = []
+    for sub in model.ranked:
+        cmap, f, cum, _ = sub.tables()
+        kinds, orders, shifts, coefs, bl, nc, _, _ = sub.batch_params()
+        args += [kinds, orders, shifts, coefs, sub.mh, sub.t, sub.k, sub.msb, bl, cmap, nc, f, cum,
+                 sub.lms]
+    buf, off = _encode_ranked_batch(x, offsets, *args)
+    ends = off.tolist()
+    blob = None
+    for j, (a, b) in enumerate(zip(ends, ends[1:])):
+        if a < b < a + len(out[j]):
+            blob = buf.tobytes() if blob is None else blob
+            out[j] = blob[a:b]
     return out
-
-
-@njit(cache=True)
-def _ranked_layout(buf, offsets, ns, which):
-    """Where the parts of the mode-9 payloads ``buf[offsets[j]:offsets[j+1]]`` for ``j`` in
-    ``which`` lie, as :func:`_decode` reads them: their distinct-value counts, the starts and
-    ends of their values payloads and of their ranks payloads (int64 each), and whether that
-    reading succeeded (a packet that fails has count 0 and empty parts)."""
-    k = which.shape[0]
-    ms = np.zeros(k, np.int64)
-    hs = np.zeros(k, np.int64)
-    he = np.zeros(k, np.int64)
-    be = np.zeros(k, np.int64)
-    ok = np.zeros(k, np.bool_)
-    for i in range(k):
-        j = which[i]
-        a, e = offsets[j], offsets[j + 1]
-        hs[i] = he[i] = be[i] = a
-        if a >= e or buf[a] != MODEL_RANKED:
-            continue
-        m, pos, good = _k_varint(buf, a + 1, e, ns[j])
-        if not good or m < 2:
-            continue
-        ln, pos, good = _k_varint(buf, pos, e, e - pos)
-        if not good:
-            continue
-        ms[i], hs[i], he[i], be[i], ok[i] = m, pos, pos + ln, e, True
-    return ms, hs, he, be, ok
-
-
-@njit(cache=True)
-def _gather(buf, starts, ends):
-    """The byte ranges ``buf[starts[i]:ends[i]]`` joined (uint8), and where each starts (int64,
-    one entry more)."""
-    off = np.zeros(starts.shape[0] + 1, np.int64)
-    for i in range(starts.shape[0]):
-        off[i + 1] = off[i] + ends[i] - starts[i]
-    out = np.empty(off[-1], np.uint8)
-    for i in range(starts.shape[0]):
-        out[off[i]:off[i + 1]] = buf[starts[i]:ends[i]]
-    return out, off
-
-
-@njit(cache=True)
-def _unrank_batch(d, doff, r, roff, fine):
-    """The samples of mode-9 packets from the differences of their distinct values
-    ``d[doff[i]:doff[i+1]]`` and their ranks ``r[roff[i]:roff[i+1]]`` (int64), where
-    ``fine[i]``: (samples joined, where each packet's start, ok: False also where the values
-    do not increase or a rank is out of range, as :func:`_decode` finds)."""
-    k = fine.shape[0]
-    ok = fine.copy()
-    xo = np.zeros(k + 1, np.int64)
-    for i in range(k):
-        xo[i + 1] = xo[i] + (roff[i + 1] - roff[i] if ok[i] else 0)
-    xs = np.empty(xo[k], np.int64)
-    for i in range(k):
-        if not ok[i]:
-            continue
-        m = doff[i + 1] - doff[i]
-        u = np.empty(m, np.int64)
-        acc = np.int64(0)
-        good = m >= 2
-        for q in range(m):
-            acc += d[doff[i] + q]  # (wraps as numpy's cumsum does)
-            u[q] = acc
-            if q and acc <= u[q - 1]:
-                good = False
-        for t in range(roff[i + 1] - roff[i]):
-            if not good:
-                break
-            v = r[roff[i] + t]
-            if v < 0 or v >= m:
-                good = False
-            else:
-                xs[xo[i] + t] = u[v]
-        ok[i] = good
-    return xs, xo, ok
 
 
 def _decode_ranked_batch(buf: np.ndarray, offsets: np.ndarray, ns_a: np.ndarray,
                          which: np.ndarray, ranked: tuple[ChannelModel, ChannelModel]
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The mode-9 packets ``which`` of a batch (:func:`_decode_buf`): their samples (one
-    array), where each starts, and whether each decoded (one that did not has no samples)."""
-    ms, hs, he, be, ok = _ranked_layout(buf, offsets, ns_a, which)
-    hbuf, hoff = _gather(buf, hs, he)
-    bbuf, boff = _gather(buf, he, be)
-    d, doff, derr = _decode_buf(hbuf, hoff, ms, ranked[0])
-    r, roff, rerr = _decode_buf(bbuf, boff, np.where(ok, ns_a[which], 0), ranked[1])
-    for i in (*derr, *rerr):
-        ok[i] = False
-    return _unrank_batch(d, doff, r, roff, ok)
+    """The mode-9 packets ``which`` of a batch (:func:`_decode_buf`) through
+    :func:`_decode_ranked_kernel`: their samples (one array), where each starts, and whether
+    each decoded (one that did not has no samples to take)."""
+    args = []
+    for sub in ranked:
+        kinds, orders, shifts, coefs, _, nc, dtab, min_bits = sub.batch_params()
+        args += [kinds, orders, shifts, coefs, sub.mh, sub.t, sub.tables()[0], nc, dtab, sub.lms,
+                 min_bits]
+    return _decode_ranked_kernel(buf, offsets, ns_a, which, *args)
 
 
 def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None = None,
@@ -2679,72 +2637,152 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
     x = np.zeros(out_off[n_p], np.int64)
     crow = cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
     for j in range(n_p):
-        a = offsets[j]
-        e = offsets[j + 1]
-        n = ns[j]
-        if status[j] != 0:
-            continue
-        mode = buf[a]
-        if mode == RAW:
-            for i in range(n):
-                v = np.int64(0)
-                for b in range(8):
-                    v |= np.int64(buf[a + 1 + 8 * i + b]) << (8 * b)
-                x[out_off[j] + i] = v
-            continue
-        if mode == CONST:  # as _decode reads it: a zigzag varint below 2**64, nothing after
-            u = np.uint64(0)
-            sh = 0
-            pos = a + 1
-            ok = False
-            while pos < e and sh <= 63:
-                byte = np.uint64(buf[pos])
-                pos += 1
-                if sh == 63 and byte > np.uint64(1):
-                    break  # 2**64 or more
-                u |= (byte & np.uint64(0x7F)) << np.uint64(sh)
-                sh += 7
-                if byte < np.uint64(0x80):
-                    ok = pos == e
-                    break
-            if not ok or n < 1:
-                status[j] = 1  # the general reader names what is wrong (room is kept)
-                continue
-            v = np.int64(u >> np.uint64(1)) ^ -np.int64(u & np.uint64(1))
-            for i in range(n):
-                x[out_off[j] + i] = v
-            continue
-        pos = a + 1
-        nw = 0
-        shift = 0
-        ok = True
-        while True:
-            if pos >= e or shift > 56:
-                ok = False
-                break
-            b = buf[pos]
-            pos += 1
-            nw |= int(b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                break
-        if not ok or pos + 2 * nw > e or n * min_bits > 16 * nw + 64:
-            status[j] = 2
-            continue
-        words, raw, nraw = _k_words_raw(buf, pos, nw, e)
-        if mh == 0 and lms == 0:  # one pass, into its place in x
-            _, ok = _decode_blocks(x[out_off[j]:out_off[j + 1]], None, words, raw, 8 * nraw, crow,
-                                   dtab, 0, max(n, 1), kinds, orders, shifts, coefs)
-        else:
-            seg, ok = _decode_fused(words, raw, 8 * nraw, n, cmap, nc, dtab, max(n, 1), kinds,
-                                    orders, shifts, coefs, mh, t, tbits, lms)
-            x[out_off[j]:out_off[j + 1]] = seg
-        if not ok:
-            status[j] = 2
+        if status[j] == 0:
+            status[j] = _k_model_payload(buf, offsets[j], offsets[j + 1], x[out_off[j]:out_off[j + 1]],
+                                         kinds, orders, shifts, coefs, mh, t, tbits, cmap, nc,
+                                         dtab, lms, min_bits, crow)
     n_bad = 0
     for j in range(n_p):
         n_bad += status[j] != 0
     return x, out_off, status, n_bad
+
+
+@njit(cache=True, inline="always")
+def _k_model_payload(buf, a, e, x, kinds, orders, shifts, coefs, mh, t, tbits, cmap, nc, dtab, lms,
+                     min_bits, crow):
+    """Decode the payload ``buf[a:e]`` (mode 0, 1 or 3; its mode byte and sizes checked as
+    :func:`_decode_model_batch` checks them) into ``x`` (its ``n`` samples); the status: 0
+    decoded, 1 for the general reader (a constant it refuses: it names the fault), 2 damaged."""
+    n = x.shape[0]
+    mode = buf[a]
+    if mode == RAW:
+        for i in range(n):
+            v = np.int64(0)
+            for b in range(8):
+                v |= np.int64(buf[a + 1 + 8 * i + b]) << (8 * b)
+            x[i] = v
+        return 0
+    if mode == CONST:  # as _decode reads it: a zigzag varint below 2**64, nothing after
+        u = np.uint64(0)
+        sh = 0
+        pos = a + 1
+        ok = False
+        while pos < e and sh <= 63:
+            byte = np.uint64(buf[pos])
+            pos += 1
+            if sh == 63 and byte > np.uint64(1):
+                break  # 2**64 or more
+            u |= (byte & np.uint64(0x7F)) << np.uint64(sh)
+            sh += 7
+            if byte < np.uint64(0x80):
+                ok = pos == e
+                break
+        if not ok or n < 1:
+            return 1  # the general reader names what is wrong (room is kept)
+        v = np.int64(u >> np.uint64(1)) ^ -np.int64(u & np.uint64(1))
+        for i in range(n):
+            x[i] = v
+        return 0
+    pos = a + 1
+    nw = 0
+    shift = 0
+    while True:
+        if pos >= e or shift > 56:
+            return 2
+        b = buf[pos]
+        pos += 1
+        nw |= int(b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            break
+    if pos + 2 * nw > e or n * min_bits > 16 * nw + 64:
+        return 2
+    words, raw, nraw = _k_words_raw(buf, pos, nw, e)
+    if mh == 0 and lms == 0:  # one pass, into its place in x
+        _, ok = _decode_blocks(x, None, words, raw, 8 * nraw, crow, dtab, 0, max(n, 1), kinds,
+                               orders, shifts, coefs)
+    else:
+        seg, ok = _decode_fused(words, raw, 8 * nraw, n, cmap, nc, dtab, max(n, 1), kinds,
+                                orders, shifts, coefs, mh, t, tbits, lms)
+        x[:] = seg
+    return 0 if ok else 2
+
+
+@njit(cache=True)
+def _decode_ranked_kernel(buf, offsets, ns, which, vk, vo, vs, vc, vmh, vt, vcmap, vnc, vdtab,
+                          vlms, vmin, rk, ro, rs, rc, rmh, rt, rcmap, rnc, rdtab, rlms, rmin):
+    """The mode-9 packets ``which`` of a batch (:func:`_decode_buf`) in one kernel: (their
+    samples, one array; where each starts; whether each decoded). Its two parts decode as
+    :func:`_decode_model_batch` decodes a payload, with the ranked stage's values model
+    (``v...``: block parameters, match model, context map, count, decode table, cascade, the
+    fewest bits a token costs) and ranks model (``r...``); a packet whose layout, parts (each
+    of mode 0, 1 or 3, as coded), values or ranks :func:`_decode` would refuse, or that it
+    might decode otherwise (another mode inside), is not decoded here (the general reader then
+    decides and names the fault)."""
+    k = which.shape[0]
+    xo = np.zeros(k + 1, np.int64)
+    for i in range(k):
+        xo[i + 1] = xo[i] + ns[which[i]]
+    xs = np.empty(xo[k], np.int64)
+    fine = np.zeros(k, np.bool_)
+    vcrow = vcmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
+    rcrow = rcmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
+    for i in range(k):
+        j = which[i]
+        a, e, n = offsets[j], offsets[j + 1], ns[j]
+        if a >= e or buf[a] != MODEL_RANKED:
+            continue
+        m, pos, good = _k_varint(buf, a + 1, e, n)
+        if not good or m < 2:
+            continue
+        ln, pos, good = _k_varint(buf, pos, e, e - pos)
+        if not good or pos + ln >= e:
+            continue
+        h = pos + ln  # the values payload buf[pos:h], the ranks payload buf[h:e]
+        if not _k_sized(buf, pos, h, m, vmin) or not _k_sized(buf, h, e, n, rmin):
+            continue
+        d = np.empty(m, np.int64)
+        if _k_model_payload(buf, pos, h, d, vk, vo, vs, vc, vmh, vt, MODEL_TBITS, vcmap, vnc,
+                            vdtab, vlms, vmin, vcrow) != 0:
+            continue
+        r = xs[xo[i]:xo[i + 1]]
+        if _k_model_payload(buf, h, e, r, rk, ro, rs, rc, rmh, rt, MODEL_TBITS, rcmap, rnc,
+                            rdtab, rlms, rmin, rcrow) != 0:
+            continue
+        acc = np.int64(0)
+        good = True
+        for q in range(m):
+            acc += d[q]  # (wraps as numpy's cumsum does)
+            if q and acc <= d[q - 1]:
+                good = False
+                break
+            d[q] = acc  # the values, in place of their differences
+        if not good:
+            continue
+        for q in range(n):
+            v = r[q]
+            if v < 0 or v >= m:
+                good = False
+                break
+            r[q] = d[v]
+        fine[i] = good
+    return xs, xo, fine
+
+
+@njit(cache=True, inline="always")
+def _k_sized(buf, a, e, n, min_bits):
+    """Whether the payload ``buf[a:e]`` passes :func:`_decode_model_batch`'s first checks for
+    ``n`` samples (status 0 there): a raw payload of ``8 n`` bytes, a model payload whose bytes
+    can hold ``n`` tokens, a constant (a model payload, mode 3 or 0 or 1)."""
+    size = e - a
+    if size < 1:
+        return False
+    mode = buf[a]
+    if mode == RAW:
+        return size == 1 + 8 * n
+    if mode == MODEL:
+        return n * min_bits <= 8 * size + 64
+    return mode == CONST and n <= (16 * size + 64) / E.MIN_TOKEN_BITS + 1
 
 
 _N_CASCADES = len(P.CASCADES)
@@ -3178,16 +3216,17 @@ def _decode_buf(buf: np.ndarray, offsets: np.ndarray, ns_a: np.ndarray, model: C
         # modes 4 and 5 (over mode 4) in one kernel, mode 8 in another where the model has a
         # vocabulary stage, mode 9 through the ranked stage's models; their samples take their
         # room (and their status 0) in a third
-        if model.ranked is not None:
-            other = np.flatnonzero(status == 1)
+        other = np.flatnonzero(status == 1)
+        if model.ranked is not None and other.size:
             ranked = other[buf[offsets[other]] == MODEL_RANKED]
             if ranked.size:
                 xs, xo, fine = _decode_ranked_batch(buf, offsets, ns_a, ranked, model.ranked)
                 x, off = _with_segments(x, off, status, ranked, xs, xo, fine)
-        other = np.flatnonzero(status == 1)
-        xs, xo, fine = _decode_plain_batch(buf, offsets, ns_a, other)
-        x, off = _with_segments(x, off, status, other, xs, xo, fine)
-        if model.merges is not None:
+                other = other[status[other] == 1]
+        if other.size:
+            xs, xo, fine = _decode_plain_batch(buf, offsets, ns_a, other)
+            x, off = _with_segments(x, off, status, other, xs, xo, fine)
+        if model.merges is not None and other.size:
             vocab = other[(status[other] == 1) & (buf[offsets[other]] == MODEL_VOCAB)]
             if vocab.size:
                 _, f, cum, lookup, (starts, flat) = model.vocab()
