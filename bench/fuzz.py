@@ -114,6 +114,10 @@ def _targets():
             return body + struct.pack("<H", zlib.crc32(body, seed) & 0xFFFF)
 
         targets[name + "_forged"].forge_bytes = forge_packet  # type: ignore[attr-defined]
+        # the batch decoder (decode_packets' kernels), beside the packet as it was coded
+        load_batch = lambda d: F._arrays(model.decompress_packets([packet, d])[1])  # noqa: E731
+        targets[name + "_batch"] = F.Target(name + "_batch", packet, load_batch, F._never)
+        targets[name + "_batch"].forge_bytes = forge_packet  # type: ignore[attr-defined]
 
     packet_targets("vocab")
     packet_targets("ranked")
