@@ -1672,20 +1672,6 @@ def _ranked_payloads(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, ou
     return out
 
 
-def _decode_ranked_batch(buf: np.ndarray, offsets: np.ndarray, ns_a: np.ndarray,
-                         which: np.ndarray, ranked: tuple[ChannelModel, ChannelModel]
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The mode-9 packets ``which`` of a batch (:func:`_decode_buf`) through
-    :func:`_decode_ranked_kernel`: their samples (one array), where each starts, and whether
-    each decoded (one that did not has no samples to take)."""
-    args = []
-    for sub in ranked:
-        kinds, orders, shifts, coefs, _, nc, dtab, min_bits = sub.batch_params()
-        args += [kinds, orders, shifts, coefs, sub.mh, sub.t, sub.tables()[0], nc, dtab, sub.lms,
-                 min_bits]
-    return _decode_ranked_kernel(buf, offsets, ns_a, which, *args)
-
-
 def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None = None,
             cheap: bytes | None = None) -> bytes:
     """:func:`_try_own` past its first tests: the own coding where estimated smaller.
@@ -2612,12 +2598,67 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
     the bytes before allocating, a model payload's with ``min_bits`` (the fewest bits a token
     of the model's tables costs); a constant above ``(16 size + 64) / MIN_TOKEN_BITS + 1``
     samples is refused here (the batch encoders code none)."""
+    out_off, status, neg = _k_batch_room(buf, offsets, ns, min_bits, False)
+    if neg:
+        return np.zeros(0, np.int64), out_off, status, -1
+    x = np.zeros(out_off[-1], np.int64)
+    crow = cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
+    for j in range(ns.shape[0]):
+        if status[j] == 0:
+            status[j] = _k_model_payload(buf, offsets[j], offsets[j + 1], x[out_off[j]:out_off[j + 1]],
+                                         kinds, orders, shifts, coefs, mh, t, tbits, cmap, nc,
+                                         dtab, lms, min_bits, crow)
+    n_bad = 0
+    for j in range(ns.shape[0]):
+        n_bad += status[j] != 0
+    return x, out_off, status, n_bad
+
+
+@njit(cache=True)
+def _decode_ranked_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, cmap, nc,
+                               dtab, lms, min_bits, vk, vo, vs, vc, vmh, vt, vcmap, vnc, vdtab,
+                               vlms, vmin, rk, ro, rs, rc, rmh, rt, rcmap, rnc, rdtab, rlms, rmin):
+    """:func:`_decode_model_batch` for a model with a ranked stage (its mode-9 payloads too, in
+    the same pass): the model's parameters, then those of the stage's values model (``v...``)
+    and ranks model (``r...``); a mode-9 packet that :func:`_k_ranked_payload` does not decode
+    keeps its room and takes status 1 (the general reader decides)."""
+    out_off, status, neg = _k_batch_room(buf, offsets, ns, min_bits, True)
+    if neg:
+        return np.zeros(0, np.int64), out_off, status, -1
+    x = np.zeros(out_off[-1], np.int64)
+    crow = cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
+    vcrow = vcmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
+    rcrow = rcmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
+    for j in range(ns.shape[0]):
+        if status[j] != 0:
+            continue
+        a, e = offsets[j], offsets[j + 1]
+        seg = x[out_off[j]:out_off[j + 1]]
+        if buf[a] == MODEL_RANKED:
+            status[j] = _k_ranked_payload(buf, a, e, seg, vk, vo, vs, vc, vmh, vt, vcmap, vnc,
+                                          vdtab, vlms, vmin, vcrow, rk, ro, rs, rc, rmh, rt, rcmap,
+                                          rnc, rdtab, rlms, rmin, rcrow)
+        else:
+            status[j] = _k_model_payload(buf, a, e, seg, kinds, orders, shifts, coefs, mh, t,
+                                         MODEL_TBITS, cmap, nc, dtab, lms, min_bits, crow)
+    n_bad = 0
+    for j in range(ns.shape[0]):
+        n_bad += status[j] != 0
+    return x, out_off, status, n_bad
+
+
+@njit(cache=True, inline="always")
+def _k_batch_room(buf, offsets, ns, min_bits, ranked):
+    """The first pass of :func:`_decode_model_batch`: where each packet's samples go
+    (``out_off``), its status (0: to decode, with room; 1: for the general reader; 2: damaged;
+    3: more samples than its bytes can hold), and whether a count is negative; ``ranked``: mode
+    9 is decoded here too (a model with a ranked stage)."""
     n_p = ns.shape[0]
     out_off = np.zeros(n_p + 1, np.int64)
     status = np.zeros(n_p, np.int64)
     for j in range(n_p):
         if ns[j] < 0:
-            return np.zeros(0, np.int64), out_off, status, -1
+            return out_off, status, True
     for j in range(n_p):
         size = offsets[j + 1] - offsets[j]
         n = ns[j]
@@ -2631,20 +2672,10 @@ def _decode_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, mh, t, t
                 status[j] = 3
         elif n > (16 * size + 64) / E.MIN_TOKEN_BITS + 1:
             status[j] = 3
-        elif buf[offsets[j]] != CONST:
+        elif buf[offsets[j]] != CONST and not (ranked and buf[offsets[j]] == MODEL_RANKED):
             status[j] = 1  # the general reader decodes it, and allocates its samples then
         out_off[j + 1] = out_off[j] + (n if status[j] == 0 else 0)
-    x = np.zeros(out_off[n_p], np.int64)
-    crow = cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
-    for j in range(n_p):
-        if status[j] == 0:
-            status[j] = _k_model_payload(buf, offsets[j], offsets[j + 1], x[out_off[j]:out_off[j + 1]],
-                                         kinds, orders, shifts, coefs, mh, t, tbits, cmap, nc,
-                                         dtab, lms, min_bits, crow)
-    n_bad = 0
-    for j in range(n_p):
-        n_bad += status[j] != 0
-    return x, out_off, status, n_bad
+    return out_off, status, False
 
 
 @njit(cache=True, inline="always")
@@ -2708,65 +2739,45 @@ def _k_model_payload(buf, a, e, x, kinds, orders, shifts, coefs, mh, t, tbits, c
     return 0 if ok else 2
 
 
-@njit(cache=True)
-def _decode_ranked_kernel(buf, offsets, ns, which, vk, vo, vs, vc, vmh, vt, vcmap, vnc, vdtab,
-                          vlms, vmin, rk, ro, rs, rc, rmh, rt, rcmap, rnc, rdtab, rlms, rmin):
-    """The mode-9 packets ``which`` of a batch (:func:`_decode_buf`) in one kernel: (their
-    samples, one array; where each starts; whether each decoded). Its two parts decode as
-    :func:`_decode_model_batch` decodes a payload, with the ranked stage's values model
-    (``v...``: block parameters, match model, context map, count, decode table, cascade, the
-    fewest bits a token costs) and ranks model (``r...``); a packet whose layout, parts (each
-    of mode 0, 1 or 3, as coded), values or ranks :func:`_decode` would refuse, or that it
-    might decode otherwise (another mode inside), is not decoded here (the general reader then
-    decides and names the fault)."""
-    k = which.shape[0]
-    xo = np.zeros(k + 1, np.int64)
-    for i in range(k):
-        xo[i + 1] = xo[i] + ns[which[i]]
-    xs = np.empty(xo[k], np.int64)
-    fine = np.zeros(k, np.bool_)
-    vcrow = vcmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
-    rcrow = rcmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
-    for i in range(k):
-        j = which[i]
-        a, e, n = offsets[j], offsets[j + 1], ns[j]
-        if a >= e or buf[a] != MODEL_RANKED:
-            continue
-        m, pos, good = _k_varint(buf, a + 1, e, n)
-        if not good or m < 2:
-            continue
-        ln, pos, good = _k_varint(buf, pos, e, e - pos)
-        if not good or pos + ln >= e:
-            continue
-        h = pos + ln  # the values payload buf[pos:h], the ranks payload buf[h:e]
-        if not _k_sized(buf, pos, h, m, vmin) or not _k_sized(buf, h, e, n, rmin):
-            continue
-        d = np.empty(m, np.int64)
-        if _k_model_payload(buf, pos, h, d, vk, vo, vs, vc, vmh, vt, MODEL_TBITS, vcmap, vnc,
-                            vdtab, vlms, vmin, vcrow) != 0:
-            continue
-        r = xs[xo[i]:xo[i + 1]]
-        if _k_model_payload(buf, h, e, r, rk, ro, rs, rc, rmh, rt, MODEL_TBITS, rcmap, rnc,
-                            rdtab, rlms, rmin, rcrow) != 0:
-            continue
-        acc = np.int64(0)
-        good = True
-        for q in range(m):
-            acc += d[q]  # (wraps as numpy's cumsum does)
-            if q and acc <= d[q - 1]:
-                good = False
-                break
-            d[q] = acc  # the values, in place of their differences
-        if not good:
-            continue
-        for q in range(n):
-            v = r[q]
-            if v < 0 or v >= m:
-                good = False
-                break
-            r[q] = d[v]
-        fine[i] = good
-    return xs, xo, fine
+@njit(cache=True, inline="always")
+def _k_ranked_payload(buf, a, e, x, vk, vo, vs, vc, vmh, vt, vcmap, vnc, vdtab, vlms, vmin, vcrow,
+                      rk, ro, rs, rc, rmh, rt, rcmap, rnc, rdtab, rlms, rmin, rcrow):
+    """Decode the mode-9 payload ``buf[a:e]`` into ``x`` (its ``n`` samples): its two parts
+    as :func:`_k_model_payload` decodes a payload, with the ranked stage's values model
+    (``v...``: block parameters, match model, context map and count, decode table, cascade, the
+    fewest bits a token costs, context rows) and ranks model (``r...``). The status: 0
+    decoded; 1 where the layout, a part (each of mode 0, 1 or 3, as coded), the values or a rank
+    would make :func:`_decode` refuse it, or where it might decode it otherwise (another mode
+    inside): the general reader then decides and names the fault."""
+    n = x.shape[0]
+    m, pos, good = _k_varint(buf, a + 1, e, n)
+    if not good or m < 2:
+        return 1
+    ln, pos, good = _k_varint(buf, pos, e, e - pos)
+    if not good or pos + ln >= e:
+        return 1
+    h = pos + ln  # the values payload buf[pos:h], the ranks payload buf[h:e]
+    if not _k_sized(buf, pos, h, m, vmin) or not _k_sized(buf, h, e, n, rmin):
+        return 1
+    d = np.empty(m, np.int64)
+    if _k_model_payload(buf, pos, h, d, vk, vo, vs, vc, vmh, vt, MODEL_TBITS, vcmap, vnc, vdtab,
+                        vlms, vmin, vcrow) != 0:
+        return 1
+    if _k_model_payload(buf, h, e, x, rk, ro, rs, rc, rmh, rt, MODEL_TBITS, rcmap, rnc, rdtab,
+                        rlms, rmin, rcrow) != 0:
+        return 1
+    acc = np.int64(0)
+    for q in range(m):
+        acc += d[q]  # (wraps as numpy's cumsum does)
+        if q and acc <= d[q - 1]:
+            return 1
+        d[q] = acc  # the values, in place of their differences
+    for q in range(n):
+        v = x[q]
+        if v < 0 or v >= m:
+            return 1
+        x[q] = d[v]
+    return 0
 
 
 @njit(cache=True, inline="always")
@@ -3205,24 +3216,26 @@ def _decode_buf(buf: np.ndarray, offsets: np.ndarray, ns_a: np.ndarray, model: C
     # (the kernel bounds the allocation: a model payload of b bytes holds at most
     # (8 b + 64) / min_bits samples, any other (16 b + 64) / MIN_TOKEN_BITS + 1; the payloads
     # of other modes are given room only once the general reader has decoded them)
-    x, off, status, n_bad = _decode_model_batch(buf, offsets, ns_a, kinds, orders, shifts, coefs,
-                                                model.mh, model.t, MODEL_TBITS, cmap, nc, dtab,
-                                                model.lms, min_bits)
+    if model.ranked is None:
+        x, off, status, n_bad = _decode_model_batch(buf, offsets, ns_a, kinds, orders, shifts,
+                                                    coefs, model.mh, model.t, MODEL_TBITS, cmap,
+                                                    nc, dtab, model.lms, min_bits)
+    else:  # (its mode-9 payloads in the same kernel, through the stage's two models)
+        subs = []
+        for sub in model.ranked:
+            sk, so, ss, sc, _, snc, sdtab, smin = sub.batch_params()
+            subs += [sk, so, ss, sc, sub.mh, sub.t, sub.tables()[0], snc, sdtab, sub.lms, smin]
+        x, off, status, n_bad = _decode_ranked_model_batch(
+            buf, offsets, ns_a, kinds, orders, shifts, coefs, model.mh, model.t, cmap, nc, dtab,
+            model.lms, min_bits, *subs)
     if n_bad < 0:
         raise ValueError("negative sample count")
     errors: dict[int, str] = {}
     late: dict[int, np.ndarray] = {}  # decoded by the general reader, without room in x yet
     if n_bad:
         # modes 4 and 5 (over mode 4) in one kernel, mode 8 in another where the model has a
-        # vocabulary stage, mode 9 through the ranked stage's models; their samples take their
-        # room (and their status 0) in a third
+        # vocabulary stage; their samples take their room (and their status 0) in a third
         other = np.flatnonzero(status == 1)
-        if model.ranked is not None and other.size:
-            ranked = other[buf[offsets[other]] == MODEL_RANKED]
-            if ranked.size:
-                xs, xo, fine = _decode_ranked_batch(buf, offsets, ns_a, ranked, model.ranked)
-                x, off = _with_segments(x, off, status, ranked, xs, xo, fine)
-                other = other[status[other] == 1]
         if other.size:
             xs, xo, fine = _decode_plain_batch(buf, offsets, ns_a, other)
             x, off = _with_segments(x, off, status, other, xs, xo, fine)
