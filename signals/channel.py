@@ -2660,22 +2660,28 @@ def _k_batch_room(buf, offsets, ns, min_bits, ranked):
         if ns[j] < 0:
             return out_off, status, True
     for j in range(n_p):
-        size = offsets[j + 1] - offsets[j]
-        n = ns[j]
-        if size < 1:
-            status[j] = 2
-        elif buf[offsets[j]] == RAW:
-            if size != 1 + 8 * n:
-                status[j] = 2
-        elif buf[offsets[j]] == MODEL:
-            if n * min_bits > 8 * size + 64:  # 16 bits a word, at most (size - 1) / 2 words
-                status[j] = 3
-        elif n > (16 * size + 64) / E.MIN_TOKEN_BITS + 1:
-            status[j] = 3
-        elif buf[offsets[j]] != CONST and not (ranked and buf[offsets[j]] == MODEL_RANKED):
-            status[j] = 1  # the general reader decodes it, and allocates its samples then
-        out_off[j + 1] = out_off[j] + (n if status[j] == 0 else 0)
+        status[j] = _k_room_status(buf, offsets[j], offsets[j + 1], ns[j], min_bits, ranked)
+        out_off[j + 1] = out_off[j] + (ns[j] if status[j] == 0 else 0)
     return out_off, status, False
+
+
+@njit(cache=True, inline="always")
+def _k_room_status(buf, a, e, n, min_bits, ranked):
+    """The first-pass status of the payload ``buf[a:e]`` of ``n`` samples in a batch (see
+    :func:`_k_batch_room`): 0 a raw payload of ``8 n`` bytes, a model payload whose bytes can
+    hold ``n`` tokens, a constant (or, where ``ranked``, a mode-9 payload), to decode with room;
+    1 another mode, for the general reader; 2 damaged; 3 more samples than its bytes hold."""
+    size = e - a
+    if size < 1:
+        return 2
+    mode = buf[a]
+    if mode == RAW:
+        return 0 if size == 1 + 8 * n else 2
+    if mode == MODEL:  # 16 bits a word, at most (size - 1) / 2 words
+        return 3 if n * min_bits > 8 * size + 64 else 0
+    if n > (16 * size + 64) / E.MIN_TOKEN_BITS + 1:
+        return 3
+    return 0 if mode == CONST or (ranked and mode == MODEL_RANKED) else 1
 
 
 @njit(cache=True, inline="always")
@@ -2757,7 +2763,7 @@ def _k_ranked_payload(buf, a, e, x, vk, vo, vs, vc, vmh, vt, vcmap, vnc, vdtab, 
     if not good or pos + ln >= e:
         return 1
     h = pos + ln  # the values payload buf[pos:h], the ranks payload buf[h:e]
-    if not _k_sized(buf, pos, h, m, vmin) or not _k_sized(buf, h, e, n, rmin):
+    if _k_room_status(buf, pos, h, m, vmin, False) or _k_room_status(buf, h, e, n, rmin, False):
         return 1
     d = np.empty(m, np.int64)
     if _k_model_payload(buf, pos, h, d, vk, vo, vs, vc, vmh, vt, MODEL_TBITS, vcmap, vnc, vdtab,
@@ -2778,22 +2784,6 @@ def _k_ranked_payload(buf, a, e, x, vk, vo, vs, vc, vmh, vt, vcmap, vnc, vdtab, 
             return 1
         x[q] = d[v]
     return 0
-
-
-@njit(cache=True, inline="always")
-def _k_sized(buf, a, e, n, min_bits):
-    """Whether the payload ``buf[a:e]`` passes :func:`_decode_model_batch`'s first checks for
-    ``n`` samples (status 0 there): a raw payload of ``8 n`` bytes, a model payload whose bytes
-    can hold ``n`` tokens, a constant (a model payload, mode 3 or 0 or 1)."""
-    size = e - a
-    if size < 1:
-        return False
-    mode = buf[a]
-    if mode == RAW:
-        return size == 1 + 8 * n
-    if mode == MODEL:
-        return n * min_bits <= 8 * size + 64
-    return mode == CONST and n <= (16 * size + 64) / E.MIN_TOKEN_BITS + 1
 
 
 _N_CASCADES = len(P.CASCADES)
@@ -3203,14 +3193,8 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
     ns_a = np.asarray(ns, np.int64).reshape(-1)
     if ns_a.size != len(payloads):
         raise ValueError(f"{len(payloads)} payloads, {ns_a.size} sample counts")
-    return _decode_buf(np.frombuffer(b"".join(payloads), np.uint8), _starts(map(len, payloads)),
-                       ns_a, model)
-
-
-def _decode_buf(buf: np.ndarray, offsets: np.ndarray, ns_a: np.ndarray, model: ChannelModel
-                ) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
-    """:func:`_decode_batch` of the payloads ``buf[offsets[j]:offsets[j+1]]`` (uint8, int64) of
-    ``ns_a[j]`` samples (int64)."""
+    offsets = _starts(map(len, payloads))
+    buf = np.frombuffer(b"".join(payloads), np.uint8)
     cmap = model.tables()[0]
     kinds, orders, shifts, coefs, _, nc, dtab, min_bits = model.batch_params()
     # (the kernel bounds the allocation: a model payload of b bytes holds at most
@@ -3256,7 +3240,7 @@ def _decode_buf(buf: np.ndarray, offsets: np.ndarray, ns_a: np.ndarray, model: C
                 if status[j] == 2:
                     raise ValueError("damaged payload")
                 try:
-                    seg = decode_channel(buf[offsets[j]:offsets[j + 1]].tobytes(), n, model=model)
+                    seg = decode_channel(payloads[j], n, model=model)
                 except MemoryError:
                     raise ValueError(f"{n:,} samples: more than memory holds") from None
                 if seg.shape != (n,):
