@@ -1677,7 +1677,11 @@ def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None 
     """:func:`_try_own` past its first tests: the own coding where estimated smaller.
 
     The search (:func:`_own_search`) runs at the fallback level (below ``OWN_SEARCH_LEVEL``,
-    at most the model's ``own_level`` hint). Where the ``model``'s
+    at most the model's ``own_level`` hint; without the hint, at most
+    ``SHORT_FALLBACK_LEVEL`` where the model's ``own_gain`` is below ``OWN_GAIN_MIN``: its
+    validation packets did not gain from their own coding, so that the packets that try it
+    are the rare costly ones, and level 3's ranks and wider search saved at most 0.01% of the
+    bits on the benchmark's sets at up to a third of the speed). Where the ``model``'s
     predictor has no coefficients (fixed or lag), the packet is also coded with that
     predictor and its own tables (:func:`_own_tables`, one pass): from ``OWN_SEARCH_LEVEL``
     beside the search, and below it, in packets of ``OWN_TRY_SIZE`` samples or more where the
@@ -1688,8 +1692,11 @@ def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None 
     The smallest payload is kept. ``cheap``: :func:`_own_tables` of ``x``, where already made
     (:func:`_own_tables_many`)."""
     lv = _fallback_level(level, x.size)
-    if model is not None and model.own_level is not None and level < OWN_SEARCH_LEVEL:
-        lv = min(lv, model.own_level)
+    if model is not None and level < OWN_SEARCH_LEVEL:
+        if model.own_level is not None:
+            lv = min(lv, model.own_level)
+        elif model.own_gain is not None and model.own_gain < OWN_GAIN_MIN:
+            lv = min(lv, SHORT_FALLBACK_LEVEL)  # (own coding did not pay on the validation split)
     x64 = np.ascontiguousarray(x, np.int64)
     u = _sparse_values(x64) if lv >= RANK_LEVEL else None
     best = coded
@@ -1867,9 +1874,10 @@ class ChannelModel:
         An encoder hint: the level (1..``FALLBACK_LEVEL``) of a packet's own
         coding below ``OWN_SEARCH_LEVEL``, the lowest whose validation bits
         are within ``OWN_LEVEL_SLACK`` of ``FALLBACK_LEVEL``'s (level 3 adds
-        the distinct-value ranks, mode 5, and a wider predictor search). None
-        (models fitted before the hint, and those whose own tables do not
-        pay, ``own_gain`` below ``OWN_GAIN_MIN``): ``FALLBACK_LEVEL``.
+        the distinct-value ranks, mode 5, and a wider predictor search). None:
+        ``FALLBACK_LEVEL`` for models fitted before the hint, and
+        ``SHORT_FALLBACK_LEVEL`` for those whose own tables do not pay
+        (``own_gain`` below ``OWN_GAIN_MIN``).
     ranked : tuple of two ChannelModel, or None
         The ranked stage (payload mode 9), kept where it lowered the
         validation bits: a packet may be coded as its sorted distinct values

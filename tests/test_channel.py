@@ -359,7 +359,7 @@ def test_own_gain_hint(model):
     """fit_channel_model records how much long packets gained from their own coding; the
     hint is in the config (not in the payloads), and a low one skips the own coding of long
     packets that the model codes at its usual cost."""
-    from signals.channel import OWN_GAIN_MIN, OWN_TRY_GAIN, encode_packets
+    from signals.channel import OWN_GAIN_MIN, OWN_TRY_GAIN, SHORT_FALLBACK_LEVEL, encode_packets
     rng = np.random.default_rng(3)
     walk = [np.cumsum(rng.integers(-20, 21, 20000))]
     m = fit_channel_model(walk, packet_size=1024)
@@ -385,10 +385,13 @@ def test_own_gain_hint(model):
                                                    fallback_bits=64.0)) == plain
     assert encode_packets(saw, dataclasses.replace(noise, own_gain=OWN_TRY_GAIN,
                                                    fallback_bits=64.0)) == tried
-    # a batch of 32 long packets: the probes (packets 0 and 16) gain, so all try
+    # a batch of 32 long packets: the probes (packets 0 and 16) gain, so all try (at
+    # SHORT_FALLBACK_LEVEL: the hint says that own coding did not pay)
     many = saw * 32
     low, none = (dataclasses.replace(noise, own_gain=g, fallback_bits=64.0) for g in (0.0, None))
-    assert encode_packets(many, low) == encode_packets(many, none) == tried * 32
+    at2 = dataclasses.replace(none, own_level=SHORT_FALLBACK_LEVEL)
+    assert encode_packets(many, low) == encode_packets(many, at2) == encode_packets(saw, at2) * 32
+    assert len(encode_packets(saw, at2)[0]) < len(plain[0]) / 4
     # ... and where they do not gain, none of the others tries
     walks = [np.cumsum(rng.integers(-20, 21, 1024)) for _ in range(32)]
     assert encode_packets(walks, m) == encode_packets(walks, m, level=0)
@@ -396,7 +399,8 @@ def test_own_gain_hint(model):
     costly = dataclasses.replace(noise, own_gain=0.0, fallback_bits=1.0)
     mixed = saw * 4 + [np.arange(4096) * 0 + np.arange(4096) % 7]
     assert encode_packets(mixed, costly) == encode_packets(
-        mixed, dataclasses.replace(noise, own_gain=None, fallback_bits=1.0))
+        mixed, dataclasses.replace(noise, own_gain=None, own_level=SHORT_FALLBACK_LEVEL,
+                                   fallback_bits=1.0))
     with pytest.raises(ValueError, match="own_gain"):
         ChannelModel.from_config(m.get_config() | {"own_gain": 2.0})
 
@@ -409,8 +413,10 @@ def test_own_level_hint():
     below OWN_SEARCH_LEVEL."""
     from signals.channel import (
         FALLBACK_LEVEL,
+        OWN_GAIN_MIN,
         OWN_SEARCH_LEVEL,
         RANKED,
+        SHORT_FALLBACK_LEVEL,
         decode_packets,
         encode_packets,
     )
@@ -445,6 +451,16 @@ def test_own_level_hint():
         pk, old, level=OWN_SEARCH_LEVEL)
     pk7 = [walks(1, 7) for _ in range(6)]
     assert any(p[0] == RANKED for p in encode_packets(pk7, sparse))
+    # without the hint, where own coding did not pay on the validation split (own_gain below
+    # OWN_GAIN_MIN), a costly packet's own coding runs at SHORT_FALLBACK_LEVEL: no ranks
+    import dataclasses
+    costly = dataclasses.replace(sparse, own_level=None, fallback_bits=0.5)
+    unmeasured = encode_packets(pk7, dataclasses.replace(costly, own_gain=None))
+    low = encode_packets(pk7, dataclasses.replace(costly, own_gain=OWN_GAIN_MIN / 2))
+    assert low == encode_packets(pk7, dataclasses.replace(costly, own_gain=None,
+                                                          own_level=SHORT_FALLBACK_LEVEL))
+    assert any(p[0] == RANKED for p in unmeasured) and not any(p[0] == RANKED for p in low)
+    assert all(np.array_equal(a, b) for a, b in zip(decode_packets(low, [1024] * 6, sparse), pk7))
 
 
 _OWN_BASE = fit_channel_model([np.cumsum(np.random.default_rng(2).integers(-9, 10, 3000))],
@@ -479,8 +495,11 @@ def test_own_coding_of_sparse_packets(model):
     """A sparse packet's own coding codes mode 4 and mode 5 only where their estimates are near
     (RANK_SURE, RANK_DOUBT): with both always coded, the same payloads here (where one of the
     two clearly wins, and where they are near); each decodes."""
+    import dataclasses
+
     import signals.channel as C
     from signals.channel import decode_packets, encode_packets
+    model = dataclasses.replace(model, own_gain=None)  # (no hint: FALLBACK_LEVEL, with ranks)
     rng = np.random.default_rng(5)
     walk = np.cumsum(rng.integers(-20, 21, 4096))
     packets = [walk * 97,  # sparse, ranks far smaller
