@@ -27,6 +27,7 @@ from ubpe.serialization import FormatError, check_document, content_id, read_doc
 from . import packets as _packets
 from .channel import ChannelModel, decode_channel, encode_channel, fit_channel_model
 from .codec import DEFAULT_LEVEL
+from .container import SignalFormatError
 from .quantize import QUANTIZERS, UniformQuantizer, quantizer_from_dict
 
 FORMAT = "ubpe.signal-model"
@@ -35,7 +36,7 @@ FORMAT = "ubpe.signal-model"
 VERSION = 3
 VALIDATION = 0.3   # share of each channel held out to decide whether the model pays
 PACKET = 1024      # packet size of that decision
-STREAM_BATCH = 1024  # packets a packet stream codes at a time (write_packet_stream)
+STREAM_BATCH = _packets.STREAM_BATCH  # packets a packet stream codes at a time
 
 
 class SignalModel:
@@ -338,10 +339,14 @@ class SignalModel:
             :class:`SignalFormatError` takes its place in the list, and the
             other packets still decode.
         """
+        return self._decoded(list(packets), errors)
+
+    def _decoded(self, coded: list[bytes], errors: str = "raise", first: int = 0) -> list:
+        """:meth:`decompress_packets` of ``coded``, the packets numbered from ``first`` in
+        the errors' messages."""
         names, models = self._codec_models()
-        coded = list(packets)
         columns, off, errs = _packets.decode_columns(coded, models, self.model_id(),
-                                                     self.content_id())
+                                                     self.content_id(), first=first)
         if errs and errors == "raise":
             raise errs[min(errs)]  # its message names the packet
         vals = [self.unmap_channel(n, x) for n, x in zip(names, columns)]  # one call a channel
@@ -379,11 +384,20 @@ class SignalModel:
     def read_packet_stream(self, fileobj: IO[bytes]) -> Iterator[np.ndarray]:
         """Yield the decoded packets of a stream written by :meth:`write_packet_stream`.
 
-        A corrupted packet raises when it is reached; a stream made with
-        another model raises at once, naming both ids.
+        A corrupted packet raises when it is reached (its message names its
+        index in the stream); a stream made with another model raises at once,
+        naming both ids. The packets are decoded as :meth:`decompress_packets`
+        decodes them, in batches (``signals.packets.stream_batches``: at most
+        ``STREAM_BATCH`` packets and ``STREAM_SAMPLES`` samples).
         """
-        for p in _packets.read_packet_stream(fileobj, self.model_id()):
-            yield self.decompress_packet(p)
+        first = 0
+        for batch in _packets.stream_batches(_packets.read_packet_stream(fileobj, self.model_id()),
+                                             len(self._codec_models()[0])):
+            for x in self._decoded(batch, "keep", first):
+                if isinstance(x, SignalFormatError):
+                    raise x
+                yield x
+            first += len(batch)
 
     def encode(self, channels: Sequence[ArrayLike], *, method: str = "merges",
                beam: int = 8) -> list[np.ndarray]:

@@ -34,6 +34,8 @@ from .container import MAX_SAMPLES, PACKET_STREAM_MAGIC, VERSION, SignalFormatEr
 
 TAG = 0xB0
 MAX_CHANNELS = 16
+STREAM_BATCH = 1024  # packets a packet stream codes or decodes at a time
+STREAM_SAMPLES = 1 << 20  # samples (all channels, as declared) a stream decodes at a time
 
 
 def _best_payload(x: np.ndarray, model: ChannelModel, level: int) -> bytes:
@@ -91,11 +93,15 @@ def decode_packet(packet: bytes, models: list[ChannelModel], model_id: bytes,
     """
     n, payloads = _split(bytes(packet), len(models), model_id, model_name)
     out = []
-    for payload, m in zip(payloads, models):
-        try:
-            out.append(decode_channel(payload, n, model=m))
-        except ValueError as e:
-            raise SignalFormatError(f"packet payload: {e}") from None
+    for payload, m in zip(payloads, models):  # (the batch decoder's kernels: one call each)
+        x, _, bad = _decode_batch([payload], [n], m)
+        if bad:
+            try:  # the general reader names the fault
+                decode_channel(payload, n, model=m)
+            except ValueError as e:
+                raise SignalFormatError(f"packet payload: {e}") from None
+            raise SignalFormatError(f"packet payload: {bad[0]}")
+        out.append(x)
     return out
 
 
@@ -180,13 +186,13 @@ def decode_many(coded: list[bytes], models: list[ChannelModel], model_id: bytes,
 
 
 def decode_columns(coded: list[bytes], models: list[ChannelModel], model_id: bytes,
-                   model_name: str = "") -> tuple[list[np.ndarray], np.ndarray,
-                                                  dict[int, SignalFormatError]]:
+                   model_name: str = "", *, first: int = 0
+                   ) -> tuple[list[np.ndarray], np.ndarray, dict[int, SignalFormatError]]:
     """The packets' channels, each joined over the packets: ``(columns, offsets, errors)``.
 
     Packet ``j``'s channel ``c`` is ``columns[c][offsets[j]:offsets[j+1]]``; a damaged packet
-    has its error in ``errors`` (by index; the message starts with "packet j:") and no samples
-    in the columns.
+    has its error in ``errors`` (by index; the message starts with "packet j:", numbered from
+    ``first``: the index of ``coded[0]`` in a stream) and no samples in the columns.
     """
     errors: dict[int, SignalFormatError] = {}
     frames: list[tuple[int, int, list[bytes]]] = []  # (index, n, payloads)
@@ -196,15 +202,15 @@ def decode_columns(coded: list[bytes], models: list[ChannelModel], model_id: byt
             frames.append((j, *_split(packet if type(packet) is bytes else bytes(packet),
                                       len(models), model_id, model_name, seed)))
         except SignalFormatError as e:
-            errors[j] = SignalFormatError(f"packet {j}: {e}")
+            errors[j] = SignalFormatError(f"packet {first + j}: {e}")
     decoded = []
     for c, m in enumerate(models):
         x, off, bad = _decode_batch([f[2][c] for f in frames], [f[1] for f in frames], m)
         for k, why in bad.items():
             j = frames[k][0]
             if j not in errors:
-                errors[j] = SignalFormatError(f"packet {j}: damaged payload of channel {c} "
-                                              f"({why})")
+                errors[j] = SignalFormatError(f"packet {first + j}: damaged payload of channel "
+                                              f"{c} ({why})")
         decoded.append((x, off))
     # a packet's room: its n where every channel decoded it in full, else none (a declared
     # count is never allocated before a payload was found to hold it)
@@ -262,6 +268,47 @@ def _split(packet: bytes, n_models: int, model_id: bytes, model_name: str,
         payloads.append(body[pos:pos + size])
         pos += size
     return n, payloads
+
+
+def stream_batches(packets: Iterable[bytes], n_channels: int) -> Iterator[list[bytes]]:
+    """``packets`` (those of :func:`read_packet_stream`) in lists to decode at once: at most
+    ``STREAM_BATCH`` packets, and at most ``STREAM_SAMPLES`` samples over their ``n_channels``
+    channels as the packets declare them (unchecked: a list ends where it would pass the bound,
+    or after a packet that declares more), so that memory stays bounded. An error of
+    ``packets`` (a stream cut short) is raised once the packets before it were yielded."""
+    batch: list[bytes] = []
+    samples = 0
+    it = iter(packets)
+    err = None
+    while True:
+        try:
+            p = next(it)
+        except StopIteration:
+            break
+        except SignalFormatError as e:
+            err = e
+            break
+        n = _declared_samples(p) * n_channels
+        if batch and samples + n > STREAM_SAMPLES:
+            yield batch
+            batch, samples = [], 0
+        batch.append(p)
+        samples += n
+        if len(batch) >= STREAM_BATCH or samples >= STREAM_SAMPLES:
+            yield batch
+            batch, samples = [], 0
+    if batch:
+        yield batch
+    if err is not None:
+        raise err
+
+
+def _declared_samples(packet: bytes) -> int:
+    """The sample count that a packet declares after its tag (unchecked; 0 where unreadable)."""
+    try:
+        return read_varint(packet, 1, "packet sample count")[0]
+    except SignalFormatError:
+        return 0
 
 
 def write_packet_stream(packets: Iterable[bytes], fileobj: IO[bytes], model_id: bytes) -> int:

@@ -119,6 +119,38 @@ def test_packet_stream_end_marker_and_wrong_model(ecg_model, ecg_counts):
         list(other.read_packet_stream(io.BytesIO(buf.getvalue())))
 
 
+def test_packet_stream_decodes_in_bounded_batches(ecg_model, ecg_counts, monkeypatch):
+    """read_packet_stream decodes its packets in batches (at most STREAM_BATCH packets and
+    STREAM_SAMPLES declared samples): the packets of every batch come back in order, and a
+    corrupted packet raises when it is reached, named by its index in the stream."""
+    import signals.packets as P
+    packets = [ecg_counts[i:i + n] for i, n in zip(range(70_000, 80_000, 700),
+                                                    [256, 1, 700, 0, 300, 256, 512, 3, 256])]
+    buf = io.BytesIO()
+    ecg_model.write_packet_stream(packets, buf)
+    data = buf.getvalue()
+    raw = list(P.read_packet_stream(io.BytesIO(data), ecg_model.model_id()))
+    monkeypatch.setattr(P, "STREAM_BATCH", 3)
+    monkeypatch.setattr(P, "STREAM_SAMPLES", 600)
+    assert [[P._declared_samples(p) for p in b] for b in P.stream_batches(raw, 1)] == [
+        [256, 1], [700], [0, 300, 256], [512, 3], [256]]
+    assert [len(b) for b in P.stream_batches(raw, 2)] == [2, 1, 2, 1, 1, 2]  # twice the samples
+    got = list(ecg_model.read_packet_stream(io.BytesIO(data)))
+    assert len(got) == len(packets) and all(np.array_equal(a, b) for a, b in zip(got, packets))
+    bad = bytearray(data)
+    pos = data.index(raw[5]) + len(raw[5]) // 2  # inside packet 5 (its check fails)
+    bad[pos] ^= 0x21
+    it = ecg_model.read_packet_stream(io.BytesIO(bytes(bad)))
+    assert all(np.array_equal(next(it), packets[j]) for j in range(5))
+    with pytest.raises(SignalFormatError, match="^packet 5: packet check failed"):
+        next(it)
+    # a stream cut inside packet 7: the packets before it, then the error
+    cut = ecg_model.read_packet_stream(io.BytesIO(data[:data.index(raw[7]) + 2]))
+    assert all(np.array_equal(next(cut), packets[j]) for j in range(7))
+    with pytest.raises(SignalFormatError, match="truncated packet stream: packet 7"):
+        next(cut)
+
+
 def test_decimal_float_channels_use_a_fixed_scale(ecg_csv):
     mv = read_csv(ecg_csv).channels[0]  # float64 mV with 3 decimals
     model = SignalModel(256, 300, progress=False).fit([mv[:50_000]], names=["ecg"])
