@@ -263,14 +263,13 @@ class SignalModel:
         ------
         ValueError
             If the shape or a channel's values do not fit the model.
+
+        Notes
+        -----
+        The same bytes as :meth:`compress_packets` gives for this packet (its
+        compiled loops, for one packet).
         """
-        names, models = self._codec_models()
-        arr = np.asarray(x)
-        chans = [arr] if arr.ndim == 1 else list(arr)
-        if len(chans) != len(names):
-            raise ValueError(f"the model codes {len(names)} channels, the packet has {len(chans)}")
-        ints = [self.map_channel(n, c)[0] for n, c in zip(names, chans)]
-        return _packets.encode_packet(ints, models, self.model_id(), level=self.level)
+        return self.compress_packets([x])[0]
 
     def decompress_packet(self, packet: bytes) -> np.ndarray:
         """Inverse of :meth:`compress_packet`: shape (n,) for one channel, else (n_channels, n).

@@ -22,13 +22,10 @@ from typing import IO
 import numpy as np
 
 from .channel import (
-    CONST,
-    CONST_MAX,
     ChannelModel,
     _decode_batch,
     _encode_batch,
     decode_channel,
-    encode_channel,
 )
 from .container import MAX_SAMPLES, PACKET_STREAM_MAGIC, VERSION, SignalFormatError, read_varint, varint
 
@@ -38,51 +35,9 @@ STREAM_BATCH = 1024  # packets a packet stream codes or decodes at a time
 STREAM_SAMPLES = 1 << 20  # samples (all channels, as declared) a stream decodes at a time
 
 
-def _best_payload(x: np.ndarray, model: ChannelModel, level: int) -> bytes:
-    """The model's tables or the packet's own, whichever codes smaller (a constant above
-    ``CONST_MAX`` samples is not coded as one: the batch decoder bounds a payload's count by
-    its bytes, and a constant's few bytes cannot vouch for so many)."""
-    with_model = encode_channel(x, level=level, model=model)
-    if x.size > 512 or (x.size and (x == x[0]).all()):  # a constant costs 2 bytes on its own
-        own = encode_channel(x, level=level)
-        if len(own) < len(with_model) and not (own[0] == CONST and x.size > CONST_MAX):
-            return own
-    return with_model
-
-
-def encode_packet(channels: list[np.ndarray], models: list[ChannelModel], model_id: bytes, *,
-                  level: int = 5) -> bytes:
-    """One packet (docs/format.md, section 4).
-
-    Parameters
-    ----------
-    channels : list of 1-D int64 arrays, all of length n
-        One per model channel, already mapped to integers.
-    models : list of ChannelModel
-    model_id : bytes
-        The model's 16-byte content id.
-    level : int
-        Passed to :func:`signals.channel.encode_channel`.
-
-    Raises
-    ------
-    ValueError
-        If the channel count or lengths do not match the model.
-    """
-    if len(channels) != len(models):
-        raise ValueError(f"the model has {len(models)} channels, the packet {len(channels)}")
-    if not 1 <= len(channels) <= MAX_CHANNELS:
-        raise ValueError(f"a packet holds 1 to {MAX_CHANNELS} channels, got {len(channels)}")
-    n = {c.size for c in channels}
-    if len(n) != 1:
-        raise ValueError(f"the channels of a packet must have one length, got {sorted(n)}")
-    payloads = [_best_payload(c, m, level) for c, m in zip(channels, models)]
-    return _frame(payloads, n.pop(), model_id)
-
-
 def decode_packet(packet: bytes, models: list[ChannelModel], model_id: bytes,
                   model_name: str = "") -> list[np.ndarray]:
-    """Inverse of :func:`encode_packet`: the int64 channels.
+    """One packet of :func:`encode_columns` decoded: the int64 channels.
 
     Raises
     ------
@@ -121,31 +76,6 @@ def _varint(v: int) -> bytes:
     return varint(v)
 
 
-def encode_many(packets: list[list[np.ndarray]], models: list[ChannelModel], model_id: bytes, *,
-                level: int = 5) -> list[bytes]:
-    """:func:`encode_packet` for many packets, each channel coded in one compiled loop.
-
-    Parameters
-    ----------
-    packets : list of (list of 1-D int64 arrays, one per model channel)
-    models, model_id, level
-        As for :func:`encode_packet`.
-    """
-    if not packets:
-        return []
-    for chans in packets:
-        if len(chans) != len(models):
-            raise ValueError(f"the model has {len(models)} channels, a packet {len(chans)}")
-        if len({c.size for c in chans}) != 1:
-            raise ValueError("the channels of a packet must have one length")
-    ns = np.array([p[0].size for p in packets], np.int64)
-    offsets = np.zeros(ns.size + 1, np.int64)
-    np.cumsum(ns, out=offsets[1:])
-    columns = [np.concatenate([np.asarray(p[c], np.int64) for p in packets])
-               for c in range(len(models))]
-    return encode_columns(columns, offsets, models, model_id, level=level)
-
-
 def encode_columns(columns: list[np.ndarray], offsets: np.ndarray, models: list[ChannelModel],
                    model_id: bytes, *, level: int = 5) -> list[bytes]:
     """Packets ``j`` of ``columns[c][offsets[j]:offsets[j+1]]`` for every channel ``c``.
@@ -157,8 +87,16 @@ def encode_columns(columns: list[np.ndarray], offsets: np.ndarray, models: list[
         maps them: one call per channel).
     offsets : 1-D int64 array
         Packet bounds, the same for every channel.
-    models, model_id, level
-        As for :func:`encode_packet`.
+    models : list of ChannelModel
+    model_id : bytes
+        The model's 16-byte content id.
+    level : int
+        Passed to :func:`signals.channel.encode_packets`.
+
+    Raises
+    ------
+    ValueError
+        If the channel count does not match the model.
     """
     if len(columns) != len(models):
         raise ValueError(f"the model has {len(models)} channels, the packets {len(columns)}")
