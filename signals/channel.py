@@ -3201,8 +3201,14 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
     ns_a = np.asarray(ns, np.int64).reshape(-1)
     if ns_a.size != len(payloads):
         raise ValueError(f"{len(payloads)} payloads, {ns_a.size} sample counts")
-    offsets = _starts(map(len, payloads))
-    buf = np.frombuffer(b"".join(payloads), np.uint8)
+    return _decode_joined(np.frombuffer(b"".join(payloads), np.uint8), _starts(map(len, payloads)),
+                          ns_a, model)
+
+
+def _decode_joined(buf: np.ndarray, offsets: np.ndarray, ns_a: np.ndarray, model: ChannelModel
+                   ) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+    """:func:`_decode_batch` of the payloads ``buf[offsets[j]:offsets[j+1]]`` (``buf``: uint8,
+    read-only, as the compiled kernels take it; ``offsets``, ``ns_a``: int64)."""
     cmap = model.tables()[0]
     kinds, orders, shifts, coefs, _, nc, dtab, min_bits = model.batch_params()
     # (the kernel bounds the allocation: a model payload of b bytes holds at most
@@ -3248,7 +3254,7 @@ def _decode_batch(payloads: list[bytes], ns: ArrayLike, model: ChannelModel
                 if status[j] == 2:
                     raise ValueError("damaged payload")
                 try:
-                    seg = decode_channel(payloads[j], n, model=model)
+                    seg = decode_channel(buf[offsets[j]:offsets[j + 1]].tobytes(), n, model=model)
                 except MemoryError:
                     raise ValueError(f"{n:,} samples: more than memory holds") from None
                 if seg.shape != (n,):

@@ -357,8 +357,10 @@ class SignalModel:
             for c, v in enumerate(vals):
                 cube[:, c, :] = v.reshape(ns.size, -1)
             return list(cube)
-        out: list = []
         ends = off.tolist()
+        if len(vals) == 1 and not errs:
+            return [vals[0][a:b] for a, b in zip(ends, ends[1:])]
+        out: list = []
         for k, (a, b) in enumerate(zip(ends, ends[1:])):
             if k in errs:
                 out.append(errs[k])

@@ -14,6 +14,7 @@ entry points are the methods of :class:`signals.SignalModel`
 
 from __future__ import annotations
 
+import itertools
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
@@ -21,10 +22,15 @@ from typing import IO
 
 import numpy as np
 
+from ubpe._jit import njit
+
 from .channel import (
     ChannelModel,
     _decode_batch,
+    _decode_joined,
     _encode_batch,
+    _put_varint,
+    _starts,
     decode_channel,
 )
 from .container import MAX_SAMPLES, PACKET_STREAM_MAGIC, VERSION, SignalFormatError, read_varint, varint
@@ -60,22 +66,6 @@ def decode_packet(packet: bytes, models: list[ChannelModel], model_id: bytes,
     return out
 
 
-def _frame(payloads: list[bytes], n: int, model_id: bytes, seed: int | None = None) -> bytes:
-    """The packet of ``payloads``; ``seed``: ``zlib.crc32(model_id)``, when already known."""
-    body = b"".join([bytes([TAG | (len(payloads) - 1)]), _varint(n),
-                     *[_varint(len(p)) for p in payloads[:-1]], *payloads])
-    crc = zlib.crc32(body, zlib.crc32(model_id) if seed is None else seed)
-    return body + (crc & 0xFFFF).to_bytes(2, "little")
-
-
-def _varint(v: int) -> bytes:
-    if v < 0x80:
-        return bytes((v,))
-    if v < 0x4000:
-        return bytes((v & 0x7F | 0x80, v >> 7))
-    return varint(v)
-
-
 def encode_columns(columns: list[np.ndarray], offsets: np.ndarray, models: list[ChannelModel],
                    model_id: bytes, *, level: int = 5) -> list[bytes]:
     """Packets ``j`` of ``columns[c][offsets[j]:offsets[j+1]]`` for every channel ``c``.
@@ -104,11 +94,55 @@ def encode_columns(columns: list[np.ndarray], offsets: np.ndarray, models: list[
         raise ValueError(f"a packet holds 1 to {MAX_CHANNELS} channels, got {len(models)}")
     per_channel = [_encode_batch(np.ascontiguousarray(x, np.int64), offsets, m, level)
                    for x, m in zip(columns, models)]
-    ns = np.diff(offsets).tolist()
+    # every packet's tag, count, lengths and payloads in one kernel, then each one's check
+    n_ch = len(per_channel)
+    poff = _starts([len(p) for pc in per_channel for p in pc])  # (channel by channel)
+    pay = np.frombuffer(b"".join(itertools.chain.from_iterable(per_channel)), np.uint8)
+    out, ends = _frame_all(pay, poff, n_ch, offsets)
+    blob = out.tobytes()
+    mv = memoryview(blob)
     seed = zlib.crc32(model_id)
-    if len(per_channel) == 1:
-        return [_frame([p], n, model_id, seed) for p, n in zip(per_channel[0], ns)]
-    return [_frame([pc[j] for pc in per_channel], ns[j], model_id, seed) for j in range(len(ns))]
+    e = ends.tolist()
+    return [blob[a:b - 2] + _CHECK(zlib.crc32(mv[a:b - 2], seed) & 0xFFFF)
+            for a, b in zip(e, e[1:])]
+
+
+_CHECK = struct.Struct("<H").pack
+
+
+@njit(cache=True)
+def _frame_all(pay, poff, n_ch, offsets):
+    """The packets of :func:`encode_columns` but for their checks (two bytes left at the end of
+    each, to fill): channel ``c``'s payload of packet ``j`` is ``pay[poff[i]:poff[i + 1]]``,
+    ``i = c * n_packets + j`` (uint8; int64, shape ``(n_ch * n_packets + 1,)``), packet ``j``
+    holds ``offsets[j + 1] - offsets[j]`` samples. Returns the packets joined (uint8) and where
+    each starts (int64, ``(n_packets + 1,)``)."""
+    n_p = offsets.shape[0] - 1
+    out = np.empty(n_p * (3 + 10 * n_ch) + poff[n_ch * n_p] - poff[0], np.uint8)
+    ends = np.zeros(n_p + 1, np.int64)
+    pos = 0
+    for j in range(n_p):
+        out[pos] = np.uint8(TAG | (n_ch - 1))
+        pos = _put_varint(out, pos + 1, offsets[j + 1] - offsets[j])
+        for c in range(n_ch - 1):
+            pos = _put_varint(out, pos, poff[c * n_p + j + 1] - poff[c * n_p + j])
+        for c in range(n_ch):
+            a, b = poff[c * n_p + j], poff[c * n_p + j + 1]
+            out[pos:pos + b - a] = pay[a:b]
+            pos += b - a
+        pos += 2  # (the check)
+        ends[j + 1] = pos
+    return out[:pos], ends
+
+
+def _frame(payloads: list[bytes], n: int, model_id: bytes, seed: int | None = None) -> bytes:
+    """The packet of ``payloads`` (the readable twin of :func:`_frame_all`, which the tests
+    compare with it; also how they forge packets); ``seed``: ``zlib.crc32(model_id)``, when
+    already known."""
+    body = b"".join([bytes([TAG | (len(payloads) - 1)]), varint(n),
+                     *[varint(len(p)) for p in payloads[:-1]], *payloads])
+    crc = zlib.crc32(body, zlib.crc32(model_id) if seed is None else seed)
+    return body + (crc & 0xFFFF).to_bytes(2, "little")
 
 
 def decode_many(coded: list[bytes], models: list[ChannelModel], model_id: bytes,
@@ -131,7 +165,52 @@ def decode_columns(coded: list[bytes], models: list[ChannelModel], model_id: byt
     Packet ``j``'s channel ``c`` is ``columns[c][offsets[j]:offsets[j+1]]``; a damaged packet
     has its error in ``errors`` (by index; the message starts with "packet j:", numbered from
     ``first``: the index of ``coded[0]`` in a stream) and no samples in the columns.
+
+    The packets are checked (:func:`zlib.crc32`) one by one and cut into their payloads in one
+    kernel (:func:`_frames`, as :func:`_split` cuts them; a packet that it leaves to
+    :func:`_split`, which names the fault); each channel's payloads are then decoded in one
+    call (:func:`signals.channel._decode_joined`).
     """
+    errors: dict[int, SignalFormatError] = {}
+    blob = b"".join([p if type(p) is bytes else bytes(p) for p in coded])
+    starts = _starts(map(len, coded))
+    ends = starts.tolist()
+    seed = zlib.crc32(model_id)
+    mv = memoryview(blob)
+    n_ch = len(models)
+    skip = np.zeros(len(coded), np.bool_)
+    for j in [j for j, (a, b) in enumerate(zip(ends, ends[1:]))  # each packet's check
+              if b - a < 4 or zlib.crc32(mv[a:b - 2], seed) & 0xFFFF != blob[b - 2] | blob[b - 1] << 8]:
+        errors[j] = SignalFormatError(f"packet {first + j}: " + _split_error(
+            blob[ends[j]:ends[j + 1]], n_ch, model_id, model_name, seed))
+        skip[j] = True
+    status, idx, ns_good, cbuf, coff = _frames(np.frombuffer(blob, np.uint8), starts, n_ch, skip)
+    if idx.size + len(errors) < len(coded):
+        for j in np.flatnonzero(status == 1).tolist():  # (the general cut: names the fault, or
+            try:  # cuts it)
+                _split(blob[ends[j]:ends[j + 1]], n_ch, model_id, model_name, seed)
+            except SignalFormatError as e:
+                errors[j] = SignalFormatError(f"packet {first + j}: {e}")
+                continue
+            return _decode_split(coded, models, model_id, model_name, first)  # (a rare layout)
+    cbuf.flags.writeable = False  # (the type that the kernels are compiled for)
+    decoded = []
+    for c, m in enumerate(models):
+        x, off, bad = _decode_joined(cbuf, coff[c], ns_good, m)
+        for k, why in bad.items():
+            j = int(idx[k])
+            if j not in errors:
+                errors[j] = SignalFormatError(f"packet {first + j}: damaged payload of channel "
+                                              f"{c} ({why})")
+        decoded.append((x, off))
+    return _columns(decoded, list(zip(idx.tolist(), ns_good.tolist())), len(coded), errors)
+
+
+def _decode_split(coded: list[bytes], models: list[ChannelModel], model_id: bytes,
+                  model_name: str, first: int
+                  ) -> tuple[list[np.ndarray], np.ndarray, dict[int, SignalFormatError]]:
+    """:func:`decode_columns` with every packet cut by :func:`_split` (where :func:`_frames`
+    leaves one that :func:`_split` cuts: a varint of more bytes than its value needs)."""
     errors: dict[int, SignalFormatError] = {}
     frames: list[tuple[int, int, list[bytes]]] = []  # (index, n, payloads)
     seed = zlib.crc32(model_id)
@@ -150,19 +229,29 @@ def decode_columns(coded: list[bytes], models: list[ChannelModel], model_id: byt
                 errors[j] = SignalFormatError(f"packet {first + j}: damaged payload of channel "
                                               f"{c} ({why})")
         decoded.append((x, off))
+    return _columns(decoded, [(j, n) for j, n, _ in frames], len(coded), errors)
+
+
+def _columns(decoded: list[tuple[np.ndarray, np.ndarray]], frames: list[tuple[int, int]],
+             n_packets: int, errors: dict[int, SignalFormatError]
+             ) -> tuple[list[np.ndarray], np.ndarray, dict[int, SignalFormatError]]:
+    """:func:`decode_columns`' result from each channel's decoded ``(x, off)`` of the packets
+    ``frames`` (index, sample count) that were cut."""
+    if not errors and len(frames) == n_packets:  # (every packet cut and decoded in full)
+        return [x for x, _ in decoded], decoded[0][1] if decoded else _starts([]), errors
     # a packet's room: its n where every channel decoded it in full, else none (a declared
     # count is never allocated before a payload was found to hold it)
-    ns = np.zeros(len(coded), np.int64)
-    for j, n, _ in frames:
+    ns = np.zeros(n_packets, np.int64)
+    for j, n in frames:
         if j not in errors:
             ns[j] = n
-    offsets = np.zeros(len(coded) + 1, np.int64)
+    offsets = np.zeros(n_packets + 1, np.int64)
     np.cumsum(ns, out=offsets[1:])
     columns = []
     for x, off in decoded:
         if off[-1] != offsets[-1]:  # a damaged packet had room here: move the others
             full = np.zeros(int(offsets[-1]), np.int64)
-            for k, (j, _, _) in enumerate(frames):
+            for k, (j, _) in enumerate(frames):
                 if ns[j]:
                     full[offsets[j]:offsets[j + 1]] = x[off[k]:off[k + 1]]
             x = full
@@ -170,9 +259,107 @@ def decode_columns(coded: list[bytes], models: list[ChannelModel], model_id: byt
     return columns, offsets, errors
 
 
+@njit(cache=True)
+def _frames(buf, starts, n_ch, skip):
+    """Each packet ``buf[starts[j]:starts[j+1]]`` (uint8; int64 bounds) not in ``skip`` (bool;
+    its check failed) cut as :func:`_split` cuts it, but for its check: ``(status, cut, n,
+    cbuf, coff)``. Status (uint8) 0: cut; 1: left to :func:`_split` (a fault, or a varint of
+    more bytes than its value needs); 2: skipped. ``cut`` (int64): the packets of status 0,
+    ``n`` (int64) their sample counts; channel ``c``'s payload of packet ``cut[k]`` is
+    ``cbuf[coff[c, k]:coff[c, k + 1]]`` (uint8; int64, shape ``(n_ch, cut.size + 1)``)."""
+    n_p = starts.shape[0] - 1
+    status = np.zeros(n_p, np.uint8)
+    ns = np.zeros(n_p, np.int64)
+    lo = np.zeros((n_ch, n_p), np.int64)
+    hi = np.zeros((n_ch, n_p), np.int64)
+    n_cut = 0
+    total = 0
+    for j in range(n_p):
+        a = starts[j]
+        end = starts[j + 1] - 2  # the body's end (the check follows)
+        if skip[j]:
+            status[j] = 2
+            continue
+        if end - a < 2 or (buf[a] & 0xF0) != TAG or (buf[a] & 0x0F) + 1 != n_ch:
+            status[j] = 1
+            continue
+        pos = a + 1
+        bad = False
+        for c in range(n_ch):  # the count, then the lengths of all payloads but the last
+            v = np.int64(0)
+            shift = 0
+            while True:
+                if pos >= end or shift > 56:
+                    bad = True
+                    break
+                byte = buf[pos]
+                pos += 1
+                v |= np.int64(byte & 0x7F) << shift
+                shift += 7
+                if byte < 0x80:
+                    if shift > 7 and byte == 0:
+                        bad = True  # (more bytes than the value needs: _split decides)
+                    break
+            if bad:
+                break
+            if c == 0:
+                if v > MAX_SAMPLES:
+                    bad = True
+                    break
+                ns[j] = v
+            else:
+                if v > end - a:
+                    bad = True
+                    break
+                hi[c - 1, j] = v  # (a length, for now)
+        if bad:
+            status[j] = 1
+            continue
+        for c in range(n_ch - 1):
+            length = hi[c, j]
+            lo[c, j] = pos
+            hi[c, j] = pos + length
+            pos += length
+        if end - pos < 1:
+            status[j] = 1
+            continue
+        lo[n_ch - 1, j] = pos
+        hi[n_ch - 1, j] = end
+        n_cut += 1
+        total += end - a
+    cut = np.empty(n_cut, np.int64)
+    k = 0
+    for j in range(n_p):
+        if status[j] == 0:
+            cut[k] = j
+            k += 1
+    cbuf = np.empty(total, np.uint8)
+    coff = np.zeros((n_ch, n_cut + 1), np.int64)
+    pos = 0
+    for c in range(n_ch):
+        coff[c, 0] = pos
+        for k in range(n_cut):
+            j = cut[k]
+            size = hi[c, j] - lo[c, j]
+            cbuf[pos:pos + size] = buf[lo[c, j]:hi[c, j]]
+            pos += size
+            coff[c, k + 1] = pos
+    return status, cut, ns[cut], cbuf[:pos], coff
+
+
+def _split_error(packet: bytes, n_models: int, model_id: bytes, model_name: str, seed: int) -> str:
+    """The message of :func:`_split`'s error on a packet that fails its first tests."""
+    try:
+        _split(packet, n_models, model_id, model_name, seed)
+    except SignalFormatError as e:
+        return str(e)
+    raise AssertionError("unreachable: the packet passed its check")
+
+
 def _split(packet: bytes, n_models: int, model_id: bytes, model_name: str,
            seed: int | None = None) -> tuple[int, list[bytes]]:
-    """Check a packet and cut it into ``(n, payloads)``; ``seed`` as for :func:`_frame`."""
+    """Check a packet and cut it into ``(n, payloads)``; ``seed``: ``zlib.crc32(model_id)``,
+    where already known."""
     size = len(packet)
     if size < 4:
         raise SignalFormatError(f"truncated packet ({size} bytes)")

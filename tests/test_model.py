@@ -151,6 +151,83 @@ def test_packet_stream_decodes_in_bounded_batches(ecg_model, ecg_counts, monkeyp
         next(cut)
 
 
+@st.composite
+def _frame_bodies(draw, n_ch):
+    """A packet's body (no check): well formed for ``n_ch`` channels, then perhaps cut, edited
+    or given a count or length of more bytes than its value needs."""
+    from signals.container import varint
+    from signals.packets import TAG
+    n = draw(st.sampled_from([0, 1, 127, 128, 300, 16383, 16384, 2**40]))
+    lengths = draw(st.lists(st.integers(0, 4), min_size=n_ch - 1, max_size=n_ch - 1))
+    last = draw(st.integers(0, 4))
+    tag = draw(st.sampled_from([TAG | (n_ch - 1), TAG | (n_ch - 1), TAG | n_ch % 16, 0x0F]))
+    head = varint(n) + b"".join(varint(k) for k in lengths)
+    if draw(st.booleans()):  # the count in more bytes than it needs (0x80 ... 0x00)
+        head = bytes([head[0] | 0x80, 0]) + head[1:] if head[0] < 0x80 else head
+    body = bytes([tag]) + head + bytes(draw(st.binary(min_size=sum(lengths) + last,
+                                                      max_size=sum(lengths) + last)))
+    cut = draw(st.integers(1, len(body)))
+    body = body[:cut] if draw(st.booleans()) else body
+    if body and draw(st.booleans()):
+        k = draw(st.integers(0, len(body) - 1))
+        body = body[:k] + bytes([draw(st.integers(0, 255))]) + body[k + 1:]
+    return body
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 3).flatmap(lambda c: st.tuples(st.just(c), st.lists(_frame_bodies(c),
+                                                                          min_size=1, max_size=5))))
+def test_packet_frames_cut_as_split_cuts(case):
+    """The kernel that cuts a batch of packets (_frames) agrees with _split packet by packet:
+    where it cuts one, the same count and payloads; it leaves to _split every packet that _split
+    refuses, and only those, but for a varint of more bytes than its value needs."""
+    import zlib
+
+    import signals.packets as P
+    n_ch, bodies = case
+    mid = bytes(range(16))
+    seed = zlib.crc32(mid)
+    packets = [b + (zlib.crc32(b, seed) & 0xFFFF).to_bytes(2, "little") for b in bodies]
+    buf = np.frombuffer(b"".join(packets), np.uint8)
+    starts = np.cumsum([0] + [len(p) for p in packets]).astype(np.int64)
+    skip = np.zeros(len(packets), np.bool_)
+    skip[::3] = True  # (as where a check failed: left out)
+    status, cut, ns, cbuf, coff = P._frames(buf, starts, n_ch, skip)
+    assert cut.tolist() == np.flatnonzero(status == 0).tolist()
+    k = 0
+    for j, p in enumerate(packets):
+        if skip[j]:
+            assert status[j] == 2
+            continue
+        try:
+            n, payloads = P._split(p, n_ch, mid, "")
+        except SignalFormatError:
+            assert status[j] == 1
+            continue
+        if status[j] == 1:  # (only a count or length in more bytes than it needs)
+            assert any(p[i] == 0 and p[i - 1] & 0x80 for i in range(2, len(p) - 2))
+            continue
+        assert ns[k] == n
+        assert [cbuf[coff[c, k]:coff[c, k + 1]].tobytes() for c in range(n_ch)] == payloads
+        k += 1
+    assert coff.shape == (n_ch, k + 1)
+
+
+def test_a_packet_whose_count_takes_more_bytes_than_it_needs_decodes(ecg_model, ecg_counts):
+    """No encoder writes a count in more bytes than it needs, but the format reads one: such a
+    packet is cut by _split (the batch kernel leaves it), and its batch decodes as before."""
+    import zlib
+    packets = [ecg_counts[i:i + 256] for i in range(70_000, 70_768, 256)]
+    coded = ecg_model.compress_packets(packets)
+    assert coded[1][1:3] == b"\x80\x02"  # 256
+    body = coded[1][:1] + b"\x80\x82\x00" + coded[1][3:-2]
+    seed = zlib.crc32(ecg_model.model_id())
+    coded[1] = body + (zlib.crc32(body, seed) & 0xFFFF).to_bytes(2, "little")
+    back = ecg_model.decompress_packets(coded)
+    assert all(np.array_equal(a, b) for a, b in zip(back, packets))
+    assert np.array_equal(ecg_model.decompress_packet(coded[1]), packets[1])
+
+
 def test_decimal_float_channels_use_a_fixed_scale(ecg_csv):
     mv = read_csv(ecg_csv).channels[0]  # float64 mV with 3 decimals
     model = SignalModel(256, 300, progress=False).fit([mv[:50_000]], names=["ecg"])
@@ -405,8 +482,9 @@ def three_channel_model():
 
 def test_many_packets_of_several_channels(three_channel_model):
     """compress_packets maps each channel once for all packets: the same packets as
-    compress_packet one at a time (at every length); decompress_packets gives them back (dtype kept, for packets
-    of one length and of several), and a damaged packet fails alone or raises naming it."""
+    compress_packet one at a time (at every length); decompress_packets gives them back (dtype
+    kept, for packets of one length and of several), and a damaged packet fails alone or raises
+    naming it."""
     model, (a, b, c) = three_channel_model
     assert list(model.codec_) == ["a", "b", "c"] and model.codec_["b"]["map"]["step"] == 5
     x = np.stack([a, b, c])[:, 20_000:]
@@ -456,6 +534,29 @@ def test_many_packets_with_forged_payloads(three_channel_model):
     for j in (0, 2, 4):
         want = [model.map_channel(nm, ch)[0] for nm, ch in zip(names, packets[j])]
         assert all(np.array_equal(g, w) for g, w in zip(many[j], want))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**40), st.lists(st.binary(max_size=300), min_size=3,
+                                                          max_size=3)), max_size=6),
+       st.integers(1, 3))
+def test_packets_framed_in_one_kernel_as_one_by_one(frames, n_ch):
+    """encode_columns frames all its packets in one kernel (_frame_all) and fills their checks
+    after: the same bytes as _frame packet by packet."""
+    import zlib
+
+    from signals import packets as P
+    mid = bytes(range(16, 32))
+    frames = [(n, pay[:n_ch - 1] + [pay[-1] or b"\x01"]) for n, pay in frames]
+    pieces = [p[c] for c in range(n_ch) for _, p in frames]  # (channel by channel)
+    poff = np.cumsum([0] + [len(q) for q in pieces]).astype(np.int64)
+    pay = np.frombuffer(b"".join(pieces), np.uint8)
+    out, ends = P._frame_all(pay, poff, n_ch,
+                             np.cumsum([0] + [n for n, _ in frames]).astype(np.int64))
+    seed = zlib.crc32(mid)
+    for j, (n, payloads) in enumerate(frames):
+        one = P._frame(payloads, n, mid, seed)
+        assert out[ends[j]:ends[j + 1] - 2].tobytes() == one[:-2]
 
 
 @settings(max_examples=200, deadline=None)
