@@ -167,9 +167,9 @@ def decode_columns(coded: list[bytes], models: list[ChannelModel], model_id: byt
     ``first``: the index of ``coded[0]`` in a stream) and no samples in the columns.
 
     The packets are checked (:func:`zlib.crc32`) one by one and cut into their payloads in one
-    kernel (:func:`_frames`, as :func:`_split` cuts them; a packet that it leaves to
-    :func:`_split`, which names the fault); each channel's payloads are then decoded in one
-    call (:func:`signals.channel._decode_joined`).
+    kernel (:func:`_frames`, as :func:`_split` cuts them; :func:`_split` names the fault of a
+    packet that it refuses); each channel's payloads are then decoded in one call
+    (:func:`signals.channel._decode_joined`).
     """
     errors: dict[int, SignalFormatError] = {}
     blob = b"".join([p if type(p) is bytes else bytes(p) for p in coded])
@@ -186,13 +186,9 @@ def decode_columns(coded: list[bytes], models: list[ChannelModel], model_id: byt
         skip[j] = True
     status, idx, ns_good, cbuf, coff = _frames(np.frombuffer(blob, np.uint8), starts, n_ch, skip)
     if idx.size + len(errors) < len(coded):
-        for j in np.flatnonzero(status == 1).tolist():  # (the general cut: names the fault, or
-            try:  # cuts it)
-                _split(blob[ends[j]:ends[j + 1]], n_ch, model_id, model_name, seed)
-            except SignalFormatError as e:
-                errors[j] = SignalFormatError(f"packet {first + j}: {e}")
-                continue
-            return _decode_split(coded, models, model_id, model_name, first)  # (a rare layout)
+        for j in np.flatnonzero(status == 1).tolist():  # (the general cut names the fault)
+            errors[j] = SignalFormatError(f"packet {first + j}: " + _split_error(
+                blob[ends[j]:ends[j + 1]], n_ch, model_id, model_name, seed))
     cbuf.flags.writeable = False  # (the type that the kernels are compiled for)
     decoded = []
     for c, m in enumerate(models):
@@ -204,32 +200,6 @@ def decode_columns(coded: list[bytes], models: list[ChannelModel], model_id: byt
                                               f"{c} ({why})")
         decoded.append((x, off))
     return _columns(decoded, list(zip(idx.tolist(), ns_good.tolist())), len(coded), errors)
-
-
-def _decode_split(coded: list[bytes], models: list[ChannelModel], model_id: bytes,
-                  model_name: str, first: int
-                  ) -> tuple[list[np.ndarray], np.ndarray, dict[int, SignalFormatError]]:
-    """:func:`decode_columns` with every packet cut by :func:`_split` (where :func:`_frames`
-    leaves one that :func:`_split` cuts: a varint of more bytes than its value needs)."""
-    errors: dict[int, SignalFormatError] = {}
-    frames: list[tuple[int, int, list[bytes]]] = []  # (index, n, payloads)
-    seed = zlib.crc32(model_id)
-    for j, packet in enumerate(coded):
-        try:
-            frames.append((j, *_split(packet if type(packet) is bytes else bytes(packet),
-                                      len(models), model_id, model_name, seed)))
-        except SignalFormatError as e:
-            errors[j] = SignalFormatError(f"packet {first + j}: {e}")
-    decoded = []
-    for c, m in enumerate(models):
-        x, off, bad = _decode_batch([f[2][c] for f in frames], [f[1] for f in frames], m)
-        for k, why in bad.items():
-            j = frames[k][0]
-            if j not in errors:
-                errors[j] = SignalFormatError(f"packet {first + j}: damaged payload of channel "
-                                              f"{c} ({why})")
-        decoded.append((x, off))
-    return _columns(decoded, [(j, n) for j, n, _ in frames], len(coded), errors)
 
 
 def _columns(decoded: list[tuple[np.ndarray, np.ndarray]], frames: list[tuple[int, int]],
@@ -263,8 +233,8 @@ def _columns(decoded: list[tuple[np.ndarray, np.ndarray]], frames: list[tuple[in
 def _frames(buf, starts, n_ch, skip):
     """Each packet ``buf[starts[j]:starts[j+1]]`` (uint8; int64 bounds) not in ``skip`` (bool;
     its check failed) cut as :func:`_split` cuts it, but for its check: ``(status, cut, n,
-    cbuf, coff)``. Status (uint8) 0: cut; 1: left to :func:`_split` (a fault, or a varint of
-    more bytes than its value needs); 2: skipped. ``cut`` (int64): the packets of status 0,
+    cbuf, coff)``. Status (uint8) 0: cut; 1: refused (:func:`_split` names the fault); 2:
+    skipped. ``cut`` (int64): the packets of status 0,
     ``n`` (int64) their sample counts; channel ``c``'s payload of packet ``cut[k]`` is
     ``cbuf[coff[c, k]:coff[c, k + 1]]`` (uint8; int64, shape ``(n_ch, cut.size + 1)``)."""
     n_p = starts.shape[0] - 1
@@ -286,19 +256,20 @@ def _frames(buf, starts, n_ch, skip):
         pos = a + 1
         bad = False
         for c in range(n_ch):  # the count, then the lengths of all payloads but the last
-            v = np.int64(0)
+            v = np.int64(0)  # (as read_varint reads it: up to 10 bytes)
             shift = 0
             while True:
-                if pos >= end or shift > 56:
+                if pos >= end or shift > 63:
                     bad = True
                     break
                 byte = buf[pos]
                 pos += 1
-                v |= np.int64(byte & 0x7F) << shift
+                if shift <= 49:
+                    v |= np.int64(byte & 0x7F) << shift
+                elif byte & 0x7F:
+                    bad = True  # a value of 2**56 or more: past every bound below
                 shift += 7
                 if byte < 0x80:
-                    if shift > 7 and byte == 0:
-                        bad = True  # (more bytes than the value needs: _split decides)
                     break
             if bad:
                 break
