@@ -1450,28 +1450,65 @@ def _fallback_level(level: int, n: int) -> int:
     return min(level, FALLBACK_LEVEL if n >= OWN_TRY_SIZE else SHORT_FALLBACK_LEVEL)
 
 
+# each level's LPC orders (int64, shape (k,)) and match models (int64, shape (m, 2)) as kernels
+# take them
+_PRESET_ORDERS = {lv: np.array(p.lpc_orders if p.predictor == "linear" else (), np.int64)
+                  for lv, p in PRESETS.items()}
+_PRESET_MATCH = {lv: np.array(p.match, np.int64).reshape(-1, 2) for lv, p in PRESETS.items()}
+
+
+@njit(cache=True)
+def _own_analysis(x, block, orders, search, max_lag, match, tbits):
+    """:func:`_own_estimate`'s work in one kernel: the block predictors (as
+    :func:`_lpc_params` finds them, from the preset's ``orders``, ``search`` and ``max_lag``);
+    the residuals ``r`` (int64, shape ``(m + 1, n)``) and match buckets ``mb`` (uint8, same
+    shape) without a match model (row 0) and with each of the ``m`` of ``match`` (int64,
+    shape ``(m, 2)``: context length, run before use); each one's estimated gain and bits
+    (``gains``, ``ests``: float64, shape ``(m + 1,)``; ``ests`` nan where the gain is not
+    positive); and the estimate: the least bits, the predictor side and 64 bits of header."""
+    kinds, orders_, shifts, coefs = P.block_lpc_analyze(x, block, orders, 14, search, max_lag)
+    m = match.shape[0]
+    n = x.shape[0]
+    r = np.empty((m + 1, n), np.int64)
+    mb = np.empty((m + 1, n), np.uint8)
+    gains = np.zeros(m + 1)
+    ests = np.full(m + 1, np.nan)
+    for j in range(m + 1):
+        mh, t = (0, 0) if j == 0 else (match[j - 1, 0], match[j - 1, 1])
+        rj, mbj, gains[j] = P.predict_fused_gain(x, block, kinds, orders_, shifts, coefs, mh, t,
+                                                 tbits)
+        r[j] = rj
+        mb[j] = mbj
+        if j == 0 or gains[j] > 0:
+            ests[j] = _est_bits(_zigzag_u64(rj), mbj, 1 if j == 0 else P.MATCH_BUCKETS, 3,
+                                EST_CONTEXTS)
+    best = ests[0]
+    for j in range(1, m + 1):
+        if gains[j] > 0:
+            best = min(best, ests[j])
+    side = 0  # the length of P.block_side_bytes
+    for b in range(kinds.shape[0]):
+        side += 2 if kinds[b] == 0 else (4 if kinds[b] == 2 else 3 + 2 * orders_[b])
+    return kinds, orders_, shifts, coefs, r, mb, gains, ests, best + 8 * side + 64
+
+
 def _own_estimate(x: np.ndarray, level: int) -> tuple[float, tuple[tuple, dict]]:
-    """Estimated bits of ``x`` coded on its own at ``level`` (no tables fitted, no ranks):
-    the block predictor, and each match model of the level that shows a gain, through
-    :func:`_est_bits`; plus the predictor side and about 8 bytes of header. And what the
-    coding at ``level`` takes again: the block predictors (:func:`_lpc_params`), and the
-    residuals, match buckets, gain and estimate (None where no gain) of each match model of
-    the level (and (0, 0), no match model) on all of ``x``."""
+    """Estimated bits of ``x`` (int64, contiguous) coded on its own at ``level`` (no tables
+    fitted, no ranks): the block predictor, and each match model of the level that shows a
+    gain, through :func:`_est_bits`; plus the predictor side and about 8 bytes of header. And
+    what the coding at ``level`` takes again: the block predictors (:func:`_lpc_params`), and
+    the residuals, match buckets, gain and estimate (None where no gain) of each match model
+    of the level (and (0, 0), no match model) on all of ``x``. One kernel
+    (:func:`_own_analysis`)."""
     pr = PRESETS[level]
-    block = pr.block_size
-    k, o, s, c = lpc = _lpc_params(x, pr)
-    tbits = _tbits(x.size)
-    r, mb = P.predict_fused(x, block, k, o, s, c, 0, 0, tbits)
-    best = _estimate(r, mb, 1)
+    k, o, s, c, r, mb, gains, ests, est = _own_analysis(
+        x, pr.block_size, _PRESET_ORDERS[level], pr.search, pr.max_lag, _PRESET_MATCH[level],
+        _tbits(x.size))
     runs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, float, float | None]] = {
-        (0, 0): (r, mb, 0.0, best)}
-    for mh, t in pr.match:
-        r2, mb2, gain = P.predict_fused_gain(x, block, k, o, s, c, mh, t, tbits)
-        e2 = _estimate(r2, mb2, P.MATCH_BUCKETS) if gain > 0 else None
-        runs[mh, t] = (r2, mb2, gain, e2)
-        if e2 is not None:
-            best = min(best, e2)
-    return best + 8 * len(P.block_side_bytes(k, o, s, c)) + 64, (lpc, runs)
+        (0, 0): (r[0], mb[0], 0.0, float(ests[0]))}
+    for j, (mh, t) in enumerate(pr.match, 1):
+        runs[mh, t] = (r[j], mb[j], float(gains[j]), float(ests[j]) if gains[j] > 0 else None)
+    return float(est), ((k, o, s, c), runs)
 
 
 def _try_own(x: np.ndarray, coded: bytes, model: ChannelModel, level: int) -> bytes:

@@ -401,3 +401,34 @@ def test_entropy_sections_are_those_of_the_kernels_one_by_one(r, level, matched,
     preset = C.PRESETS[level]
     bits, emit = C._code_residuals(r, mb, n_mb, preset)
     assert (bits, emit()) == _ref_code_residuals(r, mb, n_mb, preset)
+
+
+def _ref_own_estimate(x, level):
+    """``C._own_estimate`` composed of the separate kernels it fuses, one call each."""
+    pr = C.PRESETS[level]
+    k, o, s, c = lpc = C._lpc_params(x, pr)
+    tbits = C._tbits(x.size)
+    r, mb = P.predict_fused(x, pr.block_size, k, o, s, c, 0, 0, tbits)
+    best = C._estimate(r, mb, 1)
+    runs = {(0, 0): (r, mb, 0.0, best)}
+    for mh, t in pr.match:
+        r2, mb2, gain = P.predict_fused_gain(x, pr.block_size, k, o, s, c, mh, t, tbits)
+        e2 = C._estimate(r2, mb2, P.MATCH_BUCKETS) if gain > 0 else None
+        runs[mh, t] = (r2, mb2, gain, e2)
+        if e2 is not None:
+            best = min(best, e2)
+    return best + 8 * len(P.block_side_bytes(k, o, s, c)) + 64, (lpc, runs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=signals, level=st.integers(0, C.MAX_LEVEL))
+def test_own_estimate_is_its_kernels_one_by_one(x, level):
+    # _own_analysis fuses the analysis, every match model's pass and estimate: the same floats
+    est, (lpc, runs) = C._own_estimate(x, level)
+    want, (want_lpc, want_runs) = _ref_own_estimate(x, level)
+    assert est == want
+    assert all(np.array_equal(a, b) for a, b in zip(lpc, want_lpc))
+    assert runs.keys() == want_runs.keys()
+    for key, (r, mb, gain, e) in runs.items():
+        wr, wmb, wgain, we = want_runs[key]
+        assert np.array_equal(r, wr) and np.array_equal(mb, wmb) and (gain, e) == (wgain, we)
