@@ -674,6 +674,29 @@ def _autocorr(seg, pmax):
     return acc[:pmax + 1].copy()
 
 
+_HANN_SYNC = 64  # _hann computes cos and sin directly every this many samples
+
+
+@njit(cache=True)
+def _hann(m):
+    """The Hann window ``0.5 - 0.5 cos(2 pi (i + 1/2) / m)``, ``i < m`` (float64, shape
+    ``(m,)``): cos and sin computed every ``_HANN_SYNC`` samples and rotated by the angle
+    step in between (a libm cos costs about 12 ns, a rotation about 1; the values agree with
+    the direct ones to within 1e-13)."""
+    w = np.empty(m)
+    step = 2 * np.pi / m
+    cd, sd = np.cos(step), np.sin(step)
+    c = s = 0.0
+    for i in range(m):
+        if i % _HANN_SYNC == 0:
+            a = step * (i + 0.5)
+            c, s = np.cos(a), np.sin(a)
+        else:
+            c, s = c * cd - s * sd, s * cd + c * sd
+        w[i] = 0.5 - 0.5 * c
+    return w
+
+
 @njit(cache=True)
 def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
     """Per block: kind (0 fixed, 1 LPC), order, shift and int16-range coefficients (numba).
@@ -722,9 +745,7 @@ def block_lpc_analyze(x, block, lpc_orders, precision, exact=True, max_lag=0):
         if m <= pmax + 1:
             continue
         if win.shape[0] != m:
-            win = np.empty(m)
-            for i in range(m):
-                win[i] = 0.5 - 0.5 * np.cos(2 * np.pi * (i + 0.5) / m)
+            win = _hann(m)
         seg = np.empty(m)
         mean = 0.0
         for i in range(m):
