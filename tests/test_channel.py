@@ -395,6 +395,16 @@ def test_own_gain_hint(model):
     # ... and where they do not gain, none of the others tries
     walks = [np.cumsum(rng.integers(-20, 21, 1024)) for _ in range(32)]
     assert encode_packets(walks, m) == encode_packets(walks, m, level=0)
+    # ... also where a share of the batch is costly (other data than the model's): the costly
+    # packets try, the others only where the probes gained
+    mixed = walks + [np.tile(np.arange(0, 1000, 37), 200)[:1024]] * 8
+    plain = encode_packets(mixed, m, level=0)
+    costly_j = [j for j, (b, p) in enumerate(zip(plain, mixed))
+                if 8 * len(b) > m.fallback_bits * p.size + 64]
+    assert len(costly_j) >= 0.2 * len(mixed)
+    coded = encode_packets(mixed, m)
+    assert all(coded[j] == plain[j] for j in range(len(mixed)) if j not in costly_j)
+    assert all(len(coded[j]) < len(plain[j]) / 2 for j in range(32, 40))
     # a batch whose long packets are mostly costly under the model: all try
     costly = dataclasses.replace(noise, own_gain=0.0, fallback_bits=1.0)
     mixed = saw * 4 + [np.arange(4096) * 0 + np.arange(4096) % 7]
