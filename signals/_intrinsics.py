@@ -18,6 +18,28 @@ def clz64(typingctx, v):
     return types.uint64(types.uint64), codegen
 
 
+@intrinsic
+def ctz64(typingctx, v):
+    """Trailing zero bits of a uint64 (64 for 0): LLVM's ``cttz``, one instruction."""
+    if v != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
+    return types.uint64(types.uint64), codegen
+
+
+@intrinsic
+def popcount64(typingctx, v):
+    """Set bits of a uint64: LLVM's ``ctpop``, one instruction."""
+    if v != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+    return types.uint64(types.uint64), codegen
+
+
 # Fixed-length float64 vector loops for the adaptive cascade (signals.predict): numba's
 # loops over 16 or 32 taps carry a runtime alias check, a remainder loop and, with a
 # constant length, are unrolled into scalar code; these emit the <4 x double> loads,

@@ -85,6 +85,8 @@ from . import entropy as E
 from . import predict as P
 
 clz64 = numba_ref("signals._intrinsics", "clz64")
+ctz64 = numba_ref("signals._intrinsics", "ctz64")
+popcount64 = numba_ref("signals._intrinsics", "popcount64")
 
 MATCH_ROWS = 4
 
@@ -1622,8 +1624,9 @@ def _distinct_ranks_batch(x, offsets):
 def _distinct_ranks(seg, heads, ranks):
     """For ``seg`` (int64, not empty): the differences of its sorted distinct values into
     ``heads`` (the first value kept), each sample's rank among them into ``ranks``, and their
-    count. Through a table of the span where it is at most 16 times the samples (plus 4096),
-    else one sort of the indices."""
+    count. Through a bitmap of the span where it takes at most ``4 n + 1024`` words of 64 bits
+    (a rank: the values in the words before, plus the set bits below in its word), else one
+    sort of the indices."""
     n = seg.shape[0]
     lo = hi = seg[0]
     for v in seg:
@@ -1631,19 +1634,27 @@ def _distinct_ranks(seg, heads, ranks):
         hi = max(hi, v)
     span = hi - lo  # (negative where it exceeds 2**63 - 1)
     m = 0
-    if 0 <= span <= 16 * n + 4096:
-        at = np.zeros(span + 1, np.int32)
+    one = np.uint64(1)
+    if 0 <= span < 64 * (4 * n + 1024):
+        bits = np.zeros((span >> 6) + 1, np.uint64)
         for v in seg:
-            at[v - lo] = 1
+            d = v - lo
+            bits[d >> 6] |= one << np.uint64(d & 63)
+        before = np.empty(bits.shape[0], np.int64)  # the distinct values in the words before
         prev = lo
-        for i in range(span + 1):
-            if at[i]:
-                heads[m] = lo + i - prev if m else lo
-                prev = lo + i
+        for w in range(bits.shape[0]):
+            before[w] = m
+            b = bits[w]
+            while b:
+                v = lo + (w << 6) + np.int64(ctz64(b))
+                heads[m] = v - prev if m else lo
+                prev = v
                 m += 1
-                at[i] = m  # the rank, plus 1
+                b &= b - one
         for i in range(n):
-            ranks[i] = at[seg[i] - lo] - 1
+            d = seg[i] - lo
+            below = (one << np.uint64(d & 63)) - one
+            ranks[i] = before[d >> 6] + np.int64(popcount64(bits[d >> 6] & below))
         return m
     order = np.argsort(seg)
     for i in range(n):

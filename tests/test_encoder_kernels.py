@@ -432,3 +432,19 @@ def test_own_estimate_is_its_kernels_one_by_one(x, level):
     for key, (r, mb, gain, e) in runs.items():
         wr, wmb, wgain, we = want_runs[key]
         assert np.array_equal(r, wr) and np.array_equal(mb, wmb) and (gain, e) == (wgain, we)
+
+
+@settings(max_examples=150, deadline=None)
+@given(x=st.one_of(signals, arrays(np.int64, st.integers(1, 300), elements=st.one_of(
+    st.integers(-5, 5), st.integers(-10**6, 10**6)))), cut=st.integers(0, 300))
+def test_distinct_ranks_are_numpys_unique(x, cut):
+    # the bitmap of the span (up to 4 n + 1024 words) and the sort beyond it, against np.unique
+    offsets = np.array(sorted({0, min(cut, x.size), x.size}), np.int64)
+    heads, hoff, ranks = C._distinct_ranks_batch(x, offsets)
+    for j in range(offsets.size - 1):
+        seg = x[offsets[j]:offsets[j + 1]]
+        u, inv = np.unique(seg, return_inverse=True)
+        got = heads[hoff[j]:hoff[j + 1]]
+        assert got.size == u.size and np.array_equal(ranks[offsets[j]:offsets[j + 1]], inv.ravel())
+        if u.size:  # the first value, then the differences (wrapped, as int64 arithmetic)
+            assert got[0] == u[0] and np.array_equal(got[1:], (u[1:] - u[:-1]))
