@@ -1776,7 +1776,7 @@ def _own_search(x64: np.ndarray, coded: bytes, lv: int, u: np.ndarray | None) ->
             return coded  # (decode_packets bounds a payload's count by its bytes)
         return own if len(own) < len(coded) else coded
     # (sparse values: x64 is not constant; the estimate knows nothing of mode 5 on its own)
-    ranks, diffs = _ranks(x64, u), P.differences(u, 1)
+    ranks, diffs = _ranks_heads(x64)
     e_body, body = _own_estimate(ranks, lv)
     e_ranked = e_body + 8 * (3 + len(_varint(u.size)))
     head: Any = None
@@ -1807,7 +1807,7 @@ def _ranked_or(x: np.ndarray, coded: bytes, model: ChannelModel, u: np.ndarray) 
     distinct values' differences at ``RANK_LEVEL``, where the estimate (:func:`_est_bits` of
     the ranks' residuals and of the differences' own differences, plus the headers) is at
     most ``RANK_DOUBT`` times the bits of ``coded`` and it codes smaller; else ``coded``."""
-    ranks, d = _ranks(x, u), P.differences(u, 1)
+    ranks, d = _ranks_heads(x)
     res = _model_residuals(ranks, model)
     e_head = 8 * (16 + len(_varint(u.size))) + _estimate(P.differences(d, 1),
                                                          np.zeros(d.size, np.uint8), 1)
@@ -3509,19 +3509,6 @@ def _dense_distinct(x, lo, span):
     return np.flatnonzero(seen).astype(np.int64) + lo
 
 
-@njit(cache=True)
-def _table_ranks(x, u, lo, at):
-    """``np.searchsorted(u, x)`` for ``x`` within the sorted distinct values ``u`` (values in
-    ``lo .. lo + at.size - 1``), through the table ``at`` of the span (zeros; its entries hold
-    every index of ``u``)."""
-    for j in range(u.shape[0]):
-        at[u[j] - lo] = j
-    out = np.empty(x.shape[0], np.int64)
-    for i in range(x.shape[0]):
-        out[i] = np.int64(at[x[i] - lo])
-    return out
-
-
 def _dense(x: np.ndarray, per_sample: int) -> tuple[int, int] | None:
     """(min, span) of ``x`` where its span is at most ``per_sample`` times its size (plus 1024)."""
     span, lo = _span(x)
@@ -3541,18 +3528,13 @@ def _distinct(x: np.ndarray) -> np.ndarray:
     return s[keep]
 
 
-def _ranks(x: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Each sample's index among the sorted distinct values ``u`` of ``x`` (int64); through a
-    table of the span where it is no larger than ``x`` (in bytes: int64 entries up to a span of
-    the size, uint16 up to 4 times, uint8, for at most 256 values, up to 8 times; plus 1024)."""
-    for per_sample, dtype, most in ((1, np.int64, None), (4, np.uint16, 1 << 16),
-                                    (8, np.uint8, 1 << 8)):
-        if most is not None and u.size > most:
-            continue
-        d = _dense(x, per_sample)
-        if d is not None:
-            return _table_ranks(x, u, d[0], np.zeros(d[1] + 1, dtype))
-    return np.searchsorted(u, x).astype(np.int64)
+def _ranks_heads(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each sample's rank among the sorted distinct values ``u`` of ``x`` (int64, not empty),
+    and ``P.differences(u, 1)`` (the first value kept): :func:`_distinct_ranks`, int64 arrays of
+    ``x``'s shape and of ``u``'s."""
+    heads = np.empty(x.size, np.int64)
+    ranks = np.empty(x.size, np.int64)
+    return ranks, heads[:_distinct_ranks(x, heads, ranks)]
 
 
 def _sparse_values(x: np.ndarray) -> np.ndarray | None:
@@ -3617,7 +3599,7 @@ def _encode_ranked(x: np.ndarray, level: int, sparse: Any = _UNSEEN,
         return None
     m = u.size
     if parts is None:
-        ranks, d, body, head = _ranks(x, u), P.differences(u, 1), None, None
+        ranks, d, body, head = *_ranks_heads(x), None, None
     else:
         ranks, d, body, head = parts
     head_b = _encode_plain(d, min(level, RANK_LEVEL), inner=True, lpc=head,

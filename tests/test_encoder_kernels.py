@@ -220,8 +220,9 @@ dense = arrays(np.int64, st.integers(1, 300), elements=st.integers(-40, 0)).map(
 def test_distinct_values_and_ranks_match_numpy(x):
     u = C._distinct(x)
     assert np.array_equal(u, np.unique(x)) and u.dtype == np.int64
-    r = C._ranks(x, u)
+    r, heads = C._ranks_heads(x)
     assert r.dtype == np.int64 and np.array_equal(r, np.searchsorted(u, x))
+    assert np.array_equal(heads, P.differences(u, 1))
     span, lo = C._span(x)
     true_span = int(x.max()) - int(x.min())
     assert lo == x.min() and span == (true_span if true_span < 2**63 else -1)
@@ -355,11 +356,11 @@ def test_stat_hist_is_the_prefix_of_the_fine_histogram(tokens, ctxk, n_mb, seed,
                    arrays(np.int64, st.integers(1, 300), elements=st.sampled_from(
                        [-2**63, -7, 0, 5, 900, 2**63 - 1]))))
 def test_ranks_are_the_sorted_search(x):
-    """_ranks (through uint8, uint16 or int64 tables of the span, or a search) gives each
-    sample's index among the distinct values."""
+    """_ranks_heads (through a bitmap of the span, or a sort) gives each sample's index among
+    the distinct values."""
     if x.size:
         u = np.unique(x)
-        assert np.array_equal(C._ranks(x, u), np.searchsorted(u, x))
+        assert np.array_equal(C._ranks_heads(x)[0], np.searchsorted(u, x))
 
 
 def _ref_code_residuals(r, mb, n_mb, preset):
