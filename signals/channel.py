@@ -3132,13 +3132,19 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
         constant (mode 1).
     """
     arrs = [np.asarray(p) for p in packets]
-    for a in arrs:
-        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
-            raise ValueError("packets are 1-D integer arrays")
-    arrs = [a.view(np.int64) if a.dtype == np.uint64 else a.astype(np.int64, copy=False) for a in arrs]
     if not arrs:
         return []
-    return _encode_batch(np.concatenate(arrs), _starts([a.size for a in arrs]), model, level)
+    dtypes = {a.dtype for a in arrs}
+    if {a.ndim for a in arrs} != {1} or any(d.kind not in "iu" for d in dtypes):
+        for a in arrs:
+            if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+                raise ValueError("packets are 1-D integer arrays")
+    if len(dtypes) > 1:  # (numpy would take uint64 and int64 together to float64)
+        arrs = [a.view(np.int64) if a.dtype == np.uint64 else a.astype(np.int64, copy=False)
+                for a in arrs]
+    x = np.concatenate(arrs)
+    x = x.view(np.int64) if x.dtype == np.uint64 else x.astype(np.int64, copy=False)
+    return _encode_batch(x, _starts(map(len, arrs)), model, level)
 
 
 def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level: int) -> list[bytes]:
