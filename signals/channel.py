@@ -2575,6 +2575,54 @@ def _lag_candidates(packets: list[np.ndarray], max_lag: int) -> list[int]:
 
 # ---------------------------------------------------------- many packets
 @njit(cache=True)
+def _tokens_rows_raw(r, mb, k, msb, bl, cmap, nc):
+    """The residuals ``r`` (int64) in one pass: zigzagged and split into hybrid tokens (int32,
+    as :func:`signals.entropy.hybrid_split`), each token's table row (int64: the context of
+    :func:`signals.entropy.context_stat` over the token bit lengths ``bl``, through ``cmap``,
+    plus ``nc`` times its match bucket ``mb``), and the raw bits packed as
+    :func:`signals.entropy.pack_raw_bits` packs them (uint64 words, least significant bit
+    first) with their count."""
+    m = r.shape[0]
+    tokens = np.empty(m, np.int32)
+    rows = np.empty(m, np.int64)
+    raw = np.empty(m + 1, np.uint64)  # (at most 63 raw bits a token)
+    one = np.uint64(1)
+    direct = one << np.uint64(k)
+    top = np.uint64((1 << msb) - 1)
+    b1 = b2 = b3 = np.int64(0)
+    acc = np.uint64(0)  # the raw bits not yet in a word: ``used`` of them
+    used = w = total = 0
+    for i in range(m):
+        v = r[i]
+        z = np.uint64((v << 1) ^ (v >> 63))
+        if z < direct:
+            t = np.int64(z)
+        else:
+            e = E._bitlen(z) - 1
+            nb = e - msb
+            t = (1 << k) + ((e - k) << msb) + np.int64((z >> np.uint64(nb)) & top)
+            low = z & ((one << np.uint64(nb)) - one)
+            acc |= low << np.uint64(used)
+            if used + nb >= 64:  # (used >= 1 here: nb <= 63)
+                raw[w] = acc
+                w += 1
+                acc = low >> np.uint64(64 - used)
+                used += nb - 64
+            else:
+                used += nb
+            total += nb
+        tokens[i] = t
+        rows[i] = cmap[2 * b1 + b2 + b3] + nc * np.int64(mb[i])
+        b3 = b2
+        b2 = b1
+        b1 = bl[t]
+    if used:
+        raw[w] = acc
+        w += 1
+    return tokens, rows, raw[:w], total
+
+
+@njit(cache=True)
 def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, k, msb, bl, cmap,
                         nc, freqs, cum, lms):
     """Mode-3 payloads of every packet ``x[offsets[j]:offsets[j+1]]``, concatenated (mode 1
@@ -2609,14 +2657,8 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
         r, mb = P.predict_fused(seg, max(m, 1), kinds, orders, shifts, coefs, mh, t, tbits)
         if lms:
             r = P.cascade_forward(r, lms)
-        z = ((r << 1) ^ (r >> 63)).view(np.uint64)
-        tokens, nbits = E.hybrid_split(z, k, msb)
-        stat = E.context_stat(tokens, bl)
-        rows = np.empty(m, np.int64)
-        for i in range(m):
-            rows[i] = cmap[stat[i]] + nc * np.int64(mb[i])
+        tokens, rows, raw, total = _tokens_rows_raw(r, mb, k, msb, bl, cmap, nc)
         words = E.rans_encode_rows(tokens, rows, freqs, cum)
-        raw, total = E.pack_raw_bits(z, nbits)
         nw = words.shape[0]
         vl = 1
         while nw >> (7 * vl) and vl < 10:

@@ -94,20 +94,8 @@ def alphabet_size(k: int, msb: int) -> int:
 
 @njit(cache=True, inline="always")
 def _bitlen(v):
-    n = 0
-    if v >= np.uint64(1) << np.uint64(32):
-        v >>= np.uint64(32)
-        n += 32
-    if v >= np.uint64(1) << np.uint64(16):
-        v >>= np.uint64(16)
-        n += 16
-    if v >= np.uint64(1) << np.uint64(8):
-        v >>= np.uint64(8)
-        n += 8
-    while v:
-        v >>= np.uint64(1)
-        n += 1
-    return n
+    """The bit length of a uint64 (0 for 0)."""
+    return 64 - np.int64(clz64(v))
 
 
 @njit(cache=True)

@@ -449,3 +449,23 @@ def test_distinct_ranks_are_numpys_unique(x, cut):
         assert got.size == u.size and np.array_equal(ranks[offsets[j]:offsets[j + 1]], inv.ravel())
         if u.size:  # the first value, then the differences (wrapped, as int64 arithmetic)
             assert got[0] == u[0] and np.array_equal(got[1:], (u[1:] - u[:-1]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(r=signals, hybrid=st.sampled_from([(4, 2), (2, 2), (6, 2), (4, 3), (3, 1), (0, 0)]),
+       nc=st.integers(1, 8), seed=st.integers(0, 2**16))
+def test_tokens_rows_raw_is_the_split_context_and_packing(r, hybrid, nc, seed):
+    # the model coder's one pass against the kernels it fuses, called one by one
+    from signals import entropy as E
+    k, msb = hybrid
+    rng = np.random.default_rng(seed)
+    mb = rng.integers(0, P.MATCH_BUCKETS, r.size).astype(np.uint8)
+    bl = E.token_bitlen(k, msb, E.alphabet_size(k, msb))
+    cmap = rng.integers(0, nc, E.CTX_RANGE).astype(np.int64)
+    tokens, rows, raw, total = C._tokens_rows_raw(r, mb, k, msb, bl, cmap, nc)
+    z = C._zigzag_u64(r)
+    want_t, nbits = E.hybrid_split(z, k, msb)
+    want_raw, want_total = E.pack_raw_bits(z, nbits)
+    assert np.array_equal(tokens, want_t) and tokens.dtype == np.int32
+    assert np.array_equal(rows, cmap[E.context_stat(want_t, bl)] + nc * mb.astype(np.int64))
+    assert total == want_total and np.array_equal(raw, want_raw)
