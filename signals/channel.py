@@ -656,20 +656,27 @@ def _fine_hist(tokens, z, bitlen, mb, n_mb, width, ctxk):
     return h, shist
 
 
+# c log2 c for the counts below 2**13 (a row's entropy is tot log2 tot - sum c log2 c)
+_CLOG2C = np.array([0.0] + [c * math.log2(c) for c in range(1, 1 << 13)])
+
+
 @njit(cache=True)
 def _est_rows(counts, nr, width):
+    """The empirical entropy (bits) of each of the ``nr`` rows of ``counts`` (int64, shape
+    ``(nr, width)``), plus 8 bits a row that holds a count and 5 a nonzero count."""
     bits = 0.0
     for r in range(nr):
         tot = 0
+        clc = 0.0  # sum of c log2 c
+        k = 0
         for j in range(width):
-            tot += counts[r, j]
-        if tot == 0:
-            continue
-        bits += 8.0
-        for j in range(width):
-            cnt = counts[r, j]
-            if cnt:
-                bits += cnt * np.log2(tot / cnt) + 5.0
+            c = counts[r, j]
+            if c:
+                tot += c
+                k += 1
+                clc += _CLOG2C[c] if c < _CLOG2C.shape[0] else c * np.log2(np.float64(c))
+        if tot:
+            bits += 8.0 + 5.0 * k + (tot * np.log2(np.float64(tot)) - clc)
     return bits
 
 
