@@ -1744,7 +1744,9 @@ def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None 
     ``fallback_bits`` (the packet looks like the model's data; where the values are sparse,
     mode 5 is still tried, :func:`_ranked_or`). (A shorter packet's own tables rarely pay
     for the table that its decoder builds: there the search stays, as for costly packets.)
-    The smallest payload is kept. ``cheap``: :func:`_own_tables` of ``x``, where already made
+    The smallest payload is kept: the search's estimate is held against the smaller of the two
+    before it (where own tables already beat the model payload, a search estimated between
+    them is not coded). ``cheap``: :func:`_own_tables` of ``x``, where already made
     (:func:`_own_tables_many`)."""
     lv = _fallback_level(level, x.size)
     if model is not None and level < OWN_SEARCH_LEVEL:
@@ -1761,8 +1763,7 @@ def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None 
         best = cheap if len(cheap) < len(coded) else coded
         if quick and 8 * len(best) <= model.fallback_bits * x.size + 64:
             return best if u is None else _ranked_or(x64, best, model, u)
-    own = _own_search(x64, coded, lv, u)
-    return own if len(own) < len(best) else best
+    return _own_search(x64, best, lv, u)
 
 
 def _own_search(x64: np.ndarray, coded: bytes, lv: int, u: np.ndarray | None) -> bytes:
