@@ -2583,17 +2583,15 @@ def _lag_candidates(packets: list[np.ndarray], max_lag: int) -> list[int]:
 
 # ---------------------------------------------------------- many packets
 @njit(cache=True)
-def _tokens_rows_raw(r, mb, k, msb, bl, cmap, nc):
-    """The residuals ``r`` (int64) in one pass: zigzagged and split into hybrid tokens (int32,
-    as :func:`signals.entropy.hybrid_split`), each token's table row (int64: the context of
-    :func:`signals.entropy.context_stat` over the token bit lengths ``bl``, through ``cmap``,
-    plus ``nc`` times its match bucket ``mb``), and the raw bits packed as
-    :func:`signals.entropy.pack_raw_bits` packs them (uint64 words, least significant bit
-    first) with their count."""
+def _tokens_rows_raw(r, mb, k, msb, bl, cmap, nc, tokens, rows, raw):
+    """The residuals ``r`` (int64, ``m`` of them) in one pass: zigzagged and split into hybrid
+    tokens (into ``tokens[:m]``, int32, as :func:`signals.entropy.hybrid_split`), each token's
+    table row (into ``rows[:m]``, int64: the context of :func:`signals.entropy.context_stat`
+    over the token bit lengths ``bl``, through ``cmap``, plus ``nc`` times its match bucket
+    ``mb``), and the raw bits packed as :func:`signals.entropy.pack_raw_bits` packs them (into
+    ``raw``, uint64 words, least significant bit first; ``m + 1`` words hold them: at most 63
+    bits a token). Returns the count of words and of raw bits."""
     m = r.shape[0]
-    tokens = np.empty(m, np.int32)
-    rows = np.empty(m, np.int64)
-    raw = np.empty(m + 1, np.uint64)  # (at most 63 raw bits a token)
     one = np.uint64(1)
     direct = one << np.uint64(k)
     top = np.uint64((1 << msb) - 1)
@@ -2627,7 +2625,7 @@ def _tokens_rows_raw(r, mb, k, msb, bl, cmap, nc):
     if used:
         raw[w] = acc
         w += 1
-    return tokens, rows, raw[:w], total
+    return w, total
 
 
 @njit(cache=True)
@@ -2638,6 +2636,13 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
     n_p = offsets.shape[0] - 1
     buf = np.empty(9 * x.shape[0] + 16 * n_p + 16, np.uint8)
     out_off = np.zeros(n_p + 1, np.int64)
+    most = 1  # scratch for the longest packet, shared by all
+    for j in range(n_p):
+        most = max(most, offsets[j + 1] - offsets[j])
+    tokens = np.empty(most, np.int32)
+    rows = np.empty(most, np.int64)
+    raw = np.empty(most + 1, np.uint64)
+    words = np.empty(most + 2, np.uint16)
     pos = 0
     for j in range(n_p):
         seg = x[offsets[j]:offsets[j + 1]]
@@ -2665,9 +2670,8 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
         r, mb = P.predict_fused(seg, max(m, 1), kinds, orders, shifts, coefs, mh, t, tbits)
         if lms:
             r = P.cascade_forward(r, lms)
-        tokens, rows, raw, total = _tokens_rows_raw(r, mb, k, msb, bl, cmap, nc)
-        words = E.rans_encode_rows(tokens, rows, freqs, cum)
-        nw = words.shape[0]
+        _, total = _tokens_rows_raw(r, mb, k, msb, bl, cmap, nc, tokens, rows, raw)
+        nw = E.rans_encode_rows_into(tokens[:r.shape[0]], rows, freqs, cum, words)
         vl = 1
         while nw >> (7 * vl) and vl < 10:
             vl += 1
@@ -2683,7 +2687,7 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
         else:
             buf[pos] = MODEL
             pos = _put_varint(buf, pos + 1, nw)
-            for i in range(nw):
+            for i in range(nw - 1, -1, -1):  # (in decode order)
                 buf[pos] = np.uint8(words[i] & 0xFF)
                 buf[pos + 1] = np.uint8(words[i] >> 8)
                 pos += 2

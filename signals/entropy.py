@@ -511,8 +511,15 @@ def coded_bits(counts, freqs):
 @njit(cache=True)
 def rans_encode_rows(tokens, rows, freqs, cum):
     """rANS-code tokens, token ``i`` with table row ``rows[i]``; uint16 words in decode order."""
+    out = np.empty(tokens.shape[0] + 2, np.uint16)
+    return out[:rans_encode_rows_into(tokens, rows, freqs, cum, out)][::-1].copy()
+
+
+@njit(cache=True)
+def rans_encode_rows_into(tokens, rows, freqs, cum, out):
+    """:func:`rans_encode_rows` into ``out`` (uint16, at least ``n + 2`` entries), its words
+    in the encoder's order (the last word first in decode order); returns their count."""
     n = tokens.shape[0]
-    out = np.empty(n + 2, np.uint16)
     pos = 0
     x = np.uint64(RANS_L)
     x_lim = np.uint64((RANS_L >> SCALE_BITS) << 16)
@@ -527,8 +534,7 @@ def rans_encode_rows(tokens, rows, freqs, cum):
         x = ((x // f) << np.uint64(SCALE_BITS)) + (x % f) + np.uint64(cum[c, s])
     out[pos] = np.uint16(x & np.uint64(0xFFFF))
     out[pos + 1] = np.uint16(x >> np.uint64(16))
-    pos += 2
-    return out[:pos][::-1].copy()
+    return pos + 2
 
 
 # Context statistic, second kind: the fractional log2 (2 bits) of an

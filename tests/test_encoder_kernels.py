@@ -462,7 +462,9 @@ def test_tokens_rows_raw_is_the_split_context_and_packing(r, hybrid, nc, seed):
     mb = rng.integers(0, P.MATCH_BUCKETS, r.size).astype(np.uint8)
     bl = E.token_bitlen(k, msb, E.alphabet_size(k, msb))
     cmap = rng.integers(0, nc, E.CTX_RANGE).astype(np.int64)
-    tokens, rows, raw, total = C._tokens_rows_raw(r, mb, k, msb, bl, cmap, nc)
+    tokens, rows, raw = (np.full(r.size + 3, 7, d) for d in (np.int32, np.int64, np.uint64))
+    w, total = C._tokens_rows_raw(r, mb, k, msb, bl, cmap, nc, tokens, rows, raw)
+    tokens, rows, raw = tokens[:r.size], rows[:r.size], raw[:w]
     z = C._zigzag_u64(r)
     want_t, nbits = E.hybrid_split(z, k, msb)
     want_raw, want_total = E.pack_raw_bits(z, nbits)
