@@ -662,8 +662,8 @@ _CLOG2C = np.array([0.0] + [c * math.log2(c) for c in range(1, 1 << 13)])
 
 @njit(cache=True)
 def _est_rows(counts, nr, width):
-    """The empirical entropy (bits) of each of the ``nr`` rows of ``counts`` (int64, shape
-    ``(nr, width)``), plus 8 bits a row that holds a count and 5 a nonzero count."""
+    """The empirical entropy (bits) of the ``nr`` rows of ``counts`` (int64, shape
+    ``(nr, width)``), summed, plus 8 bits a row that holds a count and 5 a nonzero count."""
     bits = 0.0
     for r in range(nr):
         tot = 0
@@ -1473,8 +1473,9 @@ def _own_analysis(x, block, orders, search, max_lag, match, tbits):
     the residuals ``r`` (int64, shape ``(m + 1, n)``) and match buckets ``mb`` (uint8, same
     shape) without a match model (row 0) and with each of the ``m`` of ``match`` (int64,
     shape ``(m, 2)``: context length, run before use); each one's estimated gain and bits
-    (``gains``, ``ests``: float64, shape ``(m + 1,)``; ``ests`` nan where the gain is not
-    positive); and the estimate: the least bits, the predictor side and 64 bits of header."""
+    (``gains``, ``ests``: float64, shape ``(m + 1,)``; ``ests`` nan for a match model whose
+    gain is not positive); and the estimate: the least bits, the predictor side and 64 bits of
+    header."""
     kinds, orders_, shifts, coefs = P.block_lpc_analyze(x, block, orders, 14, search, max_lag)
     m = match.shape[0]
     n = x.shape[0]
