@@ -7,37 +7,24 @@ from numba import types
 from numba.core.extending import intrinsic
 
 
-@intrinsic
-def clz64(typingctx, v):
-    """Leading zero bits of a uint64 (64 for 0): LLVM's ``ctlz``, one instruction."""
-    if v != types.uint64:
-        return None
+def _bit_count(op: str):
+    """An intrinsic of a uint64 to a uint64 through LLVM's ``op`` (one instruction)."""
+    @intrinsic
+    def count(typingctx, v):
+        if v != types.uint64:
+            return None
 
-    def codegen(context, builder, signature, args):
-        return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
-    return types.uint64(types.uint64), codegen
-
-
-@intrinsic
-def ctz64(typingctx, v):
-    """Trailing zero bits of a uint64 (64 for 0): LLVM's ``cttz``, one instruction."""
-    if v != types.uint64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
-    return types.uint64(types.uint64), codegen
+        def codegen(context, builder, signature, args):
+            if op == "ctpop":
+                return builder.ctpop(args[0])
+            return getattr(builder, op)(args[0], ir.Constant(ir.IntType(1), 0))
+        return types.uint64(types.uint64), codegen
+    return count
 
 
-@intrinsic
-def popcount64(typingctx, v):
-    """Set bits of a uint64: LLVM's ``ctpop``, one instruction."""
-    if v != types.uint64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.ctpop(args[0])
-    return types.uint64(types.uint64), codegen
+clz64 = _bit_count("ctlz")  # leading zero bits (64 for 0)
+ctz64 = _bit_count("cttz")  # trailing zero bits (64 for 0)
+popcount64 = _bit_count("ctpop")  # set bits
 
 
 # Fixed-length float64 vector loops for the adaptive cascade (signals.predict): numba's
