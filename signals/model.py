@@ -26,7 +26,7 @@ from ubpe.serialization import FormatError, check_document, content_id, read_doc
 
 from . import packets as _packets
 from .channel import ChannelModel, decode_channel, encode_channel, fit_channel_model
-from .codec import DEFAULT_LEVEL
+from .codec import DEFAULT_LEVEL, compress
 from .container import SignalFormatError
 from .quantize import QUANTIZERS, UniformQuantizer, quantizer_from_dict
 
@@ -35,7 +35,8 @@ FORMAT = "ubpe.signal-model"
 # 3: a "codec" part (per-channel mapping and ChannelModel); versions 1-2 load without it
 VERSION = 3
 VALIDATION = 0.3   # share of each channel held out to decide whether the model pays
-PACKET = 1024      # packet size of that decision
+PACKET = 1024      # a whole channel above 4 packets of this size may take its own tables
+PACKET_SIZE = 256  # the packet length the codec part is tuned for (and decided on), by default
 STREAM_BATCH = _packets.STREAM_BATCH  # packets a packet stream codes at a time
 
 
@@ -61,6 +62,14 @@ class SignalModel:
         mapped to integers exactly).
     level : int, default 5
         Level of the payloads coded with the model.
+    packet_size : int, default 256
+        The packet length, in samples, that the codec part's channel models
+        are tuned for (``packet_size`` of
+        :func:`signals.channel.fit_channel_model`: which stages pay, such as
+        the adaptive cascade, depends on it): that of the packets you will
+        compress (``compress_packets``, ``ubpe compress --packet-size``).
+        Whether a channel keeps its model is decided on held-out packets of
+        this length.
 
     Attributes
     ----------
@@ -75,13 +84,15 @@ class SignalModel:
         Per channel: ``stages`` (each stage of the channel model, what was
         kept and its validation bits per sample, beside the runner-up; see
         ``signals.channel.ChannelModel.stages_``), ``name``, ``bits_own`` and ``bits_model`` (bits per
-        sample of the held-out 30% in packets of 1024 samples, each coded on
-        its own or against the model), ``kept``, and ``reason``.
+        sample of the held-out 30% in packets of ``packet_size`` samples,
+        each coded on its own, as a self-contained container, or against
+        the model, as a packet: framing and check included), ``kept``, and
+        ``reason``.
     """
 
     def __init__(self, n_levels: int = 1024, vocab_size: int = 4096, *, n_candidates: int = 8,
                  min_frequency: int = 2, doc_length: int | None = None, progress=None,
-                 codec: bool = True, level: int = DEFAULT_LEVEL):
+                 codec: bool = True, level: int = DEFAULT_LEVEL, packet_size: int = PACKET_SIZE):
         self.n_levels = n_levels
         self.vocab_size = vocab_size
         self.n_candidates = n_candidates
@@ -90,6 +101,7 @@ class SignalModel:
         self.progress = progress
         self.codec = codec
         self.level = level
+        self.packet_size = packet_size
 
     def fit(self, channels: Sequence[ArrayLike], names: Sequence[str] | None = None, *,
             codec_channels: Sequence[tuple[str, ArrayLike]] | None = None) -> SignalModel:
@@ -117,6 +129,9 @@ class SignalModel:
             raise ValueError("no samples to train on")
         if self.doc_length is not None and self.doc_length < 2:
             raise ValueError(f"doc_length must be at least 2 samples, got {self.doc_length}")
+        if isinstance(self.packet_size, bool) or not isinstance(self.packet_size, int) \
+                or self.packet_size < 1:
+            raise ValueError(f"packet_size must be a positive integer, got {self.packet_size!r}")
         self.tokenizer_ = Tokenizer(self.n_levels, self.vocab_size,
                                     n_candidates=self.n_candidates,
                                     min_frequency=self.min_frequency, progress=self.progress)
@@ -165,20 +180,24 @@ class SignalModel:
         cuts = [int(x.size * (1 - VALIDATION)) for x in ints]
         train = [x[:k] for x, k in zip(ints, cuts) if k > 0]
         held = [x[k:] for x, k in zip(ints, cuts)]
-        packets = [h[i:i + PACKET] for h in held for i in range(0, h.size, PACKET)]
+        size = self.packet_size
+        packets = [h[i:i + size] for h in held for i in range(0, h.size, size)]
         packets = [p for p in packets if p.size]
         if not train or not packets:
             report["reason"] = "too few samples to validate"
             return
-        trial = fit_channel_model(train)
+        trial = fit_channel_model(train, packet_size=self.packet_size)
         n = sum(p.size for p in packets)
-        own = sum(len(encode_channel(p, level=self.level)) for p in packets)
-        with_model = sum(len(encode_channel(p, level=self.level, model=trial)) for p in packets)
+        # what a packet costs either way: a self-contained container (as signals.compress
+        # writes one), or a packet against the model, its framing and check included
+        own = sum(len(compress(p, level=self.level)) for p in packets)
+        with_model = sum(len(_packets._frame([encode_channel(p, level=self.level, model=trial)],
+                                             p.size, b"")) for p in packets)
         report.update(bits_own=8 * own / n, bits_model=8 * with_model / n, stages=trial.stages_)
         if with_model >= own:
             report["reason"] = "the model's tables did not beat per-packet tables"
             return
-        final = fit_channel_model(ints)
+        final = fit_channel_model(ints, packet_size=self.packet_size)
         report.update(kept=True, reason="lower bits on the held-out 30%", stages=final.stages_)
         self.codec_[name] = {"dtype": dtype.str, "map": mapping, "model": final}
 
@@ -442,13 +461,15 @@ class SignalModel:
         """Hyperparameters, as given to ``__init__`` (``progress`` left out)."""
         return {"n_levels": self.n_levels, "vocab_size": self.vocab_size,
                 "n_candidates": self.n_candidates, "min_frequency": self.min_frequency,
-                "doc_length": self.doc_length, "codec": self.codec, "level": self.level}
+                "doc_length": self.doc_length, "codec": self.codec, "level": self.level,
+                "packet_size": self.packet_size}
 
     def to_dict(self) -> dict:
         """The fitted model as a JSON-ready document (what :meth:`save` writes, unsealed)."""
         if not hasattr(self, "quantizers_"):
             raise RuntimeError("this SignalModel is not fitted yet; call fit() or load()")
-        params = {k: v for k, v in self.get_params().items() if k not in ("codec", "level")}
+        params = {k: v for k, v in self.get_params().items()
+                  if k not in ("codec", "level", "packet_size")}
         return {"format": FORMAT, "version": VERSION, "params": params,
                 "channels": [{"name": n, "quantizer": q.to_dict()}
                              for n, q in zip(self.channel_names_, self.quantizers_)],
@@ -458,10 +479,13 @@ class SignalModel:
         """The codec part of the document (absent for a model without one, as in version 1-2)."""
         if not getattr(self, "codec_report_", None):
             return {}
+        # (the packet size only where it is not the default, so that a model fitted before it
+        # was a parameter keeps its document, and so its content id)
+        size = {} if self.packet_size == PACKET_SIZE else {"codec_packet_size": self.packet_size}
         return {"codec": {n: {"dtype": e["dtype"], "map": e["map"],
                               "model": e["model"].get_config()}
                           for n, e in self.codec_.items()},
-                "codec_level": self.level, "codec_report": self.codec_report_}
+                "codec_level": self.level, **size, "codec_report": self.codec_report_}
 
     def content_id(self) -> str:
         """The model's content id, ``"sha256:"`` and 64 hex digits.
@@ -556,6 +580,11 @@ class SignalModel:
                 m.level = int(doc["codec_level"])
                 if not 0 <= m.level <= 9:
                     raise ValueError(f"codec level {m.level} is not in 0..9")
+            if "codec_packet_size" in doc:
+                size = doc["codec_packet_size"]
+                if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                    raise ValueError(f"codec packet size {size!r} is not a positive integer")
+                m.packet_size = size
         except (KeyError, TypeError, ValueError) as e:
             raise FormatError(f"{source}: malformed codec part ({e})") from None
         m._id = None

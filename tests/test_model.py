@@ -241,6 +241,31 @@ def test_decimal_float_channels_use_a_fixed_scale(ecg_csv):
     assert np.array_equal(model.decompress(data), x + 1e-7)
 
 
+def test_packet_size_tunes_the_codec_part_and_is_kept_in_the_file(ecg_counts, ecg_model, tmp_path):
+    from signals.channel import fit_channel_model
+    from ubpe.serialization import FormatError
+    x = ecg_counts[:60_000]
+    model = SignalModel(256, 512, progress=False, packet_size=4096).fit([x], names=["ecg"])
+    (report,) = model.codec_report_
+    assert report["kept"]
+    # the channel model is the one fitted for packets of 4096
+    assert model.codec_["ecg"]["model"].get_config() == \
+        fit_channel_model([x], packet_size=4096).get_config()
+    model.save(tmp_path / "m.json")
+    again = SignalModel.load(tmp_path / "m.json")
+    assert again.packet_size == 4096 and again.content_id() == model.content_id()
+    doc = model.to_dict()
+    assert doc["codec_packet_size"] == 4096
+    # a model of the default size keeps the document (and so the content id) it had before
+    assert ecg_model.packet_size == 256 and "codec_packet_size" not in ecg_model.to_dict()
+    assert SignalModel.from_dict(ecg_model.to_dict()).packet_size == 256
+    doc["codec_packet_size"] = 0
+    with pytest.raises(FormatError, match="codec packet size 0"):
+        SignalModel.from_dict(doc)
+    with pytest.raises(ValueError, match="packet_size must be a positive integer"):
+        SignalModel(16, 16, progress=False, packet_size=0).fit([x[:1000]])
+
+
 @pytest.mark.slow
 def test_cli_packet_stream_with_a_model(tmp_path, ecg_csv):
     from click.testing import CliRunner
@@ -249,7 +274,10 @@ def test_cli_packet_stream_with_a_model(tmp_path, ecg_csv):
     from ubpe.cli import main
     r = CliRunner()
     model, packed, back = tmp_path / "m.json", tmp_path / "ecg.pkt", tmp_path / "back.npy"
-    assert r.invoke(main, ["build", str(ecg_csv), "-o", str(model), "-q"]).exit_code == 0
+    assert r.invoke(main, ["build", str(ecg_csv), "-o", str(model), "-q", "--packet-size",
+                           "256"]).exit_code == 0
+    shown = r.invoke(main, ["inspect", str(model)]).output
+    assert "tuned for packets of 256 samples" in shown and "held out in packets of 256" in shown
     res = r.invoke(main, ["compress", str(ecg_csv), "--model", str(model), "--packet-size", "256",
                           "-o", str(packed)])
     assert res.exit_code == 0, res.output

@@ -87,9 +87,11 @@ def _inspect_document(doc: dict, where: str) -> None:
                  f"{q.max_error_[0]:.6g}" + (" (lossless)" if q.lossless_[0] else ""))
         kept = [r for r in model.codec_report_ if r.get("kept")]
         echo(f"codec        {len(kept)} of {len(model.codec_report_)} channels coded against the "
-             f"model (predictor and entropy tables)")
+             f"model (predictor and entropy tables), tuned for packets of "
+             f"{model.packet_size:,} samples")
         for r in model.codec_report_:
-            saved = (f", {r['bits_own']:.3f} -> {r['bits_model']:.3f} bits/sample held out"
+            saved = (f", {r['bits_own']:.3f} -> {r['bits_model']:.3f} bits/sample held out in "
+                     f"packets of {model.packet_size:,}"
                      if r.get("bits_own") is not None else "")
             echo(f"  {r['name']:<28} {'kept' if r.get('kept') else 'not kept'}{saved}")
             for line in stage_lines(r):

@@ -12,7 +12,7 @@ import click
 import numpy as np
 
 from signals import SignalModel, read_csv
-from signals.model import stage_lines
+from signals.model import PACKET_SIZE, stage_lines
 from signals.table import encode_csv
 
 from ._common import (
@@ -53,14 +53,17 @@ from .signal import load_model
                    "Default: each channel is one document.")
 @click.option("--method", type=click.Choice(METHODS), default="merges", show_default=True,
               help="Encoder for the reported compression (see 'ubpe encode --help').")
+@click.option("--packet-size", type=click.IntRange(1), default=PACKET_SIZE, show_default=True,
+              metavar="N", help="Packet length (samples) the compression model is tuned for: "
+              "that of 'ubpe compress --packet-size'. Which stages pay depends on it.")
 @click.option("--skip-rows", type=click.IntRange(0), default=None,
               help="Lines above the header. Default: detected (e.g. NREL's metadata line).")
 @click.option("--comment", metavar="CHAR", default=None, help="Comment lines start with CHAR.")
 @click.option("--delimiter", metavar="CHAR", default=None, help="Field delimiter. Default: "
               "detected.")
 def build(files, output, to_stdout, force, report: Reporter, columns, exclude, levels,
-          vocab_size, n_candidates, min_frequency, doc_length, method, skip_rows, comment,
-          delimiter):
+          vocab_size, n_candidates, min_frequency, doc_length, method, packet_size, skip_rows,
+          comment, delimiter):
     """Train a UBPE vocabulary on the numeric columns of CSV FILES ('-': stdin).
 
     Each selected column of each file is one channel. The model holds two parts:
@@ -97,7 +100,7 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
         channels += t.channels
     model = SignalModel(levels, vocab_size, n_candidates=n_candidates,
                         min_frequency=min_frequency, doc_length=doc_length,
-                        progress=False if report.quiet else None)
+                        progress=False if report.quiet else None, packet_size=packet_size)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(channels, names, codec_channels=codec_channels)
@@ -134,8 +137,8 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
     for name, q, c in zip(names, model.quantizers_, channels):
         report.detail(f"  {name:<28} {q.error(c)[0]:.6g}  (bound {q.max_error_[0]:.6g})")
     for r in model.codec_report_:
-        bits = (f"{r['bits_own']:.3f} -> {r['bits_model']:.3f} bits/sample held out"
-                if r["bits_own"] is not None else "")
+        bits = (f"{r['bits_own']:.3f} -> {r['bits_model']:.3f} bits/sample held out in packets "
+                f"of {packet_size:,}" if r["bits_own"] is not None else "")
         echo(f"codec        {r['name']}: {'kept' if r['kept'] else 'not kept'}"
              + (f", {bits}" if bits else "") + f" ({r['reason']})")
         for line in stage_lines(r):
