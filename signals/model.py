@@ -567,9 +567,12 @@ class SignalModel:
         m.channel_names_ = names
         m.tokenizer_ = tok
         m.codec_, m.codec_report_ = {}, []
+        # a codec entry is keyed by a column's name: a channel's, or, where the channels of
+        # several files are named "file:column", the part after a colon of one of them
+        columns = set(names) | {n[i + 1:] for n in names for i, ch in enumerate(n) if ch == ":"}
         try:
             for name, entry in (doc.get("codec") or {}).items():
-                if name not in names or not isinstance(entry, dict):
+                if name not in columns or not isinstance(entry, dict):
                     raise ValueError(f"codec entry {name!r} names no channel")
                 np.dtype(entry["dtype"])
                 _check_mapping(entry["map"])

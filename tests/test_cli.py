@@ -45,6 +45,23 @@ def test_build_on_real_daphnet(tmp_path, daphnet_csv):
     assert doc["content_id"] == model.content_id()
 
 
+def test_a_model_built_from_several_files_compresses_each(tmp_path):
+    # the channels are named "file:column", the codec part by column: the model must load
+    src = Path(__file__).parent / "data" / "daphnet_accel_150.csv"
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_bytes(src.read_bytes())
+    b.write_bytes(src.read_bytes())
+    model = tmp_path / "ab.json"
+    assert run("build", a, b, "-q", "-o", model).exit_code == 0
+    loaded = SignalModel.load(model)
+    assert loaded.channel_names_[0].startswith("a:") and loaded.codec_
+    r = run("compress", "--model", model, a, "-q")
+    assert r.exit_code == 0, r.output
+    r = run("decompress", "--model", model, tmp_path / "a.csv.ubpe", "-o", tmp_path / "back.csv")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "back.csv").read_bytes() == a.read_bytes()
+
+
 def test_build_quiet_verbose_and_stdout(tmp_path, ecg_csv):
     r = run("build", ecg_csv, "--levels", 512, "--vocab-size", 1024, "-q", "-o",
             tmp_path / "ecg.json")
