@@ -584,12 +584,25 @@ def compress_packets_file(data: bytes, kind: str, model: Any, packet_size: int, 
     Raises
     ------
     ValueError
-        If the file lacks a channel of the model, or the channels differ in length.
+        If the file lacks a channel of the model, the channels differ in length,
+        or a CSV column of the model holds cells that are not numbers (nan,
+        empty, text: a packet holds only the column's integers).
     """
     if packet_size < 1:
         raise ValueError(f"packet size must be at least 1, got {packet_size}")
     if kind == "csv":
-        columns = list(table.encode_csv(data, path=path, **(csv_options or {})).int_columns)
+        parts = table.encode_csv(data, path=path, **(csv_options or {}))
+        columns = list(parts.int_columns)
+        wanted = set(getattr(model, "codec_", {}))
+        for col in parts.layout.get("columns", []):
+            if col.get("name") in wanted and col.get("n_exceptions"):
+                rows = dict(columns).get(f"{col['name']}#exception_rows")
+                first = f" (the first in data row {int(rows[0]) + 1:,})" if rows is not None \
+                    and rows.size else ""
+                raise ValueError(
+                    f"{path}: column {col['name']!r} has {col['n_exceptions']:,} cell(s) that are "
+                    f"not numbers at its scale{first}, such as nan, an empty cell or text; a "
+                    f"packet stream holds numbers only: compress without --packet-size")
     elif kind == "wav":
         columns = _split_wav(data, path)[0]
     elif kind in ("npy", "npz"):

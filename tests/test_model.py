@@ -266,6 +266,25 @@ def test_packet_size_tunes_the_codec_part_and_is_kept_in_the_file(ecg_counts, ec
         SignalModel(16, 16, progress=False, packet_size=0).fit([x[:1000]])
 
 
+def test_cli_packet_stream_refuses_cells_it_cannot_hold(tmp_path):
+    # a packet holds a column's integers only: nan, an empty cell or text is refused, not
+    # silently replaced (it used to come back as a neighbour's value, with exit code 0)
+    from click.testing import CliRunner
+
+    from ubpe.cli import main
+    r = CliRunner()
+    (tmp_path / "t.csv").write_text("v,w\n1.5,1\n2.5,2\n3.5,3\n4.5,4\n")
+    assert r.invoke(main, ["build", str(tmp_path / "t.csv"), "-q", "-o",
+                           str(tmp_path / "t.json")]).exit_code == 0
+    for cell in ("nan", "", "n/a"):
+        (tmp_path / "n.csv").write_text(f"v,w\n1.5,1\n{cell},2\n2.5,3\n")
+        res = r.invoke(main, ["compress", "--model", str(tmp_path / "t.json"), "--packet-size",
+                              "4", str(tmp_path / "n.csv"), "-o", str(tmp_path / "n.pkt")])
+        assert res.exit_code == 1 and "not numbers at its scale (the first in data row 2)" \
+            in res.output and "Traceback" not in res.output
+        assert not (tmp_path / "n.pkt").exists()
+
+
 @pytest.mark.slow
 def test_cli_packet_stream_with_a_model(tmp_path, ecg_csv):
     from click.testing import CliRunner
