@@ -62,6 +62,16 @@ def test_a_model_built_from_several_files_compresses_each(tmp_path):
     assert (tmp_path / "back.csv").read_bytes() == a.read_bytes()
 
 
+def test_empty_standard_input_compresses_and_reports_success(tmp_path):
+    # (the summary used to stat a file named '-' after writing the output: exit 1, output kept)
+    out = tmp_path / "e.ubpe"
+    r = run("compress", "-", "-o", out, input=b"")
+    assert r.exit_code == 0, r.output
+    assert ": 0 -> " in r.stderr
+    r = run("decompress", out, "-c")
+    assert r.exit_code == 0 and r.stdout_bytes == b""
+
+
 def test_build_quiet_verbose_and_stdout(tmp_path, ecg_csv):
     r = run("build", ecg_csv, "--levels", 512, "--vocab-size", 1024, "-q", "-o",
             tmp_path / "ecg.json")

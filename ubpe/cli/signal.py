@@ -324,7 +324,8 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
         n = sum(c["n_samples"] for c in info["channels"])
         worst = max([c["max_error"] for c in info["channels"]] + [info.get("max_error") or 0.0])
         where = "standard output" if job.output == STDIO else job.output
-        size = len(raw) or Path(job.source).stat().st_size
+        # (raw is empty where compress_path read the file itself; standard input is all in raw)
+        size = len(raw) if job.source == STDIO else len(raw) or Path(job.source).stat().st_size
         report.info(f"{job.name}: {size:,} -> {len(data):,} bytes "
                     f"({size / max(len(data), 1):.2f}x, {kind}, {len(info['channels'])} "
                     f"columns, {n:,} values) "
