@@ -40,6 +40,13 @@ PACKET_SIZE = 256  # the packet length the codec part is tuned for (and decided 
 STREAM_BATCH = _packets.STREAM_BATCH  # packets a packet stream codes at a time
 
 
+def _check_packet_size(size: Any) -> int:
+    """``size`` if it is a positive integer (a packet length in samples), else ValueError."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"packet_size must be a positive integer, got {size!r}")
+    return size
+
+
 class SignalModel:
     """Quantize each channel, then tokenize all channels with one UBPE vocabulary.
 
@@ -129,9 +136,7 @@ class SignalModel:
             raise ValueError("no samples to train on")
         if self.doc_length is not None and self.doc_length < 2:
             raise ValueError(f"doc_length must be at least 2 samples, got {self.doc_length}")
-        if isinstance(self.packet_size, bool) or not isinstance(self.packet_size, int) \
-                or self.packet_size < 1:
-            raise ValueError(f"packet_size must be a positive integer, got {self.packet_size!r}")
+        _check_packet_size(self.packet_size)
         self.tokenizer_ = Tokenizer(self.n_levels, self.vocab_size,
                                     n_candidates=self.n_candidates,
                                     min_frequency=self.min_frequency, progress=self.progress)
@@ -584,10 +589,7 @@ class SignalModel:
                 if not 0 <= m.level <= 9:
                     raise ValueError(f"codec level {m.level} is not in 0..9")
             if "codec_packet_size" in doc:
-                size = doc["codec_packet_size"]
-                if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                    raise ValueError(f"codec packet size {size!r} is not a positive integer")
-                m.packet_size = size
+                m.packet_size = _check_packet_size(doc["codec_packet_size"])
         except (KeyError, TypeError, ValueError) as e:
             raise FormatError(f"{source}: malformed codec part ({e})") from None
         m._id = None

@@ -260,7 +260,7 @@ def test_packet_size_tunes_the_codec_part_and_is_kept_in_the_file(ecg_counts, ec
     assert ecg_model.packet_size == 256 and "codec_packet_size" not in ecg_model.to_dict()
     assert SignalModel.from_dict(ecg_model.to_dict()).packet_size == 256
     doc["codec_packet_size"] = 0
-    with pytest.raises(FormatError, match="codec packet size 0"):
+    with pytest.raises(FormatError, match="packet_size must be a positive integer, got 0"):
         SignalModel.from_dict(doc)
     with pytest.raises(ValueError, match="packet_size must be a positive integer"):
         SignalModel(16, 16, progress=False, packet_size=0).fit([x[:1000]])
