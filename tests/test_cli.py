@@ -72,6 +72,31 @@ def test_empty_standard_input_compresses_and_reports_success(tmp_path):
     assert r.exit_code == 0 and r.stdout_bytes == b""
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_outputs_to_dev_null_and_to_a_fifo_are_written_in_place(tmp_path):
+    # a rename would put a regular file in place of the device or the pipe (as root, even of
+    # /dev/null); xz and zstd write into them, and need no -f there
+    import stat
+    import threading
+    src = Path(__file__).parent / "data" / "seattle_temps_150.csv"
+    r = run("compress", src, "-o", os.devnull, "-q")
+    assert r.exit_code == 0, r.output
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    r = run("compress", src, "-o", fifo, "-q")
+    reader.join(timeout=60)
+    assert r.exit_code == 0, r.output
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still the pipe
+    assert not list(tmp_path.glob(".pipe.*"))  # no temporary file left
+    (tmp_path / "got.ubpe").write_bytes(got[0])
+    r = run("decompress", tmp_path / "got.ubpe", "-o", tmp_path / "back.csv")
+    assert r.exit_code == 0 and (tmp_path / "back.csv").read_bytes() == src.read_bytes()
+
+
 def test_build_quiet_verbose_and_stdout(tmp_path, ecg_csv):
     r = run("build", ecg_csv, "--levels", 512, "--vocab-size", 1024, "-q", "-o",
             tmp_path / "ecg.json")

@@ -33,6 +33,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -151,13 +152,25 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         f.write(data)
 
 
+def is_special_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` (its link followed) exists and is neither a regular file nor a folder:
+    a character or block device, a FIFO or a socket."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 @contextlib.contextmanager
 def atomic_writer(path: str | os.PathLike[str]) -> Iterator[Any]:
     """A binary file object whose content replaces ``path`` when the block ends without error.
 
     The temporary file lies in the folder of ``path`` (so the rename is
     atomic) and gets the umask's permissions; on an exception it is removed
-    and ``path`` is left as it was.
+    and ``path`` is left as it was. Where ``path`` is a device, a FIFO or a
+    socket (``/dev/null``, a named pipe), it is written in place instead, as
+    xz and zstd write there: a rename would put a regular file in its place.
 
     Parameters
     ----------
@@ -169,6 +182,10 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[Any]:
         Open for binary writing.
     """
     path = Path(path)
+    if is_special_file(path):
+        with open(path, "wb") as special:
+            yield special
+        return
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
                                dir=path.parent if str(path.parent) else ".")
     try:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import stat
 import sys
 import tempfile
 import traceback
@@ -348,8 +349,18 @@ def check_output(dst: str, inputs: list[str], *, force: bool, binary: bool) -> N
                                        f"(not even with -f)")
     if os.path.isdir(dst):
         raise BadInput(f"{dst} is a folder")
-    if not force and os.path.lexists(dst):
+    if not force and os.path.lexists(dst) and not _is_stream(dst):
         raise BadInput(f"{dst} exists; use -f to overwrite it")
+
+
+def _is_stream(path: str) -> bool:
+    """Whether ``path`` is a character device or a FIFO (``/dev/null``, a named pipe): written
+    in place, nothing it holds is overwritten, so it needs no ``-f`` (as with xz and zstd)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
 # ------------------------------------------------------------------- reading
