@@ -234,7 +234,8 @@ def decode_columns(data: bytes, model: Any = None, *,
                 values = unmap_from_int64(ints, c["map"], extra, copy=False)
         except (ValueError, KeyError, TypeError) as e:
             raise SignalFormatError(f"column {name!r}: bad mapping ({e})") from None
-        columns.append(Column(name, values, float(c.get("max_error") or 0.0), c["map"]))
+        columns.append(Column(name, _byte_order(values, c.get("dtype")),
+                              float(c.get("max_error") or 0.0), c["map"]))
     if sum(c.values.size for c in columns) != n_values:
         raise SignalFormatError(f"the end marker declares {n_values:,} values, the columns "
                                 f"hold {sum(c.values.size for c in columns):,}")
@@ -244,6 +245,19 @@ def decode_columns(data: bytes, model: Any = None, *,
     blobs = [container.read_blob(sections[k].body, f"blob at byte {sections[k].offset}")
              for k in rest]
     return header, columns, blobs
+
+
+def _byte_order(values: np.ndarray, stored: Any) -> np.ndarray:
+    """``values`` in the byte order of the column's stored dtype (``x.dtype.str`` of the input:
+    ``">i4"`` for a big-endian array), where that dtype is theirs but for the byte order; the
+    mappings give native values."""
+    if not isinstance(stored, str) or stored[:1] not in ("<", ">") or stored == values.dtype.str:
+        return values
+    try:
+        dtype = np.dtype(stored)
+    except (TypeError, ValueError):
+        return values
+    return values.astype(dtype) if dtype.newbyteorder("=") == values.dtype else values
 
 
 # ---------------------------------------------------------------- arrays
@@ -386,7 +400,7 @@ def _as_array(header: dict, columns: list[Column]) -> Any:
         out = out.T
     if list(out.shape) != list(shape):
         raise SignalFormatError(f"header: shape {shape} does not match the columns {out.shape}")
-    return out
+    return _byte_order(out, header.get("dtype"))  # (np.stack gives native order)
 
 
 def inspect(data: bytes) -> dict:

@@ -181,3 +181,13 @@ def test_pandas_input_keeps_names_and_dtypes():
     assert np.array_equal(back[1], df["temp c"].to_numpy())
     (s,) = decompress(compress(pd.Series(np.arange(50), name="x")))
     assert np.array_equal(s, np.arange(50))
+
+
+@given(st.sampled_from([">i2", ">u2", ">i4", ">u4", ">i8", ">u8", ">f2", ">f4", ">f8"]), st.data())
+@settings(max_examples=40, deadline=None)
+def test_big_endian_arrays_come_back_in_their_byte_order(dt, data):
+    # (the values came back equal but native-endian: not the dtype that went in)
+    x = data.draw(arrays(np.dtype(dt), st.integers(1, 300)))
+    for given_ in (x, np.stack([x, x]).astype(dt), np.asfortranarray(np.stack([x, x]).astype(dt))):
+        back = signals.decompress(signals.compress(given_))
+        assert back.dtype.str == dt and back.tobytes() == given_.tobytes()
