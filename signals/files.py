@@ -789,8 +789,9 @@ def _join_arrays(desc: list[dict], values: list[np.ndarray]) -> list[tuple[str, 
         a = a.astype(dtype, copy=False)
         if a.shape != shape:
             raise ValueError(f"array {d['name']!r}: shape {a.shape}, {shape} declared")
+        # (np.ascontiguousarray would give a 0-d array one dimension)
         out.append((str(d["name"]), np.asfortranarray(a) if d.get("fortran") else
-                    np.ascontiguousarray(a)))
+                    a if a.flags.c_contiguous else a.copy(order="C")))
     if k != len(values):
         raise ValueError("more columns than the arrays need")
     return out

@@ -97,6 +97,20 @@ def test_outputs_to_dev_null_and_to_a_fifo_are_written_in_place(tmp_path):
     assert r.exit_code == 0 and (tmp_path / "back.csv").read_bytes() == src.read_bytes()
 
 
+def test_zero_dimensional_arrays_keep_their_shape(tmp_path):
+    # (a 0-d array came back with shape (1,): np.ascontiguousarray gives at least one dimension)
+    np.save(tmp_path / "z.npy", np.array(5))
+    np.savez(tmp_path / "zz.npz", a=np.array(7, np.int16), b=np.arange(3))
+    for name in ("z.npy", "zz.npz"):
+        assert run("compress", tmp_path / name, "-q").exit_code == 0
+        r = run("decompress", tmp_path / f"{name}.ubpe", "-o", tmp_path / f"back_{name}", "-q")
+        assert r.exit_code == 0, r.output
+    assert (tmp_path / "back_z.npy").read_bytes() == (tmp_path / "z.npy").read_bytes()
+    with np.load(tmp_path / "back_zz.npz") as z:
+        assert z["a"].shape == () and z["a"].dtype == np.int16 and int(z["a"]) == 7
+        assert z["b"].tolist() == [0, 1, 2]
+
+
 def test_build_quiet_verbose_and_stdout(tmp_path, ecg_csv):
     r = run("build", ecg_csv, "--levels", 512, "--vocab-size", 1024, "-q", "-o",
             tmp_path / "ecg.json")
