@@ -111,6 +111,28 @@ def test_zero_dimensional_arrays_keep_their_shape(tmp_path):
         assert z["b"].tolist() == [0, 1, 2]
 
 
+def test_decompressed_names_a_packet_stream_npy_and_refuses_to_guess(tmp_path):
+    src = Path(__file__).parent / "data" / "daphnet_accel_150.csv"
+    (tmp_path / "d.csv").write_bytes(src.read_bytes())
+    model = tmp_path / "m.json"
+    assert run("build", tmp_path / "d.csv", "-q", "-o", model).exit_code == 0
+    assert run("compress", "--model", model, "--packet-size", 64, tmp_path / "d.csv",
+               "-q").exit_code == 0
+    # a packet stream gives the channels as a .npy file: named so (it was d.csv, over the input's
+    # name, or refused as existing)
+    r = run("decompress", "--model", model, tmp_path / "d.csv.ubpe")
+    assert r.exit_code == 0, r.output
+    assert np.load(tmp_path / "d.npy").shape[1] == 149
+    assert (tmp_path / "d.csv").read_bytes() == src.read_bytes()
+    # a name without .ubpe cannot name its output: said so (it said "is an input")
+    (tmp_path / "d.csv.ubpe").rename(tmp_path / "renamed.bin")
+    r = run("decompress", "--model", model, tmp_path / "renamed.bin")
+    assert r.exit_code == 1 and "does not end in .ubpe" in r.output and no_traceback(r)
+    r = run("decompress", "--model", model, tmp_path / "renamed.bin", "-o", tmp_path / "x.npy")
+    assert r.exit_code == 0 and np.array_equal(np.load(tmp_path / "x.npy"),
+                                               np.load(tmp_path / "d.npy"))
+
+
 def test_build_quiet_verbose_and_stdout(tmp_path, ecg_csv):
     r = run("build", ecg_csv, "--levels", 512, "--vocab-size", 1024, "-q", "-o",
             tmp_path / "ecg.json")

@@ -20,6 +20,7 @@ from ubpe.serialization import check_document, parse_json
 from ._common import (
     BAD_INPUT,
     STDIO,
+    BadInput,
     Job,
     Reporter,
     csv_text,
@@ -339,10 +340,27 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
     run_jobs(jobs, report, work)
 
 
+def _decompressed_name(source: Path) -> Path:
+    """``a/x.csv.ubpe`` -> ``a/x.csv`` (a packet stream's channels: ``a/x.npy``, see
+    :func:`decompress`); a name without the suffix cannot name its output."""
+    if not source.name.lower().endswith(SUFFIX) or len(source.name) <= len(SUFFIX):
+        raise BadInput(f"{source}: the name does not end in {SUFFIX}, so the output cannot be "
+                       f"named after it; give it with -o PATH (or -c)")
+    out = strip_suffix_name(source, SUFFIX, "")
+    magic = container.PACKET_STREAM_MAGIC
+    try:
+        with open(source, "rb") as f:
+            packets = f.read(len(magic)) == magic
+    except OSError:  # (the job reports it)
+        packets = False
+    return out.with_suffix(".npy") if packets else out
+
+
 @click.command()
 @click.argument("sources", metavar="FILE.ubpe...", nargs=-1, required=True)
 @output_options("File to write ('-': standard output). Default: each input's name without "
-                ".ubpe, in its folder (a/x.csv.ubpe -> a/x.csv).")
+                ".ubpe, in its folder (a/x.csv.ubpe -> a/x.csv; a packet stream's channels: "
+                "a/x.npy).")
 @_model_option
 @threads_option("Decompress", "in N threads")
 def decompress(sources, output, to_stdout, force, report: Reporter, model_path, threads):
@@ -352,8 +370,7 @@ def decompress(sources, output, to_stdout, force, report: Reporter, model_path, 
     """
     start_numba()
     jobs = plan(sources, output=output, to_stdout=to_stdout, force=force,
-                name_rule=lambda p: strip_suffix_name(p, SUFFIX, ""),
-                other_inputs=[model_path] if model_path else [])
+                name_rule=_decompressed_name, other_inputs=[model_path] if model_path else [])
     model = _model_or_exit(model_path, report)
 
     def work(job: Job) -> None:
