@@ -509,10 +509,15 @@ def compress_path(path: str | Path, **options: Any) -> bytes:
     **options
         As for :func:`compress_file` (``csv_options`` applies to CSV only).
 
+    A file of none of these suffixes is read by its first bytes (WAV, NumPy,
+    else CSV), as the command line reads one.
+
     Raises
     ------
     ValueError
         On input that cannot be read.
+    OSError
+        If the file cannot be opened (a folder, no permission).
     ImportError
         When the format's optional reader is not installed (``ubpe[formats]``).
     """
@@ -521,9 +526,9 @@ def compress_path(path: str | Path, **options: Any) -> bytes:
     if suffix in CSV_SUFFIXES or suffix in (".wav", ".npy", ".npz"):
         return compress_file(path.read_bytes(), kind_of(path), path=str(path), **options)
     from . import formats
-    if suffix not in formats.SUFFIXES:
-        raise ValueError(f"{path}: unsupported input (expected .csv, .tsv, .txt, .wav, .npy, "
-                         f".npz, {', '.join(sorted(formats.SUFFIXES))})")
+    if suffix not in formats.SUFFIXES:  # (by its first bytes, as the command line reads it)
+        data = path.read_bytes()
+        return compress_file(data, kind_of(path, data), path=str(path), **options)
     rec = formats.read_recording(path)
     opts = {k: v for k, v in options.items() if k not in ("csv_options", "path")}
     chans = [(n, np.asarray(c)) for n, c in zip(rec.names, rec.channels)]

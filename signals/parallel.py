@@ -76,7 +76,17 @@ def cluster(scheduler: Any = None, workers: int | None = None, *,
 
 def _compress_one(source: str, output: str, columns: list | None, exclude: list | None,
                   options: dict[str, Any]) -> dict[str, Any]:
-    """Task: read one file, compress it, write it atomically; a summary dict."""
+    """Task: read one file, compress it, write it atomically; a summary dict, or for a bad
+    input (unreadable, malformed, unsupported) ``{"source", "output", "error"}`` holding the
+    exception, so that the worker does not log it as a failed task with its traceback."""
+    try:
+        return _compress_task(source, output, columns, exclude, options)
+    except (ValueError, OSError) as e:  # (the project's errors: FormatError is a ValueError)
+        return {"source": source, "output": output, "error": e}
+
+
+def _compress_task(source: str, output: str, columns: list | None, exclude: list | None,
+                   options: dict[str, Any]) -> dict[str, Any]:
     import signals
     from signals import files
     from signals.files import CSV_SUFFIXES, compress_path
@@ -116,7 +126,7 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
                    outputs: Sequence[str | Path] | None = None, suffix: str = ".ubpe",
                    scheduler: Any = None, workers: int | None = None, processes: bool = True,
                    columns: list | None = None, exclude: list | None = None,
-                   **options: Any) -> list[dict[str, Any]]:
+                   errors: str = "raise", **options: Any) -> list[dict[str, Any]]:
     """Compress many files on a Dask cluster, one task per file.
 
     Parameters
@@ -134,6 +144,10 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
         this machine; a remote cluster needs them on a shared file system.
     columns, exclude : list, optional
         Channels to keep or drop in every file.
+    errors : {"raise", "report"}, default "raise"
+        A file that cannot be compressed (unreadable, malformed, of no known
+        kind): raise its error once every task has ended, or give its entry
+        as ``{"source", "output", "error"}`` (the exception) and go on.
     **options
         Passed to :func:`signals.files.compress_path` (``level``, ``max_error``,
         ``csv_options``...): CSV, WAV and NumPy files come back byte for byte.
@@ -143,15 +157,20 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
     list of dict
         Per file, in the order of ``sources``: ``source``, ``output``,
         ``channels``, ``samples``, ``bytes``, ``bits_per_sample``,
-        ``seconds`` (the task's time), ``worker`` (the address that ran it).
+        ``seconds`` (the task's time), ``worker`` (the address that ran it);
+        or, with ``errors="report"``, ``error`` (the exception, a ValueError or
+        an OSError) for a file that failed.
 
     Raises
     ------
     ValueError
         If ``outputs`` does not match ``sources`` or two sources map to the
-        same output; the first task's error otherwise (after every task has
-        ended; outputs already written stay, and no output is partial).
+        same output, or ``errors`` is neither; the first failed file's error
+        otherwise, with ``errors="raise"`` (after every task has ended;
+        outputs already written stay, and no output is partial).
     """
+    if errors not in ("raise", "report"):
+        raise ValueError(f"errors must be 'raise' or 'report', got {errors!r}")
     srcs = [Path(s) for s in sources]
     if outputs is not None:
         outs = [Path(o) for o in outputs]
@@ -172,10 +191,14 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
                    for i, (s, o) in enumerate(zip(srcs, outs))]
         from distributed import wait
         wait(futures)
-        errors = [f for f in futures if f.status == "error"]
-        if errors:
-            errors[0].result()  # raises the task's exception
-        return list(client.gather(futures))
+        failed = [f for f in futures if f.status == "error"]
+        if failed:
+            failed[0].result()  # raises the task's exception (not a bad input: a bug, a crash)
+        done = list(client.gather(futures))
+    bad = [r for r in done if "error" in r]
+    if bad and errors == "raise":
+        raise bad[0]["error"]
+    return done
 
 
 def _read_one(source: str, columns: list | None, exclude: list | None,

@@ -127,3 +127,40 @@ def test_a_csv_above_the_frame_size_is_a_stream_in_bounded_memory(client, tmp_pa
     back = io.BytesIO()
     F.decompress_csv_stream(io.BytesIO(packed), back)
     assert back.getvalue() == data
+
+
+def test_failed_files_are_reported_and_the_others_compressed(client, files, tmp_path):
+    # (a bad input was a failed Dask task: the worker logged its traceback, and the command
+    # line named only the first failure)
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("a,b\n1,2\n3\n")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    plain = tmp_path / "no_suffix"  # read by its first bytes, as the command line reads it
+    plain.write_bytes(b"x,y\n1,2\n3,4\n")
+    out = tmp_path / "out"
+    done = compress_files([ragged, files[0], folder, plain], out_dir=out, scheduler=client,
+                          errors="report")
+    assert [type(r.get("error")) for r in done] == [signals.CsvError, type(None),
+                                                    IsADirectoryError, type(None)]
+    assert "line 3: 1 fields, expected 2" in str(done[0]["error"])
+    assert (out / "no_suffix.ubpe").read_bytes() and done[1]["samples"] == 10000
+    with pytest.raises(ValueError, match="errors must be"):
+        compress_files(files[:1], errors="ignore")
+
+
+def test_cli_workers_report_every_failure_in_one_line(tmp_path, files):
+    import subprocess
+    import sys
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("a,b\n1,2\n3\n")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    r = subprocess.run([sys.executable, "-m", "ubpe", "compress", "--workers", "1", str(ragged),
+                        str(files[0]), str(folder)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1
+    lines = r.stderr.splitlines()
+    assert [ln for ln in lines if ln.startswith("ubpe: ")] == [
+        f"ubpe: {ragged}, line 3: 1 fields, expected 2", f"ubpe: {folder}: Is a directory"]
+    assert "Traceback" not in r.stderr and "distributed.worker" not in r.stderr
+    assert (tmp_path / "rec0.npz.ubpe").exists()

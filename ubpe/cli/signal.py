@@ -269,10 +269,14 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
         from signals.parallel import compress_files
         done = compress_files([j.source for j in jobs], outputs=[j.output for j in jobs],
                               scheduler=scheduler, workers=workers, level=level,
-                              max_error=max_error, csv_options=csv_options)
+                              max_error=max_error, csv_options=csv_options, errors="report")
         for r in done:
+            if "error" in r:
+                report.error(r["source"], r["error"])
+                continue
             report.info(f"{r['source']}: {r['bytes']:,} bytes, {r['bits_per_sample']:.3f} bits "
                         f"per value; wrote {r['output']} (worker {r['worker']})")
+        report.exit()
         return
 
     def work(job: Job) -> None:
