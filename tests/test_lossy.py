@@ -69,3 +69,21 @@ def test_csv_max_error_bounds_the_decimal_columns_and_keeps_the_rest(tmp_path):
     for x, y in zip(a.channels, b.channels):
         assert np.nanmax(np.abs(x - y), initial=0.0) <= 2.0
     assert len(data) < len(signals.compress_file(raw, "csv"))
+
+
+def test_inspect_of_a_lossy_csv_says_so_on_the_rounded_streams(tmp_path):
+    # (the streams of the rounded columns said "lossless": true of the integers, not the cells)
+    from click.testing import CliRunner
+
+    from ubpe.cli import main
+    src = ROOT / "tests" / "data" / "pvlib_tmy3_723170_48h.csv"
+    out = tmp_path / "lossy.ubpe"
+    out.write_bytes(signals.compress_file(src.read_bytes(), "csv", max_error=2.0))
+    text = CliRunner().invoke(main, ["inspect", str(out)]).output
+    decimals = {c["name"] for c in signals.inspect(out.read_bytes())["csv_columns"]
+                if c["kind"] == "decimal"}
+    streams = [ln.strip() for ln in text.splitlines() if " bytes, " in ln and " x " in ln]
+    rounded = [ln for ln in streams if any(ln.startswith(name + " ") for name in decimals)]
+    assert len(rounded) == len(decimals) >= 5 and len(streams) > len(rounded)
+    assert all("after rounding within 2" in ln and "lossless" not in ln for ln in rounded)
+    assert all("lossless" in ln for ln in streams if ln not in rounded)  # times, exceptions

@@ -140,10 +140,18 @@ def _inspect_container(data: bytes) -> None:
             echo(f"  {c['name']:<28} {what}, {c['exceptions']:,} cells kept verbatim")
     echo(f"streams      {len(info['channels'])}, {n:,} values")
     echo(f"bits/value   {info['bits_per_sample']:.3f}")
+    # (a lossy CSV's decimal columns: their streams hold the cells' integers exactly, after the
+    # CSV layer's rounding)
+    rounded = {c["name"] for c in info.get("csv_columns") or [] if c["kind"] == "decimal"} \
+        if info.get("max_error") else set()
     for ch in info["channels"]:
         if info["version"] >= 2:
+            mapping = ch["mapping"]
+            if ch["name"] in rounded and mapping.startswith("lossless"):
+                mapping = (f"the integers of the cells, exact, after rounding within "
+                           f"{info['max_error']:g}" + mapping[len("lossless"):])
             echo(f"  {ch['name']:<28} {ch['n_samples']:,} x {ch['dtype']}, {ch['bytes']:,} bytes, "
-                 f"{ch['mapping']}")
+                 f"{mapping}")
         else:
             q = ch["quantizer"] or "lossless"
             echo(f"  {ch['name']:<28} {ch['n_samples']:,} samples, {q}, "
