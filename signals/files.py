@@ -591,16 +591,25 @@ def compress_packets_file(data: bytes, kind: str, model: Any, packet_size: int, 
     ValueError
         If the file lacks a channel of the model, the channels differ in length,
         or a CSV column of the model holds cells that are not numbers (nan,
-        empty, text: a packet holds only the column's integers).
+        empty, text: a packet holds only the column's integers) or has
+        other decimals than the model's training files (its ``csv_scale``).
     """
     if packet_size < 1:
         raise ValueError(f"packet size must be at least 1, got {packet_size}")
     if kind == "csv":
         parts = table.encode_csv(data, path=path, **(csv_options or {}))
         columns = list(parts.int_columns)
-        wanted = set(getattr(model, "codec_", {}))
+        codec = getattr(model, "codec_", {})
         for col in parts.layout.get("columns", []):
-            if col.get("name") in wanted and col.get("n_exceptions"):
+            want = codec.get(col.get("name"), {}).get("csv_scale")
+            if want is not None and (col.get("kind"), col.get("scale")) != ("decimal", want):
+                have = (f"{col.get('scale')} digits after the point" if col.get("kind") ==
+                        "decimal" else f"{col.get('kind')} cells")
+                raise ValueError(
+                    f"{path}: column {col['name']!r} has {have} here, {want} in the files the "
+                    f"model was built on: its packets would hold other numbers; compress "
+                    f"without --packet-size, or build the model on files like this one")
+            if col.get("name") in codec and col.get("n_exceptions"):
                 rows = dict(columns).get(f"{col['name']}#exception_rows")
                 first = f" (the first in data row {int(rows[0]) + 1:,})" if rows is not None \
                     and rows.size else ""

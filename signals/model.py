@@ -84,7 +84,8 @@ class SignalModel:
     quantizers_ : list of UniformQuantizer, one per channel
     tokenizer_ : ubpe.Tokenizer
     codec_ : dict
-        Channel name -> ``{"dtype", "map", "model" (ChannelModel)}`` for the
+        Channel name -> ``{"dtype", "map", "model" (ChannelModel)}`` (and
+        ``"csv_scale"``, see :meth:`fit`) for the
         channels the codec part keeps (those where it lowered the bits of
         the validation split).
     codec_report_ : list of dict
@@ -111,7 +112,8 @@ class SignalModel:
         self.packet_size = packet_size
 
     def fit(self, channels: Sequence[ArrayLike], names: Sequence[str] | None = None, *,
-            codec_channels: Sequence[tuple[str, ArrayLike]] | None = None) -> SignalModel:
+            codec_channels: Sequence[tuple[str, ArrayLike]] | None = None,
+            codec_scales: dict[str, int] | None = None) -> SignalModel:
         """Fit one quantizer per channel and the tokenizer on all of them, and the codec part.
 
         Parameters
@@ -124,6 +126,12 @@ class SignalModel:
             ``channels`` (``ubpe build`` passes a CSV file's exact integer
             columns, as :func:`signals.compress_file` will code them). Several
             entries may share a name (recordings of one channel).
+        codec_scales : dict, optional
+            ``{name: digits after the decimal point}`` of codec channels that
+            are a CSV's decimal columns at one scale in every file (``ubpe
+            build`` passes them): kept with the channel (``"csv_scale"``), so
+            that a packet stream of a file whose column has other decimals is
+            refused (its integers would mean other numbers).
 
         Raises
         ------
@@ -164,6 +172,8 @@ class SignalModel:
                 groups.setdefault(name, []).append(c)
             for name, cs in groups.items():
                 self._fit_codec(name, cs)
+                if name in self.codec_ and codec_scales and name in codec_scales:
+                    self.codec_[name]["csv_scale"] = int(codec_scales[name])
         self._id: str | None = None
         return self
 
@@ -488,7 +498,8 @@ class SignalModel:
         # was a parameter keeps its document, and so its content id)
         size = {} if self.packet_size == PACKET_SIZE else {"codec_packet_size": self.packet_size}
         return {"codec": {n: {"dtype": e["dtype"], "map": e["map"],
-                              "model": e["model"].get_config()}
+                              "model": e["model"].get_config(),
+                              **({"csv_scale": e["csv_scale"]} if "csv_scale" in e else {})}
                           for n, e in self.codec_.items()},
                 "codec_level": self.level, **size, "codec_report": self.codec_report_}
 
@@ -583,6 +594,13 @@ class SignalModel:
                 _check_mapping(entry["map"])
                 m.codec_[name] = {"dtype": entry["dtype"], "map": entry["map"],
                                   "model": ChannelModel.from_config(entry["model"])}
+                if "csv_scale" in entry:
+                    scale = entry["csv_scale"]
+                    if isinstance(scale, bool) or not isinstance(scale, int) or \
+                            not 0 <= scale <= 30:
+                        raise ValueError(f"codec entry {name!r}: csv_scale {scale!r} is not an "
+                                         f"integer in 0..30")
+                    m.codec_[name]["csv_scale"] = scale
             m.codec_report_ = list(doc.get("codec_report") or [])
             if "codec_level" in doc:
                 m.level = int(doc["codec_level"])

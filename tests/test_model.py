@@ -285,6 +285,37 @@ def test_cli_packet_stream_refuses_cells_it_cannot_hold(tmp_path):
         assert not (tmp_path / "n.pkt").exists()
 
 
+def test_cli_packet_stream_refuses_a_column_of_other_decimals(tmp_path):
+    # a packet holds the column's integers at the file's scale: 1.55 at 2 decimals is 155, which
+    # a model built on 1-decimal files would give back as 15.5 (the scale is not in the packet)
+    from click.testing import CliRunner
+
+    from ubpe.cli import main
+    from ubpe.serialization import FormatError
+    r = CliRunner()
+    (tmp_path / "t.csv").write_text("v,w\n1.5,1\n2.5,2\n3.5,3\n4.5,4\n")
+    model = tmp_path / "t.json"
+    assert r.invoke(main, ["build", str(tmp_path / "t.csv"), "-q", "-o", str(model)]).exit_code == 0
+    loaded = SignalModel.load(model)
+    assert loaded.codec_["v"]["csv_scale"] == 1 and loaded.codec_["w"]["csv_scale"] == 0
+    (tmp_path / "two.csv").write_text("v,w\n1.55,1\n2.5,2\n")
+    res = r.invoke(main, ["compress", "--model", str(model), "--packet-size", "4",
+                          str(tmp_path / "two.csv"), "-o", str(tmp_path / "two.pkt")])
+    assert res.exit_code == 1 and "column 'v' has 2 digits after the point here, 1 in the files" \
+        in res.output and not (tmp_path / "two.pkt").exists()
+    (tmp_path / "one.csv").write_text("v,w\n1.5,1\n-2.5,2\n")
+    res = r.invoke(main, ["compress", "--model", str(model), "--packet-size", "4",
+                          str(tmp_path / "one.csv"), "-o", str(tmp_path / "one.pkt")])
+    assert res.exit_code == 0, res.output
+    res = r.invoke(main, ["decompress", "--model", str(model), str(tmp_path / "one.pkt"), "-o",
+                          str(tmp_path / "one.npy")])
+    assert res.exit_code == 0 and np.load(tmp_path / "one.npy").tolist() == [[15, -25], [1, 2]]
+    doc = loaded.to_dict()
+    doc["codec"]["v"]["csv_scale"] = -1
+    with pytest.raises(FormatError, match="csv_scale -1"):
+        SignalModel.from_dict(doc)
+
+
 @pytest.mark.slow
 def test_cli_packet_stream_with_a_model(tmp_path, ecg_csv):
     from click.testing import CliRunner

@@ -85,6 +85,7 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
     dst = single_output(files, output=output, to_stdout=to_stdout, force=force, binary=False)
     t0 = time.perf_counter()
     tables, codec_channels = [], []
+    scales: dict[str, set] = {}  # column -> its (kind, decimals) in each file
     csv_options = {"skip_rows": skip_rows, "comment": comment, "delimiter": delimiter}
     for f in files:
         with input_path(f) as path:
@@ -93,6 +94,9 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
             tables.append(t)
             parts = encode_csv(Path(path).read_bytes(), path=str(f), **csv_options)
         codec_channels += [(n, c) for n, c in parts.int_columns if n in t.names]
+        for col in parts.layout.get("columns", []):
+            if col.get("name") in t.names:
+                scales.setdefault(col["name"], set()).add((col.get("kind"), col.get("scale")))
     names, channels = [], []
     for f, t in zip(files, tables):
         prefix = f"{Path(f).stem}:" if len(files) > 1 else ""
@@ -103,7 +107,9 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
                         progress=False if report.quiet else None, packet_size=packet_size)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model.fit(channels, names, codec_channels=codec_channels)
+        model.fit(channels, names, codec_channels=codec_channels, codec_scales={
+            n: next(iter(ks))[1] for n, ks in scales.items()
+            if len(ks) == 1 and next(iter(ks))[0] == "decimal"})
     tokens = model.encode(channels, method=method)
     if dst == STDIO:
         from ubpe.serialization import seal
