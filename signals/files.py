@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import struct
 import zipfile
@@ -795,11 +796,15 @@ def _join_arrays(desc: list[dict], values: list[np.ndarray]) -> list[tuple[str, 
         k += n
         dtype = np.dtype(d["dtype"])
         shape = tuple(int(s) for s in d["shape"])
-        if len(shape) == 2:
+        if not parts:  # an empty array (a 2-D one with no row or no column splits into none)
+            if math.prod(shape) != 0:
+                raise ValueError(f"array {d['name']!r}: no columns for shape {shape}")
+            a = np.zeros(shape, dtype)
+        elif len(shape) == 2:
             a = np.stack(parts)
             a = a if d["axis"] == 0 else a.T
         else:
-            a = parts[0].reshape(shape) if parts else np.zeros(shape, dtype)
+            a = parts[0].reshape(shape)
         a = a.astype(dtype, copy=False)
         if a.shape != shape:
             raise ValueError(f"array {d['name']!r}: shape {a.shape}, {shape} declared")

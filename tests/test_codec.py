@@ -170,6 +170,20 @@ def test_cli_on_npz_and_wav(tmp_path, name):
     assert len(out.read_bytes()) * 8 / n < 12  # bits per sample
 
 
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0, 0), (2, 0, 3)])
+def test_empty_arrays_of_npy_and_npz_files_come_back(shape):
+    # (a 2-D array with no row or no column split into no columns, and its file did not decode)
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.zeros(shape, np.float32))
+    assert signals.decompress_file(signals.compress_file(buf.getvalue(), "npy")).data == buf.getvalue()
+    buf = io.BytesIO()
+    np.savez(buf, e=np.zeros(shape, np.int16), x=np.arange(3))
+    with np.load(io.BytesIO(signals.decompress_file(signals.compress_file(buf.getvalue(), "npz")).data)) as z:
+        assert z["e"].shape == shape and z["e"].dtype == np.int16 and z["x"].tolist() == [0, 1, 2]
+
+
 def test_pandas_input_keeps_names_and_dtypes():
     pd = pytest.importorskip("pandas")
     df = pd.DataFrame({"hr": np.arange(300, dtype=np.int16), "temp c": np.round(np.linspace(
