@@ -23,23 +23,25 @@ __all__ = ["as_channels"]
 def _column(values: Any, name: str) -> np.ndarray:
     """One table column or series as a 1-D numeric array; nulls and text raise."""
     if hasattr(values, "isna") and hasattr(values, "to_numpy"):  # pandas Series
-        if bool(values.isna().any()):
-            i = int(np.flatnonzero(values.isna().to_numpy())[0])
-            raise ValueError(f"channel {name!r}, sample {i}: missing value (NA)")
-        dtype = getattr(values.dtype, "numpy_dtype", None)  # nullable Int64, Float32...
-        arr = values.to_numpy(dtype=dtype) if dtype is not None else values.to_numpy()
+        if isinstance(values.dtype, np.dtype):  # NumPy-backed: a NaN is a value (kept bit for bit)
+            arr = values.to_numpy()
+        else:  # nullable Int64, Float32...: NA is a missing value
+            if bool(values.isna().any()):
+                i = int(np.flatnonzero(values.isna().to_numpy())[0])
+                raise ValueError(f"channel {name!r}, sample {i}: missing value (NA)")
+            dtype = getattr(values.dtype, "numpy_dtype", None)
+            arr = values.to_numpy(dtype=dtype) if dtype is not None else values.to_numpy()
     elif hasattr(values, "null_count") and hasattr(values, "to_numpy"):  # polars Series, pyarrow Array
         if int(values.null_count) if not callable(values.null_count) else int(values.null_count()):
             raise ValueError(f"channel {name!r}: missing values (null)")
-        arr = values.to_numpy()
+        arrow = type(values).__module__.startswith("pyarrow")  # (bools are bits there: a copy)
+        arr = values.to_numpy(zero_copy_only=False) if arrow else values.to_numpy()
     else:
         arr = np.asarray(values)
     arr = np.asarray(arr)
     if arr.ndim != 1:
         raise ValueError(f"channel {name!r}: expected 1-D samples, got shape {arr.shape}")
-    if arr.dtype.kind == "b":
-        arr = arr.astype(np.uint8)
-    if arr.dtype.kind not in "iuf":
+    if arr.dtype.kind not in "iufb":
         raise TypeError(f"channel {name!r}: expected numbers, got dtype {arr.dtype}")
     return arr
 
@@ -80,8 +82,9 @@ def as_channels(x: Any) -> tuple[list[np.ndarray], list[str] | None]:
     Returns
     -------
     channels : list of ndarray, each of shape (n_samples_c,)
-        Integer dtypes are kept (bool becomes uint8), floats are kept;
-        pandas' nullable dtypes become their NumPy dtype. No copy is made
+        Bool, integer and float dtypes are kept; pandas' nullable dtypes
+        become their NumPy dtype (a NaN of a NumPy float column is a value,
+        kept; NA is a missing value). No copy is made
         where the input already is a NumPy array.
     names : list of str or None
         Column or series names; None when the input carries none.
@@ -105,7 +108,7 @@ def as_channels(x: Any) -> tuple[list[np.ndarray], list[str] | None]:
     if table is not None:
         names, cols = table
         return [_column(c, n) for c, n in zip(cols, names)], names
-    if not isinstance(x, np.ndarray) and (hasattr(x, "to_numpy") or hasattr(x, "null_count")):
+    if is_series(x):
         name = _series_name(x)
         if hasattr(x, "combine_chunks"):  # pyarrow ChunkedArray
             x = x.combine_chunks()
@@ -119,6 +122,16 @@ def as_channels(x: Any) -> tuple[list[np.ndarray], list[str] | None]:
                          f"got shape {arr.shape}")
     rows: Iterable[np.ndarray] = [arr] if arr.ndim == 1 else list(arr)
     return [_column(r, f"ch{i}") for i, r in enumerate(rows)], None
+
+
+def is_series(x: Any) -> bool:
+    """Whether ``x`` is a pandas or polars Series or a pyarrow Array (one named channel)."""
+    return not isinstance(x, np.ndarray) and (hasattr(x, "to_numpy") or hasattr(x, "null_count"))
+
+
+def is_table(x: Any) -> bool:
+    """Whether ``x`` is a pandas or polars DataFrame or a pyarrow Table (named channels)."""
+    return _table_columns(x) is not None
 
 
 def _is_sequence(c: Any) -> bool:

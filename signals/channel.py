@@ -3160,6 +3160,14 @@ def _decode_vocab_batch(buf, offsets, ns, which, starts, flat, f, cum, lookup, k
     return x, off, ok
 
 
+def check_level(level: Any) -> int:
+    """``level`` as an int, or ValueError unless it is an integer in ``0..MAX_LEVEL``
+    (a float, a string or a bool is refused rather than truncated or looked up)."""
+    if isinstance(level, bool) or not isinstance(level, int | np.integer) or not 0 <= level <= MAX_LEVEL:
+        raise ValueError(f"level must be an integer in 0..{MAX_LEVEL}, got {level!r}")
+    return int(level)
+
+
 def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int = DEFAULT_LEVEL
                    ) -> list[bytes]:
     """:func:`encode_channel` with a model for many packets at once (one compiled loop).
@@ -3204,8 +3212,7 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
 
 def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level: int) -> list[bytes]:
     """:func:`encode_packets` of the packets ``x[offsets[j]:offsets[j+1]]`` (int64, checked)."""
-    if not 0 <= level <= MAX_LEVEL:
-        raise ValueError(f"level must be in 0..{MAX_LEVEL}, got {level}")
+    level = check_level(level)
     if model.merges is not None:  # token ids: one packet at a time
         return [encode_channel(x[a:b], level=level, model=model)
                 for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
@@ -3486,8 +3493,7 @@ def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelMo
     if x.dtype == np.uint64:
         x = x.view(np.int64)
     x = x.astype(np.int64)
-    if not 0 <= level <= MAX_LEVEL:
-        raise ValueError(f"level must be in 0..{MAX_LEVEL}, got {level}")
+    level = check_level(level)
     if model is not None:
         raw = bytes([RAW]) + x.astype("<i8").tobytes()
         if 0 < x.size <= CONST_MAX and (x == x[0]).all():  # a constant, as encode_packets codes it

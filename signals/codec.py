@@ -21,11 +21,11 @@ from typing import IO, Any
 import numpy as np
 
 from . import container
-from .arraylike import as_channels
-from .channel import decode_channel, encode_channel, payload_plan
+from .arraylike import as_channels, is_series, is_table
+from .channel import check_level, decode_channel, encode_channel, payload_plan
 from .codec_v1 import decompress_v1, inspect_v1
 from .container import SignalFormatError
-from .intmap import describe, map_to_int64, unmap_from_int64
+from .intmap import check_max_error, describe, map_to_int64, unmap_from_int64
 from .quantize import Quantizer, quantizer_from_dict
 
 DEFAULT_LEVEL = 5
@@ -117,6 +117,7 @@ def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
         data): each column found there is coded with its plan
         (:func:`signals.channel.encode_channel`), without the search.
     """
+    level, max_error = check_level(level), check_max_error(max_error)
     sections: list[tuple[bytes, bytes]] = []
     cols = []
     if model is not None:
@@ -178,6 +179,10 @@ def _check_column(c: Any, k: int, n_sections: int) -> None:
     for key in ("payload", "extra"):
         if c.get(key) is not None and not (isinstance(c[key], int) and 0 <= c[key] < n_sections):
             raise SignalFormatError(f"header: column {c['name']!r} points to a missing section")
+    bound = c.get("max_error")
+    if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int | float)
+                              or not 0 <= bound < float("inf")):
+        raise SignalFormatError(f"header: column {c['name']!r} has no valid 'max_error'")
 
 
 def decode_columns(data: bytes, model: Any = None, *,
@@ -269,16 +274,19 @@ def compress(x: Any, *, level: int = DEFAULT_LEVEL, max_error: float | None = No
     Parameters
     ----------
     x : array-like
-        A 1-D array (n_samples,), a 2-D array (n_channels, n_samples), a
-        list of 1-D arrays (lengths may differ), or a pandas Series or
-        DataFrame (columns are channels, names kept). Any integer dtype up
-        to 64 bits, bool, or float16/32/64.
+        A 1-D array (n_samples,) or a 2-D array (n_channels, n_samples) (or
+        what ``numpy.asarray`` takes: a Dask array, a list of numbers), given
+        back with its shape and dtype; a list of 1-D arrays (lengths may
+        differ), given back as a list; or a pandas, polars or pyarrow Series
+        or table (columns are channels, names kept), given back as a list of
+        arrays. Any integer dtype up to 64 bits, bool, or float16/32/64.
     level : int, default 5
         Speed against size, as xz's and zstd's presets: see
         :func:`signals.channel.encode_channel`.
     max_error : float, optional
         Lossy coding with ``max |x - x'| <= max_error`` per value (absolute
-        error bound, as SZ and ZFP give). Default: lossless, bit for bit.
+        error bound, as SZ and ZFP give). Default (None, or 0): lossless, bit
+        for bit. Bool channels are always kept exactly.
     quantizer : Quantizer, optional
         Lossy coding through a quantizer fitted per channel (its error bound
         is stored and reported by :func:`inspect`).
@@ -309,16 +317,14 @@ def compress(x: Any, *, level: int = DEFAULT_LEVEL, max_error: float | None = No
     ValueError
         On a bad option, a non-numeric channel, or names that do not match.
     """
-    chans, default_names, shape, axis = _channels_of(x)
+    chans, default_names, shape, dtype = _channels_of(x)
     names = list(names) if names is not None else (
         default_names or [f"ch{i}" for i in range(len(chans))])
     if len(names) != len(chans):
         raise ValueError(f"{len(names)} names for {len(chans)} channels")
-    if max_error is not None and not (max_error >= 0 and np.isfinite(max_error)):
-        raise ValueError(f"max_error must be a finite number >= 0, got {max_error}")
+    level, max_error = check_level(level), check_max_error(max_error)
     header = {"source": "array" if shape is not None else "arrays", "shape": shape,
-              "axis": axis, "meta": meta or {},
-              "dtype": np.asarray(x).dtype.str if shape is not None else None}
+              "axis": 0, "meta": _json_meta(meta), "dtype": dtype}
     if model is not None and names == [f"ch{i}" for i in range(len(chans))] and \
             len(chans) == len(model.channel_names_):
         names = list(model.channel_names_)  # unnamed channels are the model's, in order
@@ -327,21 +333,42 @@ def compress(x: Any, *, level: int = DEFAULT_LEVEL, max_error: float | None = No
                           plans=plans)
 
 
-def _channels_of(x) -> tuple[list[np.ndarray], list[str] | None, list[int] | None, int]:
-    """``(channels, names, shape to give back or None for a list, axis of the samples)``."""
-    if not isinstance(x, (np.ndarray, list, tuple)):  # DataFrames, Series, Arrow, Dask...
+def _json_meta(meta: dict | None) -> dict:
+    """``meta`` as plain JSON (NumPy scalars as Python numbers), or ValueError naming the key."""
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise ValueError(f"meta must be a dict, got {type(meta).__name__}")
+
+    def plain(v: Any, key: str) -> Any:
+        if isinstance(v, np.generic):
+            return v.item()
+        if isinstance(v, dict):
+            return {str(k): plain(w, f"{key}.{k}") for k, w in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(w, key) for w in v]
+        if v is None or isinstance(v, (str, int, float, bool)):
+            return v
+        raise ValueError(f"meta[{key!r}]: {type(v).__name__} is not JSON (str, number, bool, "
+                         f"None, list or dict)")
+    return {str(k): plain(v, str(k)) for k, v in meta.items()}
+
+
+def _channels_of(x) -> tuple[list[np.ndarray], list[str] | None, list[int] | None, str | None]:
+    """``(channels, names, shape to give back or None for a list, dtype of the array or None)``."""
+    if is_table(x) or is_series(x):  # DataFrames, Series, Arrow
         chans, names = as_channels(x)
-        return chans, names, None, 0
-    if isinstance(x, (list, tuple)):
+        return chans, names, None, None
+    if isinstance(x, (list, tuple)) and (not x or not all(np.ndim(c) == 0 for c in x)):
         chans = [np.asarray(c) for c in x]
         if any(c.ndim != 1 for c in chans):
             raise ValueError("a list of channels must hold 1-D arrays")
-        return chans, None, None, 0
+        return chans, None, None, None
     arr = np.asarray(x)
     if arr.ndim == 1:
-        return [arr], None, [int(arr.size)], 0
+        return [arr], None, [int(arr.size)], arr.dtype.str
     if arr.ndim == 2:
-        return list(arr), None, [int(d) for d in arr.shape], 0
+        return list(arr), None, [int(d) for d in arr.shape], arr.dtype.str
     raise ValueError(f"expected 1-D (n_samples,) or 2-D (n_channels, n_samples) samples, "
                      f"got shape {arr.shape}")
 
@@ -362,7 +389,10 @@ def decompress(data: bytes, *, model: Any = None, max_values: int = MAX_VALUES) 
     -------
     ndarray or list of ndarray
         The array as given (shape and dtype), or a list of 1-D arrays for a
-        list input. Lossy columns come back as float64.
+        list, Series or table input (see :func:`compress`). Every column keeps
+        its dtype, lossy ones included, except those coded through a
+        ``quantizer`` (float64). The ``meta`` given to :func:`compress` is in
+        :func:`inspect`'s summary.
 
     Raises
     ------
@@ -409,10 +439,19 @@ def inspect(data: bytes) -> dict:
     Returns
     -------
     dict
-        ``format``, ``version``, ``bytes``, ``source``, ``bits_per_sample``
+        ``format``, ``version``, ``bytes``, ``source``, ``bits_per_sample``,
+        ``max_error`` (the largest bound of any column or CSV cell: 0 when
+        everything is exact), ``meta`` (what :func:`compress` was given as
+        ``meta``; ``{}`` if nothing), ``model`` (the content id of the model
+        needed, or None), ``csv_columns`` (a CSV file's columns, else None)
         and ``channels``: per column its ``name``, ``n_samples``, ``dtype``,
         ``mapping`` (in words: "lossless, ...", or the bound), ``max_error``
         and ``bytes`` (its payload's size).
+
+    Raises
+    ------
+    SignalFormatError
+        On a foreign, truncated, corrupted or newer file.
     """
     data = _as_bytes(data)
     if container.container_version(data) == 1:
@@ -439,9 +478,15 @@ def inspect(data: bytes) -> dict:
             raise SignalFormatError(f"header: inconsistent CSV layout ({e})") from None
     else:
         csv_columns = None
+    bound = header.get("max_error") or 0.0
+    if isinstance(bound, bool) or not isinstance(bound, int | float) or not 0 <= bound < float("inf"):
+        raise SignalFormatError("header: no valid 'max_error'")
+    meta = header.get("meta") or {}
+    if not isinstance(meta, dict):
+        raise SignalFormatError("header: 'meta' is not an object")
     return {"format": "ubpe.signal", "version": container.VERSION, "bytes": len(data),
             "source": header.get("source"), "channels": chans, "model": header.get("model"),
-            "max_error": float(header.get("max_error") or 0.0),
+            "max_error": max([float(bound)] + [c["max_error"] for c in chans]), "meta": meta,
             "csv_columns": csv_columns,
             "bits_per_sample": 8 * len(data) / max(n_values, 1)}
 

@@ -30,8 +30,10 @@ from typing import IO, Any
 import numpy as np
 
 from . import container, table
+from .channel import check_level
 from .codec import DEFAULT_LEVEL, _as_array, column_plans, decode_columns, encode_columns
 from .container import SignalFormatError
+from .intmap import check_max_error
 
 CSV_SUFFIXES = (".csv", ".tsv", ".txt")
 KINDS = ("csv", "wav", "npy", "npz")
@@ -86,8 +88,10 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
     level : int
         Speed against size (see :func:`signals.channel.encode_channel`).
     max_error : float, optional
-        Lossy coding of the samples of arrays and WAV files, with
-        ``max |x - x'| <= max_error``; CSV files are always kept exactly.
+        Lossy coding, with ``max |x - x'| <= max_error`` (None or 0:
+        lossless): the samples of arrays and WAV files, and the decimal
+        columns of a CSV file (each cell printed with its decimals; every
+        other cell, the header and the lines above it stay exact).
     csv_options : dict, optional
         ``skip_rows``, ``comment``, ``delimiter``, ``columns``, ``exclude``
         for :func:`signals.table.encode_csv`.
@@ -108,8 +112,9 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
     ------
     ValueError
         On input that cannot be read (the message names the file and where),
-        or ``max_error`` for a CSV file.
+        a bad ``level`` or ``max_error``, or ``quantizer`` for a CSV file.
     """
+    level, max_error = check_level(level), check_max_error(max_error)
     opts: dict[str, Any] = {"level": level, "channel_options": channel_options, "model": model}
     if kind == "csv":
         if quantizer is not None:
@@ -359,6 +364,7 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
         byte offset of the piece.
     """
     threads = default_threads() if threads == 0 else threads
+    level, max_error = check_level(level), check_max_error(max_error)
     opts: dict[str, Any] = {"level": level, "channel_options": channel_options, "model": model}
     ctx = {"opts": opts, "max_error": max_error, "csv_options": csv_options,
            "later": {**(csv_options or {}), "skip_rows": 0, "comment": None}}

@@ -1,7 +1,7 @@
 """Exact integer mapping: any integer or float array to int64 and back.
 
 This is the first stage of the signal codec for binary arrays: it turns a
-1-D array of any integer dtype (``int8`` .. ``int64``, ``uint8`` ..
+1-D array of bool, any integer dtype (``int8`` .. ``int64``, ``uint8`` ..
 ``uint64``) or float dtype (``float16``, ``float32``, ``float64``) into an
 ``int64`` array that the predictor and entropy stages code, plus a small
 plain-JSON config and ``extra`` bytes (exceptions, raw values kept bit for bit).
@@ -103,7 +103,7 @@ __all__ = ["MappedArray", "map_to_int64", "unmap_from_int64", "describe", "KINDS
 KINDS = ("int", "uint64_flip", "decimal", "scaled", "ieee", "quantize", "int_quantize")
 FORMAT = 1  # version of the config/extra layout
 
-_INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+_INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
 _FLOAT_DTYPES = ("float16", "float32", "float64")
 _UINT_OF = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 _SINT_OF = {2: np.int16, 4: np.int32, 8: np.int64}
@@ -358,7 +358,7 @@ def _dtype_of(x: Any) -> np.dtype:
         raise ValueError(f"expected a 1-D array, got shape {x.shape}")
     name = x.dtype.newbyteorder("=").name if x.dtype.byteorder not in "=|" else x.dtype.name
     if name not in _INT_DTYPES + _FLOAT_DTYPES:
-        raise ValueError(f"unsupported dtype {x.dtype} (integers up to 64 bits, float16/32/64)")
+        raise ValueError(f"unsupported dtype {x.dtype} (bool, integers up to 64 bits, float16/32/64)")
     return np.dtype(name)
 
 
@@ -368,6 +368,8 @@ def _config(dtype: np.dtype, kind: str, exceptions: int = 0, **params: Any) -> d
 
 # ------------------------------------------------------------------ mapping
 def _map_int(x: np.ndarray, dtype: np.dtype, max_error: float | None) -> MappedArray:
+    if dtype == np.bool_:  # 0 and 1, always exact: a bound of 1 would make every value one
+        return MappedArray(x.astype(np.int64), _config(dtype, "int"))
     if max_error is not None and max_error >= 1 and x.size:
         return _map_int_quantize(x, dtype, max_error)
     if dtype == np.uint64 and x.size and int(x.max()) > np.iinfo(np.int64).max:
@@ -669,6 +671,24 @@ def _map_quantize(x: np.ndarray, dtype: np.dtype, E: float) -> tuple[MappedArray
                        extra), cost
 
 
+def check_max_error(max_error: Any) -> float | None:
+    """An absolute error bound as the codec takes it: None or 0 (lossless) give None, a
+    finite number above 0 gives itself as a float.
+
+    Raises
+    ------
+    ValueError
+        On anything else (a negative, infinite or NaN number, a string, a bool).
+    """
+    if max_error is None:
+        return None
+    if isinstance(max_error, bool) or not isinstance(max_error, int | float | np.floating | np.integer) \
+            or not math.isfinite(float(max_error)) or float(max_error) < 0:
+        raise ValueError(f"max_error must be a finite number >= 0 (0 or None: lossless), "
+                         f"got {max_error!r}")
+    return float(max_error) or None
+
+
 def map_to_int64(x: np.ndarray, *, max_error: float | None = None,
                  max_int_bits: int | None = None) -> MappedArray:
     """Map a 1-D integer or float array to int64, exactly unless ``max_error`` is given.
@@ -676,12 +696,12 @@ def map_to_int64(x: np.ndarray, *, max_error: float | None = None,
     Parameters
     ----------
     x : numpy.ndarray, shape (n,)
-        Any of int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+        Any of bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
         float16, float32, float64 (either byte order). Any values: full
         integer ranges, NaN (payloads kept), +-inf, -0.0, subnormals.
     max_error : float, optional
-        None (the default): lossless, :func:`unmap_from_int64` gives back the
-        array bit for bit. A finite ``E > 0``: ``max |x - x'| <= E`` per
+        None (the default) or 0: lossless, :func:`unmap_from_int64` gives back
+        the array bit for bit. A finite ``E > 0``: ``max |x - x'| <= E`` per
         array, checked after reconstruction (floats: a uniform quantizer of
         step ``2E``, as SZ's and ZFP's absolute-error modes; integers: exact
         when ``E < 1``, else bins of ``2*floor(E) + 1`` values). NaN and inf
@@ -705,19 +725,15 @@ def map_to_int64(x: np.ndarray, *, max_error: float | None = None,
     ------
     ValueError
         If ``x`` is not a 1-D array of a supported dtype, ``max_error`` is
-        not a finite positive number, or ``max_int_bits`` not in 8..64.
+        not a finite number >= 0, or ``max_int_bits`` not in 8..64.
     """
     dtype = _dtype_of(x)
-    if max_error is not None:
-        if isinstance(max_error, bool) or not isinstance(max_error, int | float | np.floating | np.integer) \
-                or not math.isfinite(float(max_error)) or float(max_error) <= 0:
-            raise ValueError(f"max_error must be a finite number > 0, got {max_error!r}")
-        max_error = float(max_error)
+    max_error = check_max_error(max_error)
     if max_int_bits is not None and (isinstance(max_int_bits, bool) or not isinstance(max_int_bits, int)
                                      or not 8 <= max_int_bits <= 64):
         raise ValueError(f"max_int_bits must be an integer in 8..64, got {max_int_bits!r}")
     x = np.ascontiguousarray(x, dtype=dtype)
-    if dtype.kind in "iu":
+    if dtype.kind in "iub":
         return _map_int(x, dtype, max_error)
     ieee_ints, shift, r, best_cost = _ieee_split_plan(x, dtype, max_int_bits)
     best: MappedArray | None = None  # None: the IEEE mapping, built at the end when it is kept
@@ -840,6 +856,11 @@ def unmap_from_int64(ints: np.ndarray, config: dict[str, Any], extra: bytes = b"
     if off != len(extra):
         raise ValueError(f"{len(extra) - off} bytes left over after the sections of extra")
 
+    if kind == "int" and dtype == np.bool_:
+        if "step" in config or "offset" in config:
+            raise ValueError("mapping 'int' of bool values has no step or offset")
+        _check_range(ints, 0, 1, name)
+        return ints.astype(dtype)
     if kind == "int":
         info = np.iinfo(dtype)
         lo, hi = int(info.min), min(int(info.max), int(np.iinfo(np.int64).max))

@@ -27,7 +27,7 @@ def test_lists():
     assert len(chans) == 1 and chans[0].tolist() == [1, 2, 3]
     chans, _ = as_channels([np.arange(3), [5, 6]])  # ragged: lengths may differ
     assert [c.tolist() for c in chans] == [[0, 1, 2], [5, 6]]
-    assert as_channels([True, False])[0][0].dtype == np.uint8
+    assert as_channels([True, False])[0][0].dtype == np.bool_  # (bool is kept: the codec codes it)
 
 
 def test_rejects():
@@ -54,7 +54,7 @@ def test_pandas():
     chans, names = as_channels(df)  # rows are samples, columns channels
     assert names == ["ax", "ay", "7"]
     assert chans[0].tolist() == [1, 2, 3] and chans[0].dtype == np.int64
-    assert chans[2].dtype == np.uint8
+    assert chans[2].dtype == np.bool_
     s = pd.Series([3, 4], name="ecg")
     assert as_channels(s)[1] == ["ecg"] and as_channels(s)[0][0].tolist() == [3, 4]
     assert as_channels(pd.Series([1.0]))[1] is None

@@ -205,3 +205,67 @@ def test_big_endian_arrays_come_back_in_their_byte_order(dt, data):
     for given_ in (x, np.stack([x, x]).astype(dt), np.asfortranarray(np.stack([x, x]).astype(dt))):
         back = signals.decompress(signals.compress(given_))
         assert back.dtype.str == dt and back.tobytes() == given_.tobytes()
+
+
+@settings(max_examples=30, deadline=None)
+@given(x=arrays(np.bool_, st.tuples(st.integers(1, 3), st.integers(0, 300))),
+       e=st.sampled_from([None, 0, 0.5, 1.0, 10.0]))
+def test_bool_arrays_round_trip_exactly_whatever_the_bound(x, e):
+    # (compress refused bool, which its docstring lists; a bound of 1 must not flip bits)
+    back = decompress(compress(x, max_error=e))
+    assert back.dtype == np.bool_ and np.array_equal(back, x)
+    assert np.array_equal(decompress(compress(x[0])), x[0])
+
+
+def test_bool_npy_and_npz_files_round_trip():
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.array([True, False, True]))
+    assert signals.decompress_file(signals.compress_file(buf.getvalue(), "npy")).data == buf.getvalue()
+    buf = io.BytesIO()
+    np.savez(buf, b=np.eye(3, dtype=bool), x=np.arange(3))
+    with np.load(io.BytesIO(signals.decompress_file(signals.compress_file(buf.getvalue(), "npz")).data)) as z:
+        assert z["b"].dtype == np.bool_ and np.array_equal(z["b"], np.eye(3, dtype=bool))
+
+
+def test_max_error_zero_is_lossless_and_bad_options_are_value_errors():
+    x = np.linspace(0, 1, 10)
+    data = compress(x, max_error=0)
+    assert decompress(data).tobytes() == x.tobytes() and inspect(data)["max_error"] == 0.0
+    for bad in ({"level": 2.5}, {"level": "5"}, {"level": True}, {"level": 10},
+                {"max_error": -1}, {"max_error": float("nan")}, {"max_error": "0.1"}):
+        with pytest.raises(ValueError, match="level|max_error"):
+            compress(x, **bad)
+
+
+def test_array_likes_come_back_as_arrays_of_their_shape():
+    # (a Dask array, a range or a list of numbers came back as a list of channels, or was refused)
+    da = pytest.importorskip("dask.array")
+    for x, want in ((da.arange(6, chunks=4).reshape(2, 3), np.arange(6).reshape(2, 3)),
+                    (range(5), np.arange(5)), ([0.1, 0.2, 0.3], np.array([0.1, 0.2, 0.3]))):
+        back = decompress(compress(x))
+        assert isinstance(back, np.ndarray) and back.shape == want.shape and np.array_equal(back, want)
+    assert decompress(compress([])) == []  # an empty list of channels stays a list
+
+
+def test_nan_in_a_pandas_float_column_is_a_value_and_arrow_bools_are_read():
+    pd = pytest.importorskip("pandas")
+    pa = pytest.importorskip("pyarrow")
+    x = np.array([20.5, np.nan, 21.0])
+    back = decompress(compress(pd.DataFrame({"temp": x})))
+    assert back[0].tobytes() == x.tobytes()
+    with pytest.raises(ValueError, match="missing value"):  # NA of a nullable column is missing
+        compress(pd.Series([1.5, None], dtype="Float64", name="f"))
+    back = decompress(compress(pa.array([True, False, True])))
+    assert back[0].dtype == np.bool_ and back[0].tolist() == [True, False, True]
+
+
+def test_meta_is_given_back_by_inspect_and_bounds_are_reported():
+    data = compress(np.arange(10), meta={"rate": np.int64(250), "unit": "mV", "gain": [np.float32(0.5)]})
+    assert inspect(data)["meta"] == {"rate": 250, "unit": "mV", "gain": [0.5]}
+    with pytest.raises(ValueError, match="meta"):
+        compress(np.arange(3), meta={"when": object()})
+    x = np.cumsum(np.random.default_rng(0).normal(0, 1, 1000))
+    info = inspect(compress(x, max_error=0.01))
+    assert info["max_error"] == 0.01 == info["channels"][0]["max_error"]  # (the top level said 0)

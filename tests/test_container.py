@@ -104,3 +104,13 @@ def test_the_cli_reports_a_forged_file_in_one_line(tmp_path):
     r = CliRunner().invoke(main, ["decompress", str(bad), "-o", str(tmp_path / "out")])
     assert r.exit_code == 1 and "Traceback" not in r.output and "declares" in r.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_forged_max_error_is_a_format_error():
+    # (a header column's "max_error": "abc" gave a bare ValueError from float())
+    header, sections, n = container.read_container(signals.compress(np.arange(10)))
+    header["columns"][0]["max_error"] = "abc"
+    data = forge(header, [(s.kind, s.body) for s in sections], n)
+    for f in (signals.decompress, signals.inspect):
+        with pytest.raises(SignalFormatError, match="max_error"):
+            f(data)

@@ -201,14 +201,24 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="1-D"):
         map_to_int64(np.zeros((2, 2)))
     with pytest.raises(ValueError, match="dtype"):
-        map_to_int64(np.zeros(3, bool))
-    with pytest.raises(ValueError, match="dtype"):
         map_to_int64(np.zeros(3, np.complex128))
     with pytest.raises(ValueError, match="numpy array"):
         map_to_int64([1.0, 2.0])  # type: ignore[arg-type]
-    for bad in (0, -1.0, float("nan"), float("inf"), True, "0.1"):
+    for bad in (-1.0, float("nan"), float("inf"), True, "0.1"):
         with pytest.raises(ValueError, match="max_error"):
             map_to_int64(np.zeros(3), max_error=bad)  # type: ignore[arg-type]
+    assert map_to_int64(np.zeros(3), max_error=0).config["kind"] != "quantize"  # 0: lossless
+
+
+def test_bool_maps_to_0_and_1_and_back_exactly_at_any_bound():
+    x = np.array([True, False, False, True])
+    for e in (None, 0.5, 1.0, 100.0):
+        m = map_to_int64(x, max_error=e)
+        assert m.ints.tolist() == [1, 0, 0, 1] and m.config["dtype"] == "bool"
+        back = unmap_from_int64(m.ints, m.config, m.extra)
+        assert back.dtype == np.bool_ and np.array_equal(back, x)
+    with pytest.raises(ValueError, match="out of range"):
+        unmap_from_int64(np.array([2], np.int64), m.config)
 
 
 # ------------------------------------------------------------ decoder checks
