@@ -18,12 +18,17 @@ What is exact and what is not: exactly what :func:`signals.compress` keeps
 (every integer dtype at any range, floats bit for bit by default), and with
 ``max_error`` every value within that absolute error.
 
-Encoded chunk (a small framing around a ``.ubpe`` container)::
+Encoded chunk (framing version 4: a small framing around a ``.ubpe`` container)::
 
     byte 0     FRAME_VERSION << 4
     byte 1     dtype index in _DTYPES (byte order included)
     byte 2     ndim, then the chunk shape as LEB128 varints
+    crc32      4 bytes, little-endian, of the bytes above (the container
+               checks its own)
     payload    a .ubpe container of the chunk's channels (signals.compress)
+
+Version 2 is the same without the framing's crc32; its chunks stay readable
+(their dtype and shape are checked against the container's).
 
 Compact chunk (framing version 3; integer and bool chunks, lossless, no
 model: everything a container's header would say is in the array's
@@ -41,7 +46,7 @@ metadata, so the chunk holds only the channel payloads)::
                signals.channel.encode_channel for v before the run
     crc32      4 bytes, little-endian, of every byte before it
 
-Version-2 chunks stay readable; floats, ``max_error`` and models use them.
+Floats, ``max_error`` and models write version 4.
 
 References: numcodecs codec API (https://numcodecs.readthedocs.io/en/stable/abc.html);
 zarr v3 codec specification (https://zarr-specs.readthedocs.io/en/latest/v3/core/index.html#codecs).
@@ -66,11 +71,14 @@ from numcodecs.abc import Codec
 from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray, ndarray_copy
 
 import signals
+from signals.channel import check_level
+from signals.intmap import check_max_error
 
 __all__ = ["UBPECodec", "UBPEZarrCodec", "model_config"]  # noqa: F822 (UBPEZarrCodec: __getattr__)
 
-FRAME_VERSION = 2
+FRAME_VERSION = 4
 COMPACT_VERSION = 3
+OLD_FRAME_VERSION = 2  # version 4 without the framing's crc32 (read only)
 TAIL_RUN = 64  # a trailing run of one value at least this long is not coded
 _DTYPES = ("|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8",
            ">i2", ">u2", ">i4", ">u4", ">i8", ">u8", ">f2", ">f4", ">f8")
@@ -254,8 +262,9 @@ class UBPECodec(Codec):
     Parameters
     ----------
     max_error : float, optional
-        None (default): lossless. Otherwise the largest absolute error allowed
-        per sample, in the data's units (:func:`signals.compress`).
+        None (default) or 0: lossless. Otherwise the largest absolute error
+        allowed per sample, in the data's units (:func:`signals.compress`);
+        bool chunks are always kept exactly.
     axis : int, default 0
         The time axis of a chunk; every other axis is a channel.
     level : int, default 5
@@ -283,13 +292,11 @@ class UBPECodec(Codec):
 
     def __init__(self, max_error: float | None = None, axis: int = 0, level: int = 5,
                  model: dict[str, str] | None = None):
-        if max_error is not None and not (float(max_error) >= 0 and math.isfinite(max_error)):
-            raise ValueError(f"max_error must be a finite number >= 0, got {max_error!r}")
-        if not 0 <= int(level) <= 9:
-            raise ValueError(f"level must be in 0..9, got {level!r}")
-        self.max_error = None if max_error is None else float(max_error)
+        if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
+            raise ValueError(f"axis must be an integer, got {axis!r}")
+        self.max_error = check_max_error(max_error)
         self.axis = int(axis)
-        self.level = int(level)
+        self.level = check_level(level)
         self.model = dict(model) if model is not None else None
 
     def get_config(self) -> dict[str, Any]:
@@ -349,14 +356,16 @@ class UBPECodec(Codec):
             native = native.view(np.uint8)
         chans = self._channels(native)
         shape = bytes([_DTYPES.index(dt), arr.ndim]) + _varints(list(arr.shape))
-        if self.model is None and self.max_error is None and chans.dtype.kind in "iu":
+        max_error = None if arr.dtype == np.bool_ else self.max_error  # (a bound of 1 would keep no bit)
+        if self.model is None and max_error is None and chans.dtype.kind in "iu":
             body = _compact_channels(chans, self.level)
             if body is not None:
                 out = bytes([COMPACT_VERSION << 4]) + shape + body
                 return out + zlib.crc32(out).to_bytes(4, "little")
         model = _load_model(self.model) if self.model is not None else None
-        payload = signals.compress(chans, max_error=self.max_error, level=self.level, model=model)
-        return bytes([FRAME_VERSION << 4]) + shape + payload
+        payload = signals.compress(chans, max_error=max_error, level=self.level, model=model)
+        head = bytes([FRAME_VERSION << 4]) + shape
+        return head + zlib.crc32(head).to_bytes(4, "little") + payload
 
     # --------------------------------------------------------------- decode
     def decode(self, buf: Any, out: Any = None) -> np.ndarray:
@@ -377,42 +386,54 @@ class UBPECodec(Codec):
         Raises
         ------
         ValueError
-            On a chunk of a newer framing version or an unknown dtype.
+            On a chunk of a newer framing version.
         signals.SignalFormatError
-            On a corrupted container (it carries a CRC-32).
+            On a corrupted chunk (every chunk of this version carries CRC-32
+            checks; a version-2 chunk's dtype and shape are checked against its
+            container's) or a foreign one.
         """
         data = ensure_bytes(ensure_contiguous_ndarray(buf))
         if len(data) < 3:
-            raise ValueError("ubpe codec: chunk shorter than its header")
+            raise signals.SignalFormatError("ubpe codec: chunk shorter than its header")
         version = data[0] >> 4
-        if version not in (FRAME_VERSION, COMPACT_VERSION) or data[0] & 0x0F:
+        if data[0] & 0x0F:
+            raise signals.SignalFormatError(f"ubpe codec: byte 0 of the chunk is {data[0]:#04x}, "
+                                            f"not a framing version (a foreign or corrupted chunk)")
+        if version not in (OLD_FRAME_VERSION, COMPACT_VERSION, FRAME_VERSION):
             raise ValueError(f"ubpe codec: chunk framing version {version}, this ubpe reads "
-                             f"{FRAME_VERSION} and {COMPACT_VERSION}")
+                             f"{OLD_FRAME_VERSION}, {COMPACT_VERSION} and {FRAME_VERSION}")
         if version == COMPACT_VERSION:
             if len(data) < 7 or zlib.crc32(data[:-4]) != int.from_bytes(data[-4:], "little"):
                 raise signals.SignalFormatError("ubpe codec: checksum mismatch in a compact chunk "
                                                 "(the chunk is corrupted)")
             data = data[:-4]
-        if data[1] >= len(_DTYPES):
-            raise ValueError(f"ubpe codec: unknown dtype index {data[1]}")
-        dtype = np.dtype(_DTYPES[data[1]])
         shape_l, pos = _read_varints(data, 3, data[2])
+        if version == FRAME_VERSION:
+            if zlib.crc32(data[:pos]).to_bytes(4, "little") != data[pos:pos + 4]:
+                raise signals.SignalFormatError("ubpe codec: checksum mismatch in a chunk's "
+                                                "framing (the chunk is corrupted)")
+            pos += 4
+        if data[1] >= len(_DTYPES):
+            raise signals.SignalFormatError(f"ubpe codec: unknown dtype index {data[1]}")
+        dtype = np.dtype(_DTYPES[data[1]])
         shape = tuple(shape_l)
         native = dtype.newbyteorder("=")
-        n_samples = shape[self.axis % len(shape)] if shape else 1
-        n_chans = (math.prod(shape) // n_samples) if n_samples else 0
+        code_dtype = np.dtype(np.uint8) if native == np.bool_ else native
+        ax = self.axis % len(shape) if shape else 0
+        n_samples = shape[ax] if shape else 1
+        n_chans = math.prod(d for i, d in enumerate(shape) if i != ax)  # (0 samples too)
         if version == COMPACT_VERSION:
-            code_dtype = np.dtype(np.uint8) if native == np.bool_ else native
-            ax = self.axis % len(shape) if shape else 0
-            n_chans = math.prod(d for i, d in enumerate(shape) if i != ax)  # 0 samples too
             vals = _read_compact(data, pos, n_chans, n_samples, code_dtype)
         else:
             model = _load_model(self.model) if self.model is not None else None
             vals = np.asarray(signals.decompress(data[pos:], model=model))
+            if vals.shape != (n_chans, n_samples) or (model is None and vals.dtype != code_dtype):
+                raise signals.SignalFormatError(
+                    f"ubpe codec: the chunk's framing ({dtype}, shape {shape}) does not match "
+                    f"its container ({vals.dtype}, shape {vals.shape}): the chunk is corrupted")
         if vals.size != n_chans * n_samples:
             raise ValueError(f"ubpe codec: the chunk holds {vals.size} values, its shape "
                              f"{shape} needs {n_chans * n_samples}")
-        code_dtype = np.dtype(np.uint8) if native == np.bool_ else native
         chans = vals.reshape(n_chans, n_samples).astype(code_dtype, copy=False)
         if native == np.bool_:
             chans = chans.view(np.bool_)

@@ -14,6 +14,7 @@ from hypothesis.extra import numpy as hnp
 
 numcodecs = pytest.importorskip("numcodecs")
 
+from signals import SignalFormatError  # noqa: E402
 from signals.numcodecs_codec import UBPECodec, model_config  # noqa: E402
 
 INT_DTYPES = ["|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", ">i2", ">i4", ">u8"]
@@ -42,19 +43,52 @@ def test_golden_header():
     from signals.channel import decode_channel
     assert decode_channel(data[6:-4], 4).tolist() == [3, 1, 4, 1]
     assert zlib.crc32(data[:-4]).to_bytes(4, "little") == data[-4:]
-    # floats: version 2 << 4, dtype '<f8' is index 11, then a whole container
+    # floats: version 4 << 4, dtype '<f8' is index 11, ndim 1, shape 2, the crc32 of these 4
+    # bytes, then a whole container
     data = UBPECodec().encode(np.array([0.5, 1.5], "<f8"))
-    assert data[:4] == bytes([0x20, 11, 1, 2]) and data[4:12] == b"UBPE-SIG"
+    assert data[:4] == bytes([0x40, 11, 1, 2]) and data[4:8] == zlib.crc32(data[:4]).to_bytes(4, "little")
+    assert data[8:16] == b"UBPE-SIG"
     # 300 samples: varint 300 = 0xAC 0x02
     assert UBPECodec().encode(np.zeros(300, "|u1"))[2:5] == bytes([1, 0xAC, 0x02])
 
 
-def test_frozen_chunks_of_both_framings():
+def test_frozen_chunks_of_every_framing():
     frozen = Path(__file__).parent / "data" / "frozen"
     want = (np.arange(600, dtype="<i2") % 37 * 3 - 50).reshape(300, 2)
     for name in ("zarr_chunk_v2_int16.bin", "zarr_chunk_v3_int16.bin"):
         got = UBPECodec().decode((frozen / name).read_bytes())
         assert got.dtype == want.dtype and np.array_equal(got, want), name
+    got = UBPECodec().decode((frozen / "zarr_chunk_v4_float64.bin").read_bytes())
+    want = np.array([[0.5, -1.25], [2.0, 3.75], [np.nan, -0.0]])  # (make_containers_v2.FLOAT_CHUNK)
+    assert got.dtype == np.float64 and got.tobytes() == want.tobytes()
+
+
+def test_a_corrupted_framing_is_an_error_not_other_values():
+    # (the framing of float chunks had no check: one byte made a float64 chunk int16 values)
+    c = UBPECodec()
+    data = c.encode(np.array([1.5, 2.25, -3.75, 1e6]))
+    for k, v in ((1, 3), (3, 2), (0, 0x41)):
+        bad = bytearray(data)
+        bad[k] = v
+        with pytest.raises(SignalFormatError):
+            c.decode(bytes(bad))
+    # a version-2 chunk (no framing check) is checked against its container
+    frozen = (Path(__file__).parent / "data" / "frozen" / "zarr_chunk_v2_int16.bin").read_bytes()
+    for k, v in ((1, 5), (3, 0x96)):  # int16 -> int32; shape (300, 2) -> (150, 2)
+        bad = bytearray(frozen)
+        bad[k] = v
+        with pytest.raises(SignalFormatError, match="does not match"):
+            c.decode(bytes(bad))
+
+
+def test_options_are_checked_not_truncated():
+    for bad in ({"level": 2.5}, {"level": "3"}, {"level": 10}, {"max_error": "0.1"},
+                {"max_error": -1.0}, {"axis": 0.5}):
+        with pytest.raises(ValueError):
+            UBPECodec(**bad)
+    assert UBPECodec(max_error=0).get_config()["max_error"] is None  # 0: lossless
+    x = np.array([True, False, False, True, False] * 4)
+    assert np.array_equal(UBPECodec(max_error=1).decode(UBPECodec(max_error=1).encode(x)), x)
 
 
 def test_a_padded_edge_chunk_does_not_code_its_padding():
@@ -117,7 +151,7 @@ def test_decimal_floats_are_coded_not_stored(ecg_csv):
     x = read_csv(ecg_csv).channels[0][:4096]  # mV with 3 decimals
     data = UBPECodec().encode(x)
     import signals
-    assert "decimal" in signals.inspect(data[5:])["channels"][0]["mapping"]  # shape: 2 bytes
+    assert "decimal" in signals.inspect(data[9:])["channels"][0]["mapping"]  # shape: 2 bytes, then the crc32
     assert same_bits(UBPECodec().decode(data), x)
     assert len(data) < x.nbytes / 8
 
@@ -150,7 +184,7 @@ def test_channels_follow_axis():
 
 
 def test_bad_options_raise():
-    with pytest.raises(ValueError, match="level must be in 0..9"):
+    with pytest.raises(ValueError, match="level must be an integer in 0..9"):
         UBPECodec(level=12)
     with pytest.raises(ValueError, match="max_error"):
         UBPECodec(max_error=-1.0)
@@ -263,7 +297,7 @@ def test_zarr_with_inline_model_read_in_fresh_process(tmp_path, trained_model):
     meta = json.loads((tmp_path / "m.zarr" / "zarr.json").read_text())
     assert meta["codecs"][0]["configuration"]["model"] == cfg
     chunk = (tmp_path / "m.zarr" / "c" / "0" / "0").read_bytes()
-    head = 3 + len(_varints([512, x.shape[1]]))
+    head = 3 + len(_varints([512, x.shape[1]])) + 4  # the framing and its crc32
     assert signals.inspect(chunk[head:])["model"] == signals.SignalModel.load(path).content_id()
     np.save(tmp_path / "expected.npy", x)
     path.unlink()  # only the inline copy is left: the other process reads zarr.json alone

@@ -26,6 +26,7 @@ CSV_ROWS = b"".join(b"%d,%d.%d\n" % (t, t % 7, t % 10) for t in range(60))
 
 
 CHUNK = (np.arange(600, dtype="<i2") % 37 * 3 - 50).reshape(300, 2)
+FLOAT_CHUNK = np.array([[0.5, -1.25], [2.0, 3.75], [np.nan, -0.0]])  # framing version 4
 
 
 def solar(n_days: int = 400) -> np.ndarray:
@@ -68,6 +69,8 @@ def write_additions() -> None:
         head = bytes([0x20, 3, 2]) + _varints([300, 2])
         (HERE / "zarr_chunk_v2_int16.bin").write_bytes(head + signals.compress(CHUNK.T.copy()))
     (HERE / "zarr_chunk_v3_int16.bin").write_bytes(codec.encode(CHUNK))
+    if not (HERE / "zarr_chunk_v4_float64.bin").exists():
+        (HERE / "zarr_chunk_v4_float64.bin").write_bytes(codec.encode(FLOAT_CHUNK))
     if not (HERE / "signal_model_v3_vocab.json").exists():  # a model with a vocabulary stage
         model = signals.SignalModel(64, 80, progress=False).fit([solar()], names=["ghi"])
         model.save(HERE / "signal_model_v3_vocab.json")
