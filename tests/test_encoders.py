@@ -119,5 +119,5 @@ def test_method_errors():
     tok = Tokenizer(4, 7).fit([[0, 0, 0, 1, 3, 0, 0, 0, 1, 0, 2]])
     with pytest.raises(ValueError, match="unknown method 'longest'"):
         tok.encode([0], method="longest")
-    with pytest.raises(ValueError, match="top_n must be at least 1"):
+    with pytest.raises(ValueError, match="top_n must be an integer of at least 1"):
         tok.encode_top_n([0], 0)

@@ -133,7 +133,7 @@ def test_trim_is_closed_and_no_worse_than_stopping(ecg_codes):
     # stopping at vocab_size: the first 300 merges of a longer run on the same corpus
     longer = Tokenizer(256, vocab + 200, n_candidates=50).fit(docs)
     stopped = Tokenizer.from_dict({**longer.to_dict(),
-                                   "params": {**longer.get_params(), "vocab_size": vocab},
+                                   "params": {**longer.to_dict()["params"], "vocab_size": vocab},
                                    "merges": _renumber(longer.merges_[:300], 256),
                                    "weights": longer.weights_[:300].tolist(),
                                    "counts": longer.counts_[:300].tolist()})
@@ -167,7 +167,7 @@ def test_deterministic_and_save_load(tmp_path, ecg_codes):
     b.save(tmp_path / "b.json")
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
     c = Tokenizer.load(tmp_path / "a.json")
-    assert c.get_params() == a.get_params()
+    assert c.to_dict()["params"] == a.to_dict()["params"]
     assert np.array_equal(c.merges_, a.merges_) and np.array_equal(c.weights_, a.weights_)
     for d in docs:
         assert np.array_equal(c.encode(d), a.encode(d))
@@ -228,3 +228,58 @@ def test_document_counts_equal_repeated_documents():
         [d for d, c in zip(docs, counts) for _ in range(c)])
     assert a.to_dict()["merges"] == b.to_dict()["merges"]
     assert np.allclose(a.weights_, b.weights_) and a.n_documents_ == 6
+
+
+def test_a_changed_hyperparameter_does_not_change_the_fitted_alphabet():
+    # (alphabet_size raised after fit let symbols past the tables in: wrong ids, then a segfault)
+    tok = Tokenizer(4, 7, n_candidates=1).fit([np.array([0, 0, 0, 1, 3, 0, 0, 0, 1, 0, 2])])
+    tok.alphabet_size = 1000
+    for method in ("merges", "shortest", "weighted"):
+        with pytest.raises(ValueError, match="outside"):
+            tok.encode(np.array([0, 900, 0]), method=method)
+    assert tok.n_tokens_ == 7 and tok.to_dict()["params"]["alphabet_size"] == 4
+
+
+def test_beam_top_n_and_counts_are_checked():
+    tok = Tokenizer(4, 7).fit([np.array([0, 0, 0, 1, 3, 0, 0, 0, 1, 0, 2])])
+    doc = np.array([0, 0, 1])
+    for beam in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="beam"):
+            tok.encode(doc, method="weighted", beam=beam)
+    with pytest.raises(ValueError, match="top_n"):
+        tok.encode_top_n(doc, 1.5)
+    docs = [np.array([0, 1, 0, 1]), np.array([1, 0])]
+    for counts in (np.array([2**63, 1], np.uint64), [2**62, 2**62]):
+        with pytest.raises(ValueError, match="counts"):
+            Tokenizer(4, 7).fit(docs, counts=counts)
+
+
+def test_a_huge_vocab_size_or_candidate_count_allocates_by_the_corpus():
+    import tracemalloc
+    docs = [np.array([0, 1, 0, 1, 2, 3] * 5)]
+    tracemalloc.start()
+    try:
+        with pytest.warns(UserWarning, match="supports only"):
+            tok = Tokenizer(4, 2**31 - 1, n_candidates=10**13).fit(docs)
+        assert tracemalloc.get_traced_memory()[1] < 64 << 20
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(tok.decode(tok.encode(docs[0])), docs[0])
+
+
+def test_scikit_learn_conventions():
+    from ubpe import NotFittedError
+    tok = Tokenizer(4, 7)
+    assert not hasattr(tok, "n_tokens_")  # (it raised RuntimeError)
+    with pytest.raises(NotFittedError):
+        tok.encode([0, 1])
+    assert tok.get_params(deep=True)["progress"] is None
+    assert tok.set_params(vocab_size=9, n_candidates=2) is tok and tok.n_candidates == 2
+    with pytest.raises(ValueError, match="unknown parameter"):
+        tok.set_params(beam=3)
+    with pytest.raises(ValueError, match="vocab_size"):
+        tok.set_params(vocab_size=2)
+    assert tok.vocab_size == 9  # (a refused value is not kept)
+    clone = pytest.importorskip("sklearn.base").clone
+    c = clone(tok)
+    assert c is not tok and c.get_params() == tok.get_params()

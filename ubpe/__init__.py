@@ -13,10 +13,11 @@ if TYPE_CHECKING:
     from .serialization import FormatError
     from .tokenizer import Tokenizer, split_documents
 
-__all__ = ["Tokenizer", "FormatError", "split_documents"]
+__all__ = ["Tokenizer", "FormatError", "NotFittedError", "split_documents"]
 __version__ = "0.1.0"
 
-_WHERE = {"Tokenizer": ".tokenizer", "split_documents": ".tokenizer", "FormatError": ".serialization"}
+_WHERE = {"Tokenizer": ".tokenizer", "split_documents": ".tokenizer", "NotFittedError": ".tokenizer",
+          "FormatError": ".serialization"}
 
 
 def __getattr__(name: str) -> Any:

@@ -39,6 +39,17 @@ def split_documents(symbols: np.ndarray, doc_length: int | None) -> list[np.ndar
     return [symbols[i: i + doc_length] for i in range(0, symbols.size, doc_length)]
 
 
+class NotFittedError(RuntimeError, AttributeError):
+    """A fitted attribute or method of a model that is not fitted yet (as scikit-learn's,
+    an AttributeError too: ``hasattr(model, "n_tokens_")`` is False)."""
+
+
+def _check_positive(name: str, v: Any) -> None:
+    """ValueError unless ``v`` is an integer (not a bool) of at least 1."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name} must be an integer of at least 1, got {v!r}")
+
+
 def _flatten_documents(corpus, alphabet_size: int) -> tuple[np.ndarray, np.ndarray]:
     """Check a corpus and concatenate it.
 
@@ -246,12 +257,19 @@ class Tokenizer:
             if weights.size and weights.min() < 1:
                 raise ValueError(f"counts must be >= 1; document {int(np.argmin(weights))} "
                                  f"has count {weights.min()}")
+            if weights.size and float(weights.astype(np.float64) @ np.diff(offsets).astype(np.float64)
+                                      + weights.sum(dtype=np.float64)) >= 2.0**62:
+                raise ValueError("counts too large: the weighted pair counts would overflow "
+                                 "int64 (counts times document lengths must stay below 2**62)")
             weights = weights.astype(np.int64)
-        n_merges = self.vocab_size - self.alphabet_size
+        # each merge shortens the corpus by at least one symbol: no more merges than pairs (the
+        # tables are sized by the merges asked for)
+        n_merges = min(self.vocab_size - self.alphabet_size, max(tok.size - n_docs, 0))
+        n_cand = min(self.n_candidates, tok.size + 1)  # (no more distinct pairs than that)
         node, doc = _engine.layout(tok, offsets)
         del tok  # the node rows hold the tokens; keep peak memory down
-        merges = self._train(node, doc, weights, n_merges)
-        if len(merges) < n_merges:
+        merges = self._train(node, doc, weights, n_merges, n_cand)
+        if len(merges) < self.vocab_size - self.alphabet_size:
             warnings.warn(f"the corpus supports only {len(merges)} merges with min_frequency="
                           f"{self.min_frequency}; the vocabulary has "
                           f"{self.alphabet_size + len(merges)} tokens, not {self.vocab_size}",
@@ -262,12 +280,14 @@ class Tokenizer:
         self._set_merges(merges[:, :3], idf, merges[:, 3])
         return self
 
-    def _train(self, node, doc, weights, n_merges) -> np.ndarray:
-        """Run the engine on a corpus laid out by ``_engine.layout`` (modified).
+    def _train(self, node, doc, weights, n_merges, n_cand=None) -> np.ndarray:
+        """Run the engine on a corpus laid out by ``_engine.layout`` (modified); ``n_cand``:
+        candidates a round (default ``n_candidates``).
 
         Returns rows ``(left, right, token, count, df)`` in creation order.
         """
-        merges = np.zeros((n_merges + self.n_candidates, 5), np.int64)
+        n_cand = self.n_candidates if n_cand is None else n_cand
+        merges = np.zeros((n_merges + n_cand, 5), np.int64)
         state = _engine.init_training(node, doc, weights, self.min_frequency)
         n_done, next_token = 0, self.alphabet_size
         progress = _Progress(n_merges, self.progress)
@@ -276,7 +296,7 @@ class Tokenizer:
             t0 = time.perf_counter()
             state, n_done, next_token, finished = _engine.train_rounds(
                 node, doc, weights, state, merges, n_done, next_token, n_merges,
-                self.n_candidates, self.min_frequency, rounds)
+                n_cand, self.min_frequency, rounds)
             progress.update(n_done)
             if time.perf_counter() - t0 < 0.2:
                 rounds *= 2
@@ -300,15 +320,18 @@ class Tokenizer:
 
     def _build_tables(self):
         m = self.merges_
+        # the alphabet the merges were fitted on: encoding checks symbols against it even if the
+        # alphabet_size hyperparameter is changed afterwards (the tables are sized by it)
+        self._alphabet = int(self.alphabet_size)
         self._left = m[:, 0].astype(np.int32)
         self._right = m[:, 1].astype(np.int32)
         self._token = m[:, 2].astype(np.int32)
         self._keys, self._vals, self._bits = _engine.build_rank_table(self._left, self._right)
         # expansion of every token id into alphabet symbols, for decode
-        starts, flat = _engine.expansions(self.alphabet_size, self._left, self._right,
+        starts, flat = _engine.expansions(self._alphabet, self._left, self._right,
                                           self._token)
         self._exp_start, self._exp_flat = starts, flat
-        n_tokens = self.alphabet_size + len(m)
+        n_tokens = self._alphabet + len(m)
         self._token_rank = np.zeros(n_tokens, np.int64)  # alphabet 0, merge of rank r: r + 1
         self._token_rank[m[:, 2]] = np.arange(1, len(m) + 1)
         self._token_weight = np.zeros(n_tokens, np.float64)
@@ -319,11 +342,11 @@ class Tokenizer:
     def n_tokens_(self) -> int:
         """Actual vocabulary size (``vocab_size`` unless the corpus was too small)."""
         self._check_fitted()
-        return self.alphabet_size + len(self.merges_)
+        return self._alphabet + len(self.merges_)
 
     def _check_fitted(self):
         if not hasattr(self, "merges_"):
-            raise RuntimeError("this Tokenizer is not fitted yet; call fit() or load()")
+            raise NotFittedError("this Tokenizer is not fitted yet; call fit() or load()")
 
     # ------------------------------------------------------------ encoding
     METHODS = ("merges", "shortest", "weighted")
@@ -427,10 +450,11 @@ class Tokenizer:
         self._check_fitted()
         if method not in self.METHODS:
             raise ValueError(f"unknown method {method!r}; choose one of {', '.join(self.METHODS)}")
+        _check_positive("beam", beam)
         if num_threads is not None and (not isinstance(num_threads, (int, np.integer))
                                         or num_threads < 1):
             raise ValueError(f"num_threads must be a positive integer or None, got {num_threads!r}")
-        flat, offsets = _flatten_documents(docs, self.alphabet_size)
+        flat, offsets = _flatten_documents(docs, self._alphabet)
         n_docs = len(offsets) - 1
         if num_threads is None:
             big = flat.size >= _PARALLEL_MIN_SYMBOLS
@@ -587,9 +611,9 @@ class Tokenizer:
                            beam: int = 8) -> list[list[tuple[np.ndarray, float]]]:
         """:meth:`encode_top_n` for several documents."""
         self._check_fitted()
-        if top_n < 1:
-            raise ValueError(f"top_n must be at least 1, got {top_n}")
-        flat, offsets = _flatten_documents(docs, self.alphabet_size)
+        _check_positive("top_n", top_n)
+        _check_positive("beam", beam)
+        flat, offsets = _flatten_documents(docs, self._alphabet)
         return self._weighted(flat, offsets, top_n, beam)
 
     def _weighted(self, flat, offsets, top_n, beam):
@@ -669,17 +693,43 @@ class Tokenizer:
         return [self.decode(ids) for ids in batch]
 
     # ------------------------------------------------------------ save/load
-    def get_params(self) -> dict:
-        """Hyperparameters, as given to ``__init__``."""
+    def get_params(self, deep: bool = True) -> dict:
+        """Hyperparameters, as given to ``__init__`` (scikit-learn's ``get_params``; ``deep`` is
+        accepted for its ``clone``: there are no nested estimators)."""
         return {"alphabet_size": self.alphabet_size, "vocab_size": self.vocab_size,
                 "n_candidates": self.n_candidates, "min_frequency": self.min_frequency,
-                "token_order": self.token_order}
+                "token_order": self.token_order, "progress": self.progress}
+
+    def set_params(self, **params: Any) -> Tokenizer:
+        """Set hyperparameters (scikit-learn's ``set_params``); they apply at the next
+        :meth:`fit` (a fitted model keeps the alphabet it was fitted on).
+
+        Raises
+        ------
+        ValueError
+            On an unknown name, or a value that ``__init__`` refuses.
+        """
+        known = self.get_params()
+        for k in params:
+            if k not in known:
+                raise ValueError(f"unknown parameter {k!r}; known: {', '.join(known)}")
+        old = {k: getattr(self, k) for k in params}
+        for k, v in params.items():
+            setattr(self, k, v)
+        try:
+            self._check_params()
+        except (TypeError, ValueError):
+            for k, v in old.items():
+                setattr(self, k, v)
+            raise
+        return self
 
     def to_dict(self) -> dict:
         """The fitted model as a plain JSON-ready dict (see :meth:`save`)."""
         self._check_fitted()
         return {"format": FORMAT, "version": VERSION,
-                "params": self.get_params(),
+                "params": {**{k: v for k, v in self.get_params().items() if k != "progress"},
+                           "alphabet_size": self._alphabet},
                 "n_documents": self.n_documents_,
                 "merges": self.merges_.tolist(),
                 "weights": [float(w) for w in self.weights_],
