@@ -55,6 +55,9 @@ def _check_finite(x2):
             raise ValueError(f"channel {ch}, sample {i}: non-finite value {x2[ch, i]}")
 
 
+_EXACT = 2**53  # integers up to this magnitude are exact in float64
+
+
 class Quantizer:
     """Base class: per-channel bin edges and a codebook (one value per bin).
 
@@ -73,7 +76,8 @@ class Quantizer:
     max_error_ : ndarray of shape (n_channels,)
         Guaranteed bound on ``|decode(encode(x)) - x|`` for values in range.
     lossless_ : ndarray of shape (n_channels,), bool
-        Channels reconstructed exactly (integer input, one code per value).
+        Channels reconstructed exactly (integer input up to 2**53 in
+        magnitude, one code per value).
     """
 
     kind = "base"
@@ -101,6 +105,11 @@ class Quantizer:
         ValueError
             On a non-finite value (names channel and sample), an empty signal,
             or ``n_levels`` outside 2..2**30.
+
+        Notes
+        -----
+        Integers beyond 2**53 in magnitude are never lossless (float64 bins
+        round them); their ``max_error_`` counts that rounding.
         """
         if not isinstance(self.n_levels, (int, np.integer)) or not 2 <= self.n_levels <= 2**30:
             raise ValueError(f"n_levels must be an integer in 2..2**30, got {self.n_levels!r}")
@@ -112,13 +121,19 @@ class Quantizer:
         self.bin_edges_, self.codebook_, lossless = [], [], []
         for ch in x2:
             lo, hi = ch.min(), ch.max()
-            if integer and hi - lo + 1 <= self.n_levels:
+            exact = not integer or max(-int(lo), int(hi)) <= _EXACT  # (float64 holds the values)
+            if integer and exact and hi - lo + 1 <= self.n_levels:
                 edges = np.arange(lo, hi + 2, dtype=np.float64) - 0.5
                 codebook = np.arange(lo, hi + 1, dtype=np.float64)
                 lossless.append(True)
-            elif lo == hi:
+            elif lo == hi and exact:
                 edges, codebook = np.array([lo - 0.5, lo + 0.5], float), np.array([lo], float)
                 lossless.append(True)
+            elif float(lo) == float(hi):  # integers beyond 2**53 that one double holds
+                f = float(lo)
+                u = float(np.spacing(abs(f)))
+                edges, codebook = np.array([f - u, f + u]), np.array([f])
+                lossless.append(False)
             else:
                 edges, codebook = self._design(ch.astype(np.float64))
                 lossless.append(False)
@@ -129,8 +144,12 @@ class Quantizer:
         return self
 
     def _set_bounds(self):
+        # beyond 2**53 the input's own rounding to float64 (up to half a spacing) adds to the
+        # bins' error: a spacing more
         self.max_error_ = np.array([
-            0.0 if ll else float(np.max(np.maximum(c - e[:-1], e[1:] - c)))
+            0.0 if ll else float(np.max(np.maximum(c - e[:-1], e[1:] - c))) + (
+                float(np.spacing(max(abs(e[0]), abs(e[-1])))) if max(abs(e[0]), abs(e[-1])) > _EXACT
+                else 0.0)
             for e, c, ll in zip(self.bin_edges_, self.codebook_, self.lossless_)])
 
     def _design(self, x):

@@ -98,6 +98,11 @@ def _column(col: pa.Array, name: str, s: Sniffed, path: str,
     else:
         scale = -1
     where = lambda r: f"{path}, line {_line_of(s, r)}, column {name!r}"  # noqa: E731
+    for wide in (pa.int64(), pa.uint64()):  # integers of 19-20 digits: exact, not as doubles
+        try:
+            return pc.cast(col.cast(pa.string()), wide).to_numpy(zero_copy_only=False), 0, False
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
     try:
         x = pc.cast(col.cast(pa.string()), pa.float64()).to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -156,8 +161,9 @@ def read_csv(path: str | Path, columns: list[str | int] | None = None,
         a column that needs more than 18 digits at one scale stays float64).
     output : {"channels", "numpy", "pandas", "polars", "arrow"}, default "channels"
         What to return. The table forms hold the same columns as
-        ``channels``, under their names and with their dtypes (int64 or
-        float64), rows in file order:
+        ``channels``, under their names and with their dtypes (int64, uint64
+        for integers above int64's range, or float64; integer columns are
+        exact at any number of digits), rows in file order:
 
         - ``"channels"``: a :class:`CsvChannels`;
         - ``"numpy"``: a structured array, one field per column;

@@ -55,6 +55,27 @@ def test_quantizer_errors():
     assert UniformQuantizer.from_dict(q.to_dict()).encode([0.5]).tolist() == q.encode([0.5]).tolist()
 
 
+def test_integers_beyond_2_to_53_are_read_exactly_and_never_called_lossless(tmp_path):
+    # (read as float64, 2**62 + k collapsed to one value; a quantizer kept 10**16 + k in float64
+    # bins, said "lossless" and gave back other integers)
+    for x in (np.array([10**16 + 1, 10**16 + 2, 10**16 + 3, 10**16 + 500], np.int64),
+              np.array([2**62 + 1, 2**62 + 100], np.int64),  # (one double holds both)
+              np.array([-2**63 + 7, -2**63], np.int64)):
+        q = UniformQuantizer(16).fit(x)
+        assert not q.lossless_[0]
+        back = q.decode(q.encode(x))
+        err = max(abs(int(b) - int(v)) for b, v in zip(back.tolist(), x.tolist()))
+        assert err <= q.max_error_[0]
+        q2 = UniformQuantizer.from_dict(q.to_dict())
+        assert q2.max_error_[0] == q.max_error_[0] and not q2.lossless_[0]
+    assert UniformQuantizer(16).fit(np.array([1, 2, 3]) + 2**53 - 3).lossless_.all()
+    path = tmp_path / "big.csv"
+    path.write_text("a,u\n4611686018427387919,18446744073709551615\n-9223372036854775808,7\n")
+    t = read_csv(path)
+    assert t.channels[0].dtype == np.int64 and t.channels[0].tolist() == [2**62 + 15, -2**63]
+    assert t.channels[1].dtype == np.uint64 and t.channels[1].tolist() == [2**64 - 1, 7]
+
+
 def test_read_real_daphnet_csv(daphnet_csv):
     t = read_csv(daphnet_csv, exclude=["is_anomaly"])
     assert t.header and t.skipped == ["timestamp"]
