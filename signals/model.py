@@ -452,8 +452,15 @@ class SignalModel:
         """
         self._check_channels(channels)
         out: list[list] = []
-        for q, c in zip(self.quantizers_, channels):
-            docs = split_documents(q.encode(np.asarray(c)), self.doc_length)
+        for name, q, c in zip(self.channel_names_, self.quantizers_, channels):
+            try:
+                codes = q.encode(np.asarray(c))
+            except ValueError as e:  # (the quantizer sees one channel: it says 'channel 0')
+                msg = str(e)
+                raise ValueError(f"channel {name!r}, {msg[len('channel 0, '):]}"
+                                 if msg.startswith("channel 0, ") else f"channel {name!r}: {msg}") \
+                    from None
+            docs = split_documents(codes, self.doc_length)
             if top_n > 1:
                 out.append(self.tokenizer_.encode_top_n_batch(docs, top_n, beam=beam))
             else:
@@ -463,8 +470,13 @@ class SignalModel:
     def decode(self, token_channels: Sequence[ArrayLike]) -> list[np.ndarray]:
         """Token arrays back to (quantized) samples, one float64 array per channel."""
         self._check_channels(token_channels)
-        return [q.decode(self.tokenizer_.decode(t))
-                for q, t in zip(self.quantizers_, token_channels)]
+        out = []
+        for name, q, t in zip(self.channel_names_, self.quantizers_, token_channels):
+            try:
+                out.append(q.decode(self.tokenizer_.decode(t)))
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"channel {name!r}: {e}") from None
+        return out
 
     def _check_channels(self, channels):
         if not hasattr(self, "quantizers_"):

@@ -83,6 +83,8 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except BAD_INPUT as e:
+            if isinstance(e, OSError) and e.strerror and e.filename:  # as xz: 'x.csv: No such...'
+                raise BadInput(f"{e.filename}: {e.strerror}") from None
             raise BadInput(str(e) or type(e).__name__) from None
 
 

@@ -349,6 +349,9 @@ def check_output(dst: str, inputs: list[str], *, force: bool, binary: bool) -> N
                                        f"(not even with -f)")
     if os.path.isdir(dst):
         raise BadInput(f"{dst} is a folder")
+    folder = os.path.dirname(dst) or "."
+    if not os.path.isdir(folder):
+        raise BadInput(f"{dst}: no folder {folder}")
     if not force and os.path.lexists(dst) and not _is_stream(dst):
         raise BadInput(f"{dst} exists; use -f to overwrite it")
 

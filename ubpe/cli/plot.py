@@ -15,7 +15,7 @@ PICTURES = ("tokens", "bits", "vocab", "residuals")
 
 
 @click.command()
-@click.argument("source", metavar="IN", type=click.Path(exists=True, dir_okay=False,
+@click.argument("source", metavar="IN", type=click.Path(dir_okay=False,
                                                         path_type=Path))
 @click.option("-o", "--output", "outdir", required=True,
               type=click.Path(file_okay=False, path_type=Path),
@@ -30,7 +30,7 @@ PICTURES = ("tokens", "bits", "vocab", "residuals")
               help="Samples in the token window.")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True),
               help="Sampling rate in Hz: time axes in seconds.")
-@click.option("--model", "model_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--model", "model_path", type=click.Path(dir_okay=False, path_type=Path),
               help="A model from 'ubpe build' for the token picture (default: fit one).")
 @click.option("--columns", metavar="A,B,...", help="Columns to read (names or 0-based indices).")
 @click.option("--exclude", metavar="A,B,...", help="Columns to leave out.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import sys
 import time
 from pathlib import Path
@@ -138,6 +139,8 @@ def _inspect_container(data: bytes) -> None:
                     "time": f"timestamp, {c['format']}", "category": "category codes",
                     "text": "text (zstd)", "raw": "whole file verbatim"}.get(c["kind"], c["kind"])
             echo(f"  {c['name']:<28} {what}, {c['exceptions']:,} cells kept verbatim")
+    if info.get("meta"):
+        echo(f"meta         {json.dumps(info['meta'], ensure_ascii=False)}")
     echo(f"streams      {len(info['channels'])}, {n:,} values")
     echo(f"bits/value   {info['bits_per_sample']:.3f}")
     # (a lossy CSV's decimal columns: their streams hold the cells' integers exactly, after the
@@ -200,13 +203,17 @@ def inspect(sources, report: Reporter):
             click.echo(f"format       ubpe packet stream, {len(data):,} bytes; made with model "
                        f"{data[head:head + 16].hex()} (the first 16 bytes of its content id)")
             return
+        if not data.lstrip()[:1] == b"{":  # (no JSON document: say what it is not)
+            what = ("a zip archive (a token file of 'ubpe encode' is read by 'ubpe decode')"
+                    if data[:2] == b"PK" else "neither JSON nor a ubpe container")
+            raise ValueError(f"{job.name}: not a ubpe model or compressed file: {what}")
         _inspect_document(parse_json(data, job.name), job.name)
 
     run_jobs([Job(s, STDIO) for s in sources], report, work)
 
 
 def _model_option(f):
-    return click.option("--model", "model_path", type=click.Path(exists=True, dir_okay=False),
+    return click.option("--model", "model_path", type=click.Path(dir_okay=False),
                         help="A model from 'ubpe build': the channels it knows are coded "
                              "against it, and the file stores its content id (decompress "
                              "needs the same model).")(f)

@@ -6,6 +6,7 @@ import io
 import json
 import time
 import warnings
+import zipfile
 from pathlib import Path
 
 import click
@@ -31,6 +32,17 @@ from ._common import (
 from .signal import load_model
 
 
+def csv_options(f):
+    """--skip-rows, --comment and --delimiter: how a CSV file is read (build and encode)."""
+    f = click.option("--delimiter", metavar="CHAR", default=None,
+                     help="Field delimiter. Default: detected.")(f)
+    f = click.option("--comment", metavar="CHAR", default=None,
+                     help="Comment lines start with CHAR.")(f)
+    return click.option("--skip-rows", type=click.IntRange(0), default=None,
+                        help="Lines above the header. Default: detected (e.g. NREL's metadata "
+                             "line).")(f)
+
+
 @click.command()
 @click.argument("files", metavar="FILE.csv...", nargs=-1, required=True)
 @output_options("Model file to write (JSON; '-': standard output).")
@@ -39,9 +51,10 @@ from .signal import load_model
                    "Default: every numeric column.")
 @click.option("--exclude", metavar="A,B,...",
               help="Columns to leave out (names or 0-based indices), e.g. a label column.")
-@click.option("--levels", default=1024, show_default=True, type=click.IntRange(2, 2**30),
-              help="Quantization levels per channel (the alphabet size). Integer channels "
-                   "whose range fits are kept exactly.")
+@click.option("--levels", default=1024, show_default=True, type=click.IntRange(2, 2**24),
+              help="Quantization levels per channel (the alphabet size; at most 2**24, the "
+                   "largest a model file may declare by default). Integer channels whose range "
+                   "fits are kept exactly.")
 @click.option("--vocab-size", default=4096, show_default=True, type=click.IntRange(2),
               help="Vocabulary size in tokens, alphabet included.")
 @click.option("--n-candidates", default=8, show_default=True, type=click.IntRange(1),
@@ -56,11 +69,7 @@ from .signal import load_model
 @click.option("--packet-size", type=click.IntRange(1), default=PACKET_SIZE, show_default=True,
               metavar="N", help="Packet length (samples) the compression model is tuned for: "
               "that of 'ubpe compress --packet-size'. Which stages pay depends on it.")
-@click.option("--skip-rows", type=click.IntRange(0), default=None,
-              help="Lines above the header. Default: detected (e.g. NREL's metadata line).")
-@click.option("--comment", metavar="CHAR", default=None, help="Comment lines start with CHAR.")
-@click.option("--delimiter", metavar="CHAR", default=None, help="Field delimiter. Default: "
-              "detected.")
+@csv_options
 def build(files, output, to_stdout, force, report: Reporter, columns, exclude, levels,
           vocab_size, n_candidates, min_frequency, doc_length, method, packet_size, skip_rows,
           comment, delimiter):
@@ -82,6 +91,9 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
     """
     if list(files).count(STDIO) > 1:
         raise click.UsageError("standard input ('-') can be read only once")
+    if vocab_size < levels:
+        raise click.UsageError(f"--vocab-size ({vocab_size}) is below --levels ({levels}): it "
+                               f"counts the alphabet of levels plus the merged tokens")
     dst = single_output(files, output=output, to_stdout=to_stdout, force=force, binary=False)
     t0 = time.perf_counter()
     tables, codec_channels = [], []
@@ -102,6 +114,11 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
         prefix = f"{Path(f).stem}:" if len(files) > 1 else ""
         names += [prefix + n for n in t.names]
         channels += t.channels
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"two channels would be named {twice[0]!r}: a model needs one name a "
+                         f"channel (a file given twice, two files of one name in different "
+                         f"folders, or a column named twice)")
     model = SignalModel(levels, vocab_size, n_candidates=n_candidates,
                         min_frequency=min_frequency, doc_length=doc_length,
                         progress=False if report.quiet else None, packet_size=packet_size)
@@ -154,14 +171,14 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
          f"{model.content_id()[:19]}...")
 
 
-def _read_model_channels(model, files):
+def _read_model_channels(model, files, **csv_options):
     """Read the model's channels (by name) from CSV files, in the model's order."""
     by_name = {}
     for f in files:
         prefix = f"{Path(f).stem}:" if len(files) > 1 else ""
         with input_path(f) as path:
             t = read_csv(path, columns=[n[len(prefix):] for n in model.channel_names_
-                                     if n.startswith(prefix)] or None)
+                                     if n.startswith(prefix)] or None, **csv_options)
         by_name.update({prefix + n: c for n, c in zip(t.names, t.channels)})
     missing = [n for n in model.channel_names_ if n not in by_name]
     if missing:
@@ -174,14 +191,18 @@ def _read_model_channels(model, files):
 @click.argument("files", metavar="FILE.csv...", nargs=-1, required=True)
 @output_options("Token file to write (.npz; '-': standard output).")
 @method_options
-def encode(model_path, files, output, to_stdout, force, report: Reporter, method, top_n, beam):
+@csv_options
+def encode(model_path, files, output, to_stdout, force, report: Reporter, method, top_n, beam,
+           skip_rows, comment, delimiter):
     """Tokenize the channels of CSV FILES with a model from 'ubpe build'.
 
-    Writes an .npz with, per channel NAME: 'tokens/NAME' (int32 token ids of
-    the best encoding, documents concatenated) and 'offsets/NAME' (where each
-    document starts). With --top-n K > 1: 'alt1/NAME'..'alt{K-1}/NAME', the
-    k-th best encoding of each document (its best where it has fewer), and
-    'scores/NAME', shape (n_documents, K).
+    Writes an .npz with 'model' (the model's content id: 'ubpe decode' checks
+    it) and, per channel NAME: 'tokens/NAME' (int32 token ids of the best
+    encoding, documents concatenated) and 'offsets/NAME' (where each document
+    starts). With --top-n K > 1: 'alt1/NAME'..'alt{K-1}/NAME', the k-th best
+    encoding of each document (its best where it has fewer), with
+    'alt1_offsets/NAME'.. where its documents start, and 'scores/NAME', shape
+    (n_documents, K).
     """
     if top_n > 1 and method != "weighted":
         raise click.UsageError("--top-n above 1 needs --method weighted")
@@ -189,8 +210,9 @@ def encode(model_path, files, output, to_stdout, force, report: Reporter, method
         raise click.UsageError("standard input ('-') can be read only once")
     dst = single_output([model_path, *files], output=output, to_stdout=to_stdout, force=force)
     model = load_model(model_path)
-    channels = _read_model_channels(model, files)
-    arrays = {}
+    channels = _read_model_channels(model, files, skip_rows=skip_rows, comment=comment,
+                                    delimiter=delimiter)
+    arrays = {"model": np.array(model.content_id())}
     n_samples = n_tokens = 0
     for name, c, docs in zip(model.channel_names_, channels,
                              model.encode_documents(channels, method=method, top_n=top_n,
@@ -199,7 +221,8 @@ def encode(model_path, files, output, to_stdout, force, report: Reporter, method
         for k in range(top_n):
             pick = [r[min(k, len(r) - 1)][0] for r in ranked]
             arrays[f"{'tokens' if k == 0 else f'alt{k}'}/{name}"] = np.concatenate(pick)
-        arrays[f"offsets/{name}"] = np.cumsum([0] + [len(r[0][0]) for r in ranked])[:-1]
+            arrays[f"{'' if k == 0 else f'alt{k}_'}offsets/{name}"] = \
+                np.cumsum([0] + [len(p) for p in pick])[:-1]
         if top_n > 1:
             arrays[f"scores/{name}"] = np.array(
                 [[r[min(k, len(r) - 1)][1] for k in range(top_n)] for r in ranked])
@@ -228,15 +251,32 @@ def decode(model_path, tokens_path, output, to_stdout, force, report: Reporter):
     dst = single_output([model_path, tokens_path], output=output, to_stdout=to_stdout,
                         force=force, binary=False)
     model = load_model(model_path)
+    where = "standard input" if tokens_path == STDIO else tokens_path
+    raw = read_input(tokens_path)
+    if not raw.startswith(b"PK"):  # (an .npz is a zip archive)
+        raise ValueError(f"{where}: not a token file (an .npz written by 'ubpe encode')")
     try:
-        with np.load(io.BytesIO(read_input(tokens_path)), allow_pickle=False) as z:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
+            stored = str(z["model"]) if "model" in z.files else None
+            missing = [n for n in model.channel_names_ if f"tokens/{n}" not in z.files]
+            if stored is not None and stored != model.content_id():
+                raise ValueError(f"{where} was encoded with the model {stored[:19]}..., not "
+                                 f"{model.content_id()[:19]}... ({model_path})")
+            if missing:
+                raise ValueError(f"{where}: no tokens for the model's channel(s) "
+                                 f"{', '.join(map(repr, missing))}; was it written by 'ubpe "
+                                 f"encode' with this model?")
             tokens = [z[f"tokens/{n}"] for n in model.channel_names_]
-    except KeyError as e:
-        raise ValueError(f"{tokens_path}: no tokens for channel {e}; was it written by "
-                         f"'ubpe encode' with this model?") from None
-    except (OSError, ValueError, EOFError, AttributeError) as e:
-        raise ValueError(f"{tokens_path}: not a token file ({e})") from None
-    values = model.decode(tokens)
+    except (OSError, EOFError, zipfile.BadZipFile) as e:
+        raise ValueError(f"{where}: not a token file ({e})") from None
+    for n, t in zip(model.channel_names_, tokens):
+        if t.ndim != 1 or t.dtype.kind not in "iu":
+            raise ValueError(f"{where}: channel {n!r}: token ids must be a 1-D integer array, "
+                             f"got {t.dtype} of shape {t.shape}")
+    try:
+        values = model.decode(tokens)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
     lengths = {v.size for v in values}
     if len(lengths) > 1:
         raise ValueError(f"channels have different lengths ({sorted(lengths)}); "
