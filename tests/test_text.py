@@ -155,16 +155,24 @@ def test_encode_iterable_matches_encode(shakespeare_tok, cuts):
     assert list(shakespeare_tok.encode_iterable(chunks, **kw)) == shakespeare_tok.encode(text, **kw)
 
 
-@pytest.mark.parametrize("pattern", ["gpt2", "cl100k"])
-def test_file_chunks_never_cut_a_pretoken(tmp_path, pattern):
-    from ubpe.text import _chunks
-    text = read("kjv_150k.txt")[:20_000] + "  \n\n  x" + f" {EOT}  y\n" + read("mixed_scripts.txt")
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "o200k", "llama3"])
+def test_file_chunks_count_the_pretokens_of_the_whole_text(tmp_path, monkeypatch, pattern):
+    # (gpt2's \s++$ made the newlines at the end of each 4 MiB piece one pre-token: a file
+    # trained another model than its text)
+    import ubpe.text as ut
+    text = (read("kjv_150k.txt")[:20_000] + "  \n\n  x" + f" {EOT}  y\n" + "x\n\n" * 700
+            + "y \n\n\n" * 300 + f"z\n\n{EOT}" + read("kjv_150k.txt")[:5000].replace("\n", "\r\n")
+            + read("mixed_scripts.txt"))
     path = tmp_path / "t.txt"
-    path.write_text(text, encoding="utf-8")
+    path.write_bytes(text.encode())
     tok = ByteTokenizer(300, pattern=pattern, special_tokens=[EOT])
-    chunks = list(_chunks(path, [EOT], size=997))
-    assert len(chunks) > 10 and "".join(chunks) == text
-    assert tok.count_pretokens(chunks) == tok.count_pretokens([text])
+    tok.count_pretokens([])  # (compiles its pattern)
+    chunks = list(ut._chunks(path, [EOT], size=997))
+    assert len(chunks) > 10 and "".join(c for c, _ in chunks) == text
+    chunks_of = ut._chunks
+    monkeypatch.setattr(ut, "_chunks", lambda p, s: chunks_of(p, s, size=997))
+    want = tok._count_bytes([text])
+    assert ut._count_files(tok, [path], 1) == want and ut._count_files(tok, [path], 2) == want
 
 
 def test_save_load_and_parallel_files(tmp_path):
@@ -249,3 +257,135 @@ def test_text_cli_follows_the_file_habits_of_the_other_commands(tmp_path):
     assert res.exit_code == 1 and back.read_bytes() == raw
     res = r.invoke(main, ["text", "decode", str(model), str(ids)])
     assert res.exit_code == 0 and res.stdout_bytes == raw
+
+
+def test_text_cli_ids_are_the_encoding_of_the_whole_text(tmp_path, shakespeare_tok):
+    # (each line was encoded alone: no token crossed a line end, and a special token holding a
+    # newline was never found)
+    r = CliRunner()
+    model = tmp_path / "m.json"
+    tok = ByteTokenizer(600, pattern="cl100k", special_tokens=["<s>\n</s>"]).fit([read("kjv_150k.txt")])
+    tok.save(model)
+    src = tmp_path / "in.txt"
+    text = "To be\n\n\n\nor not\n" + read("mixed_scripts.txt") + "a\x0cb\x0bc\x1cd\u0085e\u2028f\rg\r\n"
+    src.write_text(text, encoding="utf-8", newline="")
+    res = r.invoke(main, ["text", "encode", str(model), str(src)])
+    assert res.exit_code == 0, res.output
+    assert [int(v) for v in res.stdout.split()] == tok.encode(text)
+    assert res.stdout.count("\n") == len(res.stdout.splitlines())  # one line of ids per line end
+    (tmp_path / "ids.txt").write_text(res.stdout)
+    res = r.invoke(main, ["text", "decode", str(model), str(tmp_path / "ids.txt")])
+    assert res.stdout_bytes == text.encode()
+    src.write_text("a<s>\n</s>b\n")
+    res = r.invoke(main, ["text", "encode", str(model), str(src), "--allow-special"])
+    assert res.stdout.split()[1] == str(tok.special_tokens_["<s>\n</s>"])
+    res = r.invoke(main, ["text", "encode", str(model), str(src)])
+    assert res.exit_code == 1 and "--allow-special" in res.stderr and "allowed_special" not in res.stderr
+    res = r.invoke(main, ["text", "encode", str(model), str(src), "--special-as-text"])
+    assert [int(v) for v in res.stdout.split()] == tok.encode("a<s>\n</s>b\n", disallowed_special=())
+
+
+def test_text_cli_decode_refuses_what_is_not_ids(tmp_path):
+    r = CliRunner()
+    model = tmp_path / "m.json"
+    ByteTokenizer(300).fit([read("kjv_150k.txt")[:20000]]).save(model)
+    np.save(tmp_path / "f.npy", np.array([72.7, 101.2]))
+    res = r.invoke(main, ["text", "decode", str(model), str(tmp_path / "f.npy")])
+    assert res.exit_code == 1 and "must be integers" in res.stderr  # (was 'He')
+    for line in ("72 \u0663", "1_0", "99999999999999999999999"):
+        (tmp_path / "ids.txt").write_text(line + "\n")
+        res = r.invoke(main, ["text", "decode", str(model), str(tmp_path / "ids.txt")])
+        assert res.exit_code == 1 and "line 1" in res.stderr, line
+    np.save(tmp_path / "ok.npy", np.array([72, 105], np.int32))  # a .npy on standard input
+    res = r.invoke(main, ["text", "decode", str(model), "-"],
+                   input=(tmp_path / "ok.npy").read_bytes())
+    assert res.exit_code == 0 and res.stdout == "Hi"
+    (tmp_path / "bad.txt").write_bytes(b"ab\n\xffcd")
+    res = r.invoke(main, ["text", "train", str(tmp_path / "bad.txt"), "-o", str(tmp_path / "x.json")])
+    assert res.exit_code == 1 and "bad.txt, byte 3: not UTF-8" in res.stderr
+    res = r.invoke(main, ["text", "encode", str(model), str(tmp_path / "bad.txt")])
+    assert res.exit_code == 1 and "bad.txt, line 2, byte 3: not UTF-8" in res.stderr
+
+
+def test_decode_takes_integer_ids_only(shakespeare_tok):
+    tok = shakespeare_tok
+    assert tok.decode([72, 105]) == tok.decode(np.array([72, 105], np.uint16)) == "Hi"
+    assert tok.decode([]) == ""
+    for bad in ([104.7], np.array([72.0]), np.array([True]), ["72"]):
+        with pytest.raises(TypeError):
+            tok.decode(bad)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        tok.decode(np.array([[72, 105]]))
+    with pytest.raises(ValueError, match="18446744073709551615"):
+        tok.decode(np.array([2**64 - 1], np.uint64))
+
+
+def test_exports_refuse_what_the_other_engine_reads_otherwise(tmp_path):
+    tok = ByteTokenizer(300, pattern=r"\w+", min_frequency=1).fit(["the cat sat on the mat"])
+    with pytest.raises(ValueError, match="unmatched"):  # tiktoken would drop ', '
+        tok.to_tiktoken()
+    from ubpe.text import to_oniguruma
+    assert to_oniguruma(r"\s+$|\s+(?!\S)|\S+") == r"\s+\Z|\s+(?!\S)|\S+"
+    for pat in (r"(?s).{1,3}", r"\h+|\S", r"\X", r"(?m)^a|."):
+        with pytest.raises(ValueError, match="Oniguruma"):
+            to_oniguruma(pat)
+    pytest.importorskip("tokenizers")
+    from tokenizers import Tokenizer as HF
+    pat = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+$|\s+(?!\S)|\s"""
+    tok = ByteTokenizer(400, pattern=pat).fit([read("kjv_150k.txt")[:30000]])
+    tok.to_huggingface(tmp_path / "t.json")
+    hf = HF.from_file(str(tmp_path / "t.json"))
+    for s in ("To be  \nor not\n\n to be\n", "a  \n\n b\n \n", read("mixed_scripts.txt")):
+        assert hf.encode(s).ids == tok.encode(s)  # ($ was every line's end in Oniguruma)
+
+
+def test_crafted_special_tokens_and_ranks_are_refused(tmp_path):
+    ranks = {bytes([b]): b for b in range(256)}
+    for specials in ({"<x>": 2**40}, {"": 300}, {"<x>": 100}):
+        with pytest.raises(FormatError, match="special"):
+            ByteTokenizer.from_tiktoken(ranks, special_tokens=specials)
+    with pytest.raises(FormatError, match="integers"):
+        ByteTokenizer.from_tiktoken({**ranks, b"ab": 2**70})
+    path = tmp_path / "r.tiktoken"
+    import base64
+    lines = [f"{base64.b64encode(bytes([b])).decode()} {b}" for b in range(256)]
+    lines += [f"{base64.b64encode(b'ab').decode()} 256", f"{base64.b64encode(b'ab').decode()} 257"]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(FormatError, match="same token as rank 256"):
+        ByteTokenizer.from_tiktoken(path)
+    tok = ByteTokenizer(300, special_tokens=["<a>", "<a>", "<b>"]).fit([read("kjv_150k.txt")[:5000]])
+    assert tok.special_tokens_ == {"<a>": 300, "<b>": 301}  # (a token given twice left a hole)
+    with pytest.raises(ValueError, match="did you mean 'cl100k'"):
+        ByteTokenizer(300, pattern="CL100K").fit(["abc"])
+
+
+def test_a_damaged_unicode_table_cache_is_rebuilt(tmp_path, monkeypatch):
+    import ubpe._pretokenize as pt
+    monkeypatch.setenv("UBPE_CACHE", str(tmp_path))
+    monkeypatch.setattr(pt, "_TABLES", None)
+    good = pt.unicode_tables()
+    (cache,) = tmp_path.rglob("unicode-tables-*.npz")
+    for damage in (cache.read_bytes()[:1000], b"", None):
+        if damage is None:  # a readable file with tables of another shape
+            np.savez(cache, flags=np.zeros(5, np.uint8), fold=np.zeros(3, np.uint8), sha256=np.array("x"))
+        else:
+            cache.write_bytes(damage)
+        monkeypatch.setattr(pt, "_TABLES", None)
+        flags, fold = pt.unicode_tables()
+        assert np.array_equal(flags, good[0]) and np.array_equal(fold, good[1])
+
+
+def test_text_cli_missing_inputs_and_folders_are_bad_input(tmp_path):
+    # (a missing model or training file was a usage error, exit 2; a missing output folder was
+    # found after training, naming a temporary file)
+    r = CliRunner()
+    model = tmp_path / "m.json"
+    ByteTokenizer(300).fit([read("kjv_150k.txt")[:5000]]).save(model)
+    for args in (["encode", str(tmp_path / "none.json"), str(model)],
+                 ["train", str(tmp_path / "none.txt"), "-o", str(tmp_path / "x.json")],
+                 ["stats", str(model), str(tmp_path / "none.txt")]):
+        res = r.invoke(main, ["text", *args])
+        assert res.exit_code == 1 and "none." in res.stderr and "No such file" in res.stderr, args
+    res = r.invoke(main, ["text", "train", str(DATA / "kjv_150k.txt"), "-o",
+                          str(tmp_path / "nodir" / "x.json")])
+    assert res.exit_code == 1 and "no folder" in res.stderr and ".tmp" not in res.stderr

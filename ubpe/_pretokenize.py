@@ -24,6 +24,7 @@ version.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -89,25 +90,36 @@ def unicode_tables() -> tuple[np.ndarray, np.ndarray]:
         U+017F LATIN SMALL LETTER LONG S is an ``s``).
 
     Built once per process (about 0.3 s), then read from a disk cache keyed
-    by the ``regex`` version; an unwritable cache directory is not an error.
+    by the ``regex`` version, with a SHA-256 of the tables: a cache file that
+    is unreadable, damaged or of another layout is rebuilt; an unwritable
+    cache directory is not an error.
     """
     global _TABLES
     if _TABLES is None:
-        path = _cache_dir() / f"unicode-tables-regex-{regex.__version__}.npz"
+        path = _cache_dir() / f"unicode-tables-regex-{regex.__version__}-v2.npz"
         try:
-            with np.load(path) as z:
-                _TABLES = (z["flags"], z["fold"])
-        except (OSError, KeyError, ValueError):
+            with np.load(path, allow_pickle=False) as z:
+                flags, fold, digest = z["flags"], z["fold"], str(z["sha256"])
+            if flags.shape != (0x110000,) or flags.dtype != np.uint8 or fold.dtype != np.uint8 \
+                    or fold.ndim != 1 or _digest(flags, fold) != digest:
+                raise ValueError("damaged tables")
+            _TABLES = (flags, fold)
+        except Exception:  # noqa: BLE001 (any damage of a cache file: rebuild it)
             _TABLES = _build_tables()
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npz",
                                                  delete=False) as f:
-                    np.savez(f, flags=_TABLES[0], fold=_TABLES[1])
+                    np.savez(f, flags=_TABLES[0], fold=_TABLES[1],
+                             sha256=np.array(_digest(*_TABLES)))
                 os.replace(f.name, path)
             except OSError:
                 pass
     return _TABLES
+
+
+def _digest(flags: np.ndarray, fold: np.ndarray) -> str:
+    return hashlib.sha256(flags.tobytes() + b"|" + fold.tobytes()).hexdigest()
 
 
 # ------------------------------------------------------------------ kernels

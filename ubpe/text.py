@@ -20,6 +20,7 @@ dialect by :func:`to_oniguruma`).
 from __future__ import annotations
 
 import base64
+import codecs
 import json
 import os
 from collections import Counter
@@ -33,7 +34,7 @@ import regex
 
 from . import _bytebpe, _pretokenize
 from .serialization import FormatError, read_document, write_document
-from .tokenizer import Tokenizer
+from .tokenizer import NotFittedError, Tokenizer
 
 FORMAT = "ubpe.text-tokenizer"
 VERSION = 1
@@ -153,6 +154,11 @@ class ByteTokenizer:
 
     def _compile(self) -> None:
         pat = self.pattern_str
+        near = [k for k in PATTERNS if pat is not None and pat.lower().replace("_", "") == k]
+        if near and pat not in PATTERNS:
+            raise ValueError(f"pattern {pat!r} is not a name (names are {', '.join(PATTERNS)}; "
+                             f"did you mean {near[0]!r}?), and as a regular expression it would "
+                             f"match only itself")
         try:
             self._regex = regex.compile(pat) if pat is not None else None
         except regex.error as e:
@@ -275,10 +281,9 @@ class ByteTokenizer:
         Raises
         ------
         ValueError
-            If ``vocab_size < 256``, the pattern is invalid, or a special
-            token is empty.
-        UnicodeDecodeError
-            If a file is not UTF-8.
+            If ``vocab_size < 256``, the pattern is invalid (or a named
+            pattern's name with other case), a special token is empty, or a
+            file is not UTF-8 (names the file and the byte).
         """
         if any(not s for s in self.special_tokens):
             raise ValueError("special tokens must be non-empty strings")
@@ -305,12 +310,15 @@ class ByteTokenizer:
         core = self.tokenizer_
         n = core.n_tokens_
         self.byte_ids_ = np.asarray(byte_ids, np.int64)
+        if self.byte_ids_.shape != (256,) or not np.array_equal(np.sort(self.byte_ids_),
+                                                                np.arange(256)):
+            raise ValueError("byte_ids must be a permutation of 0..255")
         self._to_public = np.arange(n, dtype=np.int64)
         self._to_public[:256] = self.byte_ids_
         self._to_internal = np.empty(n, np.int64)
         self._to_internal[self._to_public] = np.arange(n)
-        if special_ids is None:
-            special_ids = {s: n + i for i, s in enumerate(self.special_tokens)}
+        if special_ids is None:  # (a token given twice has one id)
+            special_ids = {s: n + i for i, s in enumerate(dict.fromkeys(self.special_tokens))}
         self.special_tokens = tuple(sorted(special_ids, key=special_ids.__getitem__))
         self.special_tokens_ = dict(special_ids)
         self._special_by_id = {i: s for s, i in self.special_tokens_.items()}
@@ -666,13 +674,13 @@ class ByteTokenizer:
         Raises
         ------
         ValueError
-            If an id is not in the vocabulary (names it and its position).
+            If an id is not in the vocabulary (names it and its position), or
+            ``tokens`` is not one-dimensional.
+        TypeError
+            If the ids are not integers (floats are not truncated).
         """
         self._check_fitted()
-        if isinstance(tokens, list):
-            ids = np.fromiter(tokens, np.int64, len(tokens))
-        else:
-            ids = np.asarray(tokens, np.int64).reshape(-1)
+        ids = _as_ids(tokens)
         out, stop = _bytebpe.decode_public(ids, self._pub_len, self._pub_start, self._flat)
         if stop < 0:
             return out.tobytes()
@@ -807,7 +815,7 @@ class ByteTokenizer:
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "tokenizer_"):
-            raise RuntimeError("this ByteTokenizer is not fitted yet; call fit() or load()")
+            raise NotFittedError("this ByteTokenizer is not fitted yet; call fit() or load()")
 
     # ----------------------------------------------------------- save/load
     def save(self, path: str | os.PathLike) -> None:
@@ -871,11 +879,19 @@ class ByteTokenizer:
         Raises
         ------
         ValueError
-            If the model has no pre-tokenization pattern (tiktoken needs one).
+            If the model has no pre-tokenization pattern (tiktoken needs one),
+            or its pattern leaves text unmatched (tiktoken drops such text,
+            this tokenizer encodes it), found on a probe of every character
+            of the Basic Multilingual Plane and a few words and spaces.
         """
         import tiktoken
         if self.pattern_str is None:
             raise ValueError("tiktoken needs a pre-tokenization pattern; this model has none")
+        gap = _unmatched(self.pattern_str)
+        if gap is not None:
+            raise ValueError(f"the pattern leaves {gap!r} unmatched, which tiktoken would drop "
+                             f"(this tokenizer encodes it): add an alternative that matches "
+                             f"every character, such as |\\s+|.")
         return tiktoken.Encoding(name or self.name, pat_str=self.pattern_str,
                                  mergeable_ranks=self.mergeable_ranks(),
                                  special_tokens=dict(self.special_tokens_))
@@ -918,7 +934,10 @@ class ByteTokenizer:
         if isinstance(ranks, dict):
             flat = np.frombuffer(b"".join(ranks), np.uint8)
             lengths = np.fromiter(map(len, ranks), np.int64, len(ranks))
-            values = np.fromiter(ranks.values(), np.int64, len(ranks))
+            try:
+                values = np.fromiter(ranks.values(), np.int64, len(ranks))
+            except (OverflowError, TypeError, ValueError) as e:
+                raise FormatError(f"tiktoken ranks must be integers 0..n-1 ({e})") from None
         else:
             flat, lengths, values = _read_ranks(ranks)
         n = len(values)
@@ -940,6 +959,10 @@ class ByteTokenizer:
         pairs, bad = _bytebpe.recover_merges(flat, offsets)
         if bad >= 0:
             token = flat[offsets[bad]: offsets[bad + 1]].tobytes()
+            raw = flat.tobytes()
+            same = [r for r in range(bad) if raw[offsets[r]:offsets[r + 1]] == token]
+            if same:
+                raise FormatError(f"rank {bad} ({token!r}) is the same token as rank {same[0]}")
             raise FormatError(f"rank {bad} ({token!r}) is not formed by two lower-ranked tokens")
         specials = dict(special_tokens or {})
         _check_special_ids(specials, n)
@@ -972,7 +995,9 @@ class ByteTokenizer:
             If the model is not fitted.
         ValueError
             If a special token's text is also the byte-level name of an
-            ordinary token (a JSON vocabulary cannot hold both).
+            ordinary token (a JSON vocabulary cannot hold both), or the
+            pattern has a construct that Oniguruma reads otherwise
+            (:func:`to_oniguruma`).
         ImportError
             If ``tokenizers`` is not installed.
         """
@@ -1030,10 +1055,15 @@ _ATOM = regex.compile(r"""
   | (?P<other>\\[pPx]\{[^}]*\}|\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|.)
 """, regex.VERBOSE | regex.DOTALL)
 _POSSESSIVE_INTERVAL = regex.compile(r"\{\d+(?:,\d*)?\}\+")
+# the anchors of Python's regex (no MULTILINE flag) as Oniguruma (Ruby syntax) writes them
+_ONIG_ANCHORS = {"^": r"\A", "$": r"\Z", r"\Z": r"\z"}
+_ONIG_DIFFERENT = {r"\h": "a hex digit", r"\H": "not a hex digit", r"\N": "not a newline",
+                   r"\X": "an extended grapheme cluster by another table", r"\R": "a line break",
+                   r"\K": "keep", r"\G": "the search start"}
 
 
 def to_oniguruma(pattern: str) -> str:
-    """Translate a ``regex`` pattern to the Oniguruma dialect of HF ``tokenizers``.
+    """Translate a ``regex`` pattern to the Oniguruma dialect of HF ``tokenizers``, or refuse it.
 
     The two engines read possessive intervals differently: in Python's
     ``regex`` (and tiktoken's ``fancy-regex``), ``X{1,3}+`` is ``X{1,3}``
@@ -1042,6 +1072,9 @@ def to_oniguruma(pattern: str) -> str:
     are possessive op. in ONIG_SYNTAX_JAVA and ONIG_SYNTAX_PERL only"). Each
     one becomes an atomic group ``(?>X{1,3})``, which means the same in both.
     Possessive ``?+``, ``*+``, ``++`` mean the same in both and are kept.
+    Python's ``^``, ``$`` and ``\\Z`` (the start, the end or a final newline,
+    the very end of the text) are Oniguruma's ``\\A``, ``\\Z`` and ``\\z``
+    (its ``^`` and ``$`` match at every line).
 
     Parameters
     ----------
@@ -1053,15 +1086,38 @@ def to_oniguruma(pattern: str) -> str:
     str
         The same language in Oniguruma's syntax; ``pattern`` itself when no
         construct differs.
+
+    Raises
+    ------
+    ValueError
+        On a construct that Oniguruma reads otherwise and that has no
+        translation here: inline flags other than ``i`` and ``x`` (its ``m``
+        is Python's ``s``), ``\\h``, ``\\H``, ``\\N``, ``\\X``, ``\\R``,
+        ``\\K``, ``\\G``.
     """
     out, pos = [], 0
     while pos < len(pattern):
         m = _ATOM.match(pattern, pos)
         assert m is not None  # the last branch matches any character
         if m.group("group") is not None:
-            atom = "(" + (m.group("head") or "") + to_oniguruma(m.group("body")) + ")"
+            head, body = m.group("head") or "", m.group("body")
+            if head == "?" and regex.fullmatch(r"[a-zA-Z-]+", body):
+                flags = body  # (?flags)
+            elif head[1:-1] and regex.fullmatch(r"[a-zA-Z-]+", head[1:-1]):
+                flags = head[1:-1]  # (?flags:...)
+            else:
+                flags = ""
+            if set(flags) - set("ix-"):
+                raise ValueError(f"the pattern's inline flags {flags!r}: Oniguruma reads s and m "
+                                 f"otherwise (only i and x mean the same in both)")
+            atom = "(" + head + (body if flags == body else to_oniguruma(body)) + ")"
         else:
             atom = m.group("other")
+            if atom in _ONIG_ANCHORS:  # Python's ^ and $ see the text's ends, Ruby's every line's
+                atom = _ONIG_ANCHORS[atom]
+            elif atom in _ONIG_DIFFERENT:
+                raise ValueError(f"the pattern's {atom}: Oniguruma reads it otherwise "
+                                 f"({_ONIG_DIFFERENT[atom]})")
         pos = m.end()
         q = _POSSESSIVE_INTERVAL.match(pattern, pos) if atom not in "|*+?{}" else None
         if q:
@@ -1071,12 +1127,53 @@ def to_oniguruma(pattern: str) -> str:
     return "".join(out)
 
 
+_PROBE = ("Hello, World! 12345 the THE x\ny  \n\n\tz 'll \u00e9t\u00e9 \u6f22\u5b57 \U0001F600 "
+          + "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, 0x10000))))
+
+
+def _unmatched(pattern: str) -> str | None:
+    """The first text of :data:`_PROBE` (up to 12 characters) that ``pattern``'s matches skip."""
+    pos = 0
+    for m in regex.finditer(pattern, _PROBE):
+        if m.start() > pos:
+            return _PROBE[pos:min(m.start(), pos + 12)]
+        pos = m.end()
+    return _PROBE[pos:pos + 12] if pos < len(_PROBE) else None
+
+
+def _as_ids(tokens: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Token ids as a 1-D int64 array; TypeError for non-integers, ValueError for an id
+    beyond int64 or more than one dimension."""
+    ids = np.asarray(tokens)
+    if ids.size == 0:
+        return np.zeros(0, np.int64)
+    if ids.ndim != 1:
+        raise ValueError(f"token ids must be one-dimensional, got shape {ids.shape}")
+    if ids.dtype.kind not in "iu":
+        if ids.dtype == object and all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+            big = next(k for k, t in enumerate(ids) if not -2**63 <= t < 2**63)
+            raise ValueError(f"position {big}: token id {ids[big]} is not in the vocabulary")
+        raise TypeError(f"token ids must be integers, got {ids.dtype} values")
+    if ids.dtype == np.uint64 and ids.max() >= 2**63:
+        big = int(np.argmax(ids >= 2**63))
+        raise ValueError(f"position {big}: token id {ids[big]} is not in the vocabulary")
+    return ids.astype(np.int64, copy=False)
+
+
+MAX_SPECIAL_GAP = 1 << 20  # special ids lie below n_tokens + this (cl100k's gap is 1)
+
+
 def _check_special_ids(specials: dict[str, int], n: int) -> None:
-    """Special ids must be distinct, at or above ``n``; raises FormatError."""
+    """Special tokens must be non-empty strings, their ids distinct, at or above ``n`` and
+    below ``n + MAX_SPECIAL_GAP`` (an id sizes tables of ``n_vocab`` entries); raises
+    FormatError."""
+    if any(not isinstance(s, str) or not s for s in specials):
+        raise FormatError("special tokens must be non-empty strings")
     ids = list(specials.values())
-    if any(not isinstance(i, int) or i < n for i in ids) or len(set(ids)) < len(ids):
-        raise FormatError(f"special token ids must be distinct and at least {n} (after the "
-                          f"ordinary tokens), got {specials}")
+    if any(isinstance(i, bool) or not isinstance(i, int) or not n <= i < n + MAX_SPECIAL_GAP
+           for i in ids) or len(set(ids)) < len(ids):
+        raise FormatError(f"special token ids must be distinct integers in {n}..."
+                          f"{n + MAX_SPECIAL_GAP - 1} (after the ordinary tokens), got {specials}")
 
 
 _B64 = np.full(256, 255, np.uint8)
@@ -1161,24 +1258,38 @@ def _last_cut(text: str, lo: int, specials: regex.Pattern | None) -> int:
     return cut
 
 
-def _chunks(path, special_tokens, size=1 << 22) -> Iterator[str]:
-    """Read a UTF-8 file in pieces cut where no pre-token can span the cut.
+def _chunks(path, special_tokens, size=1 << 22) -> Iterator[tuple[str, str]]:
+    """Read a UTF-8 file in pieces cut where no pre-token can span the cut: ``(piece,
+    lookahead)`` pairs, ``lookahead`` the character after a cut at a newline ("" after the
+    last piece or before a special token).
 
     A cut goes right before a special token, or right after a newline that
     is followed by a non-space character (the named patterns never join a
-    newline with what follows it then).
+    newline with what follows it then). What follows still counts: a run of
+    spaces at the end of a text is one pre-token (gpt2's ``\\s++$``), but two
+    before a letter; so a piece is pre-tokenized with its lookahead after it,
+    whose own pre-token is then left out (:func:`_count_piece`).
     """
     newline_special = any("\n" in s for s in special_tokens)
     boundary = regex.compile("|".join([r"\n(?=\S)"] + [regex.escape(s) for s in special_tokens]))
     specials = (regex.compile("|".join(regex.escape(s) for s in special_tokens))
                 if special_tokens else None)
-    with open(path, encoding="utf-8", newline="") as f:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0  # bytes read
+    with open(path, "rb") as f:
         rest = ""
         while True:
-            block = f.read(size)
-            if not block:
+            raw = f.read(size)
+            pending = len(decoder.getstate()[0])
+            try:
+                block = decoder.decode(raw, final=not raw)
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}, byte {offset - pending + e.start}: not UTF-8 "
+                                 f"({e.reason})") from None
+            offset += len(raw)
+            if not raw:
                 if rest:
-                    yield rest
+                    yield rest, ""
                 return
             text = rest + block
             lo = max(0, len(text) - size)
@@ -1191,8 +1302,20 @@ def _chunks(path, special_tokens, size=1 << 22) -> Iterator[str]:
             if cut <= 0:
                 rest = text
                 continue
-            yield text[:cut]
+            before_special = specials is not None and specials.match(text, cut) is not None
+            yield text[:cut], "" if before_special else text[cut]
             rest = text[cut:]
+
+
+def _count_piece(tok: ByteTokenizer, piece: str, lookahead: str) -> dict[bytes, int]:
+    """Pre-token counts of ``piece`` as it lies in its file, before ``lookahead``."""
+    counts = tok._count_bytes([piece + lookahead])
+    if lookahead:  # its own pre-token (a cut is a pre-token boundary), not the piece's
+        key = lookahead.encode("utf-8")
+        counts[key] -= 1
+        if not counts[key]:
+            del counts[key]
+    return counts
 
 
 def _count_files(tok: ByteTokenizer, files, workers: int) -> dict[bytes, int]:
@@ -1210,14 +1333,14 @@ def _count_files(tok: ByteTokenizer, files, workers: int) -> dict[bytes, int]:
 
     chunks = (c for f in files for c in _chunks(Path(f), tok.special_tokens))
     if workers <= 1:
-        for c in chunks:
-            add(tok._count_bytes([c]))
+        for c, la in chunks:
+            add(_count_piece(tok, c, la))
         return counts
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(workers) as pool:
         pending: list = []
-        for c in chunks:
-            pending.append(pool.submit(tok._count_bytes, [c]))
+        for c, la in chunks:
+            pending.append(pool.submit(_count_piece, tok, c, la))
             if len(pending) >= 2 * workers:
                 add(pending.pop(0).result())
         for fut in pending:

@@ -24,7 +24,7 @@ def text():
 
 @text.command("train")
 @click.argument("files", nargs=-1, required=True,
-                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+                type=click.Path(dir_okay=False, path_type=Path))
 @output_options("Model file to write (JSON); '-' for standard output.")
 @click.option("--vocab-size", default=8192, show_default=True, type=click.IntRange(256),
               help="Ordinary tokens: 256 bytes plus merges (special tokens come after).")
@@ -70,12 +70,22 @@ def text_train(files, output, to_stdout, force, report: Reporter, vocab_size, n_
 
 def _read_text(source) -> str:
     """A file or stdin as text, line endings as they are (CRLF stays CRLF)."""
-    data = sys.stdin.buffer.read() if str(source) == "-" else Path(source).read_bytes()
-    return data.decode("utf-8")
+    return _decode_utf8(sys.stdin.buffer.read() if str(source) == "-" else Path(source).read_bytes(),
+                        source)
+
+
+def _decode_utf8(data: bytes, source) -> str:
+    """``data`` as UTF-8, or ValueError naming ``source``, the line and the byte offset."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ValueError(f"{'standard input' if str(source) == '-' else source}, line {line}, "
+                         f"byte {e.start}: not UTF-8 ({e.reason})") from None
 
 
 @text.command("encode")
-@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False,
+@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False,
                                                                   path_type=Path))
 @click.argument("source", metavar="[FILE|-]", default="-")
 @output_options("File of token ids to write (default: standard output).")
@@ -83,9 +93,15 @@ def _read_text(source) -> str:
               help="Write all ids as one int32 .npy array instead of text lines.")
 @click.option("--allow-special", is_flag=True,
               help="Encode special tokens in the text as special ids (else they are an error).")
+@click.option("--special-as-text", is_flag=True,
+              help="Encode special tokens in the text as ordinary text (else they are an error).")
 def text_encode(model_path, source, output, to_stdout, force, report: Reporter, npy,
-                allow_special):
-    """Encode a text file (or stdin): token ids, one line of ids per input line."""
+                allow_special, special_as_text):
+    """Encode a text file (or stdin) into token ids: the ids of the model's encoding of the
+    whole text (as ByteTokenizer.encode), separated by spaces, a line ending after each id
+    whose bytes end a line of the text."""
+    if allow_special and special_as_text:
+        raise click.UsageError("--allow-special and --special-as-text exclude each other")
     inputs = [model_path] + ([source] if source != STDIO else [])
     if npy:
         if output is not None or to_stdout:
@@ -96,24 +112,43 @@ def text_encode(model_path, source, output, to_stdout, force, report: Reporter, 
                             force=force, binary=False)
     tok = ByteTokenizer.load(model_path)
     content = _read_text(source)
-    kwargs = {"allowed_special": "all"} if allow_special else {}
+    kwargs = {"allowed_special": "all"} if allow_special else (
+        {"disallowed_special": ()} if special_as_text else {})
+    try:
+        ids = tok.encode_to_numpy(content, **kwargs).astype(np.int64)
+    except ValueError as e:
+        if "special token" not in str(e):
+            raise
+        where = str(e).split(";")[0].replace("text contains", "holds")
+        raise ValueError(f"{source}: {where}: --allow-special encodes it as its special id, "
+                         f"--special-as-text as ordinary text") from None
     if npy:
-        ids = tok.encode_to_numpy(content, **kwargs).astype(np.int32)
         buf = io.BytesIO()
-        np.save(buf, ids)
+        np.save(buf, ids.astype(np.int32))
         write_output(str(npy), buf.getvalue())
         report.info(f"{len(content.encode()):,} bytes -> {ids.size:,} tokens; wrote {npy}")
         return
-    lines = content.splitlines(keepends=True)
-    batch = tok.encode_batch(lines, num_threads=2, **kwargs)
-    write_output(dst, "".join(" ".join(map(str, ids)) + "\n" for ids in batch).encode())
+    ends = np.array([b.endswith((b"\n", b"\r")) for b in _token_bytes(tok)], bool)
+    cuts = np.flatnonzero(ends[ids]) + 1
+    lines = np.split(ids, cuts[cuts < ids.size]) if ids.size else []
+    write_output(dst, "".join(" ".join(map(str, line.tolist())) + "\n" for line in lines).encode())
     if dst != STDIO:
-        report.info(f"{len(content.encode()):,} bytes, {len(lines):,} lines -> "
-                    f"{sum(map(len, batch)):,} tokens; wrote {dst}")
+        report.info(f"{len(content.encode()):,} bytes -> {ids.size:,} tokens in {len(lines):,} "
+                    f"lines; wrote {dst}")
+
+
+def _token_bytes(tok: ByteTokenizer) -> list[bytes]:
+    """The bytes of every id of ``tok``, special ids included (b"" for an unused id)."""
+    out = [b""] * tok.n_vocab
+    for b, i in tok.mergeable_ranks().items():  # (a rank is the token's id)
+        out[i] = b
+    for name, i in tok.special_tokens_.items():
+        out[i] = name.encode()
+    return out
 
 
 @text.command("decode")
-@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False,
+@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False,
                                                                   path_type=Path))
 @click.argument("source", metavar="[FILE|-]", default="-")
 @output_options("Text file to write (default: standard output).")
@@ -124,18 +159,25 @@ def text_decode(model_path, source, output, to_stdout, force, report: Reporter):
     dst = single_output(inputs, output=output, to_stdout=to_stdout or output is None, force=force,
                         binary=False)  # (standard output by default: a filter)
     tok = ByteTokenizer.load(model_path)
-    if str(source).endswith(".npy"):
-        data = tok.decode_bytes(np.load(source))
+    raw = sys.stdin.buffer.read() if str(source) == "-" else Path(source).read_bytes()
+    if raw.startswith(b"\x93NUMPY"):  # a .npy file (as 'ubpe text encode --npy' writes)
+        try:
+            ids = np.load(io.BytesIO(raw), allow_pickle=False)
+        except ValueError as e:
+            raise ValueError(f"{source}: not a readable .npy file ({e})") from None
+        try:
+            data = tok.decode_bytes(ids)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{source}: {e}") from None
     else:
         parts = []
-        for n, line in enumerate(_read_text(source).splitlines(), 1):
+        for n, line in enumerate(_decode_utf8(raw, source).splitlines(), 1):
+            fields = line.split()
+            if not all(f.isascii() and f.isdigit() for f in fields):
+                raise ValueError(f"{source}, line {n}: expected token ids (decimal digits) "
+                                 f"separated by spaces")
             try:
-                ids = [int(v) for v in line.split()]
-            except ValueError:
-                raise ValueError(f"{source}, line {n}: expected token ids separated by spaces") \
-                    from None
-            try:
-                parts.append(tok.decode_bytes(ids))
+                parts.append(tok.decode_bytes([int(f) for f in fields]))
             except ValueError as e:
                 raise ValueError(f"{source}, line {n}: {e}") from None
         data = b"".join(parts)
@@ -145,10 +187,10 @@ def text_decode(model_path, source, output, to_stdout, force, report: Reporter):
 
 
 @text.command("stats")
-@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False,
+@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False,
                                                                   path_type=Path))
 @click.argument("files", nargs=-1, required=True,
-                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+                type=click.Path(dir_okay=False, path_type=Path))
 def text_stats(model_path, files):
     """Bytes per token and vocabulary usage of a model on text FILES."""
     tok = ByteTokenizer.load(model_path)
