@@ -203,6 +203,26 @@ def _load_container(data):
     return _arrays(decompress(data))
 
 
+def _load_zarr_chunk(data):
+    from signals.numcodecs_codec import UBPECodec
+    x = UBPECodec().decode(data)
+    return x.dtype.str, x.shape, x.tobytes()
+
+
+def _zarr_chunks() -> list[Target]:
+    """A float chunk (framing version 4) and an integer one (version 3, compact): both
+    checked by CRC-32s, so no mutation may decode to other values."""
+    try:
+        from signals.numcodecs_codec import UBPECodec
+    except ImportError:  # (numcodecs is an extra)
+        return []
+    t = np.arange(200)
+    floats = np.stack([np.round(np.sin(t / 9) * 50, 2), t * 0.25 - 3]).T  # (200, 2) float64
+    ints = np.stack([t % 13 - 6, t * 3]).T.astype("<i2")
+    return [Target("zarr_chunk", UBPECodec().encode(floats), _load_zarr_chunk, _always),
+            Target("zarr_chunk_compact", UBPECodec().encode(ints), _load_zarr_chunk, _always)]
+
+
 def _load_stream(data):
     from signals import decompress_stream
     return [_arrays(c) for c in decompress_stream(io.BytesIO(data))]
@@ -484,7 +504,7 @@ def make_targets() -> list[Target]:
                 Target("stream_v1", (FROZEN / "stream_v1.ubps").read_bytes(), _load_stream,
                        _never, known=KNOWN["stream"]),
                 Target("csv_stream", _csv_stream(), _load_csv_stream, _always)]
-    return targets + packet_targets()
+    return targets + packet_targets() + _zarr_chunks()
 
 
 class Finding(Exception):
