@@ -163,7 +163,7 @@ def read_csv(path: str | Path, columns: list[str | int] | None = None,
         What to return. The table forms hold the same columns as
         ``channels``, under their names and with their dtypes (int64, uint64
         for integers above int64's range, or float64; integer columns are
-        exact at any number of digits), rows in file order:
+        exact up to 20 digits, wider ones are float64), rows in file order:
 
         - ``"channels"``: a :class:`CsvChannels`;
         - ``"numpy"``: a structured array, one field per column;

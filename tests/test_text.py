@@ -389,3 +389,37 @@ def test_text_cli_missing_inputs_and_folders_are_bad_input(tmp_path):
     res = r.invoke(main, ["text", "train", str(DATA / "kjv_150k.txt"), "-o",
                           str(tmp_path / "nodir" / "x.json")])
     assert res.exit_code == 1 and "no folder" in res.stderr and ".tmp" not in res.stderr
+
+
+@pytest.mark.parametrize("size", [7, 11, 16, 23, 40])
+def test_file_chunks_wait_for_a_special_token_cut_by_a_read(tmp_path, monkeypatch, size):
+    # (a read that ended inside '<|endoftext|>' right after a newline took '<' for the next
+    # pre-token; an unnamed pattern's lookahead could be no pre-token at all: KeyError)
+    import ubpe.text as ut
+    text = "".join(f"ab{'x' * k}\n\n\n{EOT}y\n" for k in range(30))
+    path = tmp_path / "t.txt"
+    path.write_text(text)
+    chunks_of = ut._chunks
+    monkeypatch.setattr(ut, "_chunks", lambda p, s: chunks_of(p, s, size=size))
+    tok = ByteTokenizer(300, special_tokens=[EOT])
+    tok.count_pretokens([])
+    assert ut._count_files(tok, [path], 1) == tok._count_bytes([text])
+    for pattern in (None, r"\s*\w+|\s+"):  # no promise of equal counts: no error
+        two = tmp_path / "two.txt"
+        two.write_text("hello world\nfoo bar\n" * 3)
+        ByteTokenizer(260, pattern=pattern, min_frequency=1).fit([two])
+
+
+def test_more_mistakes_are_refused_and_ids_checked(tmp_path):
+    for name in ("cl100k_base", "GPT-2", "o200k_base", "r50k_base"):
+        with pytest.raises(ValueError, match="not a name"):
+            ByteTokenizer(300, pattern=name).fit(["abc"])
+    tok = ByteTokenizer(300).fit([read("kjv_150k.txt")[:5000]])
+    with pytest.raises(TypeError):
+        tok.decode_tokens_bytes([1.0])
+    assert tok.decode_bytes(np.int64(104)) == b"h"  # one id, 0-d
+    r = CliRunner()
+    tok.save(tmp_path / "m.json")
+    (tmp_path / "in.txt").write_bytes(b"hello\r\nworld")
+    res = r.invoke(main, ["text", "encode", str(tmp_path / "m.json"), str(tmp_path / "in.txt")])
+    assert res.stdout.splitlines()[0].endswith(" 10")  # a line ends after the \n, not the \r

@@ -283,3 +283,15 @@ def test_scikit_learn_conventions():
     clone = pytest.importorskip("sklearn.base").clone
     c = clone(tok)
     assert c is not tok and c.get_params() == tok.get_params()
+
+
+def test_a_tokenizer_pickled_before_the_fitted_alphabet_still_encodes():
+    import pickle
+    tok = Tokenizer(4, 7).fit([np.array([0, 0, 0, 1, 3, 0, 0, 0, 1, 0, 2])])
+    state = tok.__getstate__() if hasattr(tok, "__getstate__") else dict(tok.__dict__)
+    state = dict(state)
+    del state["_alphabet"]  # (as an object pickled before it existed)
+    old = Tokenizer.__new__(Tokenizer)
+    old.__setstate__(state)
+    back = pickle.loads(pickle.dumps(old))
+    assert back.n_tokens_ == 7 and back.encode([0, 0, 0, 1]).tolist() == tok.encode([0, 0, 0, 1]).tolist()

@@ -112,7 +112,10 @@ def unicode_tables() -> tuple[np.ndarray, np.ndarray]:
                                                  delete=False) as f:
                     np.savez(f, flags=_TABLES[0], fold=_TABLES[1],
                              sha256=np.array(_digest(*_TABLES)))
-                os.replace(f.name, path)
+                try:
+                    os.replace(f.name, path)
+                except OSError:  # (a folder in the way, say: leave no temporary file behind)
+                    os.unlink(f.name)
             except OSError:
                 pass
     return _TABLES

@@ -154,11 +154,12 @@ class ByteTokenizer:
 
     def _compile(self) -> None:
         pat = self.pattern_str
-        near = [k for k in PATTERNS if pat is not None and pat.lower().replace("_", "") == k]
-        if near and pat not in PATTERNS:
-            raise ValueError(f"pattern {pat!r} is not a name (names are {', '.join(PATTERNS)}; "
-                             f"did you mean {near[0]!r}?), and as a regular expression it would "
-                             f"match only itself")
+        if pat is not None and pat not in PATTERNS and regex.fullmatch(r"[\w-]+", pat):
+            key = regex.sub(r"[_-]|base$", "", pat.lower())
+            near = [k for k in PATTERNS if k == key or k == key.replace("_", "")]
+            raise ValueError(f"pattern {pat!r} is not a name (names are {', '.join(PATTERNS)}"
+                             + (f"; did you mean {near[0]!r}?" if near else "")
+                             + "), and as a regular expression it would match only itself")
         try:
             self._regex = regex.compile(pat) if pat is not None else None
         except regex.error as e:
@@ -743,7 +744,7 @@ class ByteTokenizer:
         KeyError
             If an id is not in the vocabulary.
         """
-        return [self.decode_single_token_bytes(int(t)) for t in tokens]
+        return [self.decode_single_token_bytes(t) for t in _as_ids(tokens).tolist()]
 
     def decode_with_offsets(self, tokens: Sequence[int]) -> tuple[str, list[int]]:
         """Text of token ids and the character index where each token starts.
@@ -1147,6 +1148,8 @@ def _as_ids(tokens: Sequence[int] | np.ndarray) -> np.ndarray:
     ids = np.asarray(tokens)
     if ids.size == 0:
         return np.zeros(0, np.int64)
+    if ids.ndim == 0:  # one id
+        ids = ids.reshape(1)
     if ids.ndim != 1:
         raise ValueError(f"token ids must be one-dimensional, got shape {ids.shape}")
     if ids.dtype.kind not in "iu":
@@ -1302,19 +1305,28 @@ def _chunks(path, special_tokens, size=1 << 22) -> Iterator[tuple[str, str]]:
             if cut <= 0:
                 rest = text
                 continue
+            tail = text[cut:]
+            if any(len(tail) < len(s) and s.startswith(tail) for s in special_tokens):
+                rest = text  # (what follows the cut may be a special token: read on)
+                continue
             before_special = specials is not None and specials.match(text, cut) is not None
             yield text[:cut], "" if before_special else text[cut]
-            rest = text[cut:]
+            rest = tail
 
 
 def _count_piece(tok: ByteTokenizer, piece: str, lookahead: str) -> dict[bytes, int]:
-    """Pre-token counts of ``piece`` as it lies in its file, before ``lookahead``."""
+    """Pre-token counts of ``piece`` as it lies in its file, before ``lookahead``.
+
+    With a named pattern the lookahead is a pre-token of its own (a cut is a pre-token
+    boundary), left out of the counts; other patterns promise nothing of the kind, and
+    their pieces are counted alone (as a text that ends there)."""
+    if not lookahead or tok._kind < 0:
+        return tok._count_bytes([piece])
     counts = tok._count_bytes([piece + lookahead])
-    if lookahead:  # its own pre-token (a cut is a pre-token boundary), not the piece's
-        key = lookahead.encode("utf-8")
-        counts[key] -= 1
-        if not counts[key]:
-            del counts[key]
+    key = lookahead.encode("utf-8")
+    counts[key] -= 1
+    if not counts[key]:
+        del counts[key]
     return counts
 
 

@@ -318,6 +318,13 @@ class Tokenizer:
         self.counts_ = np.asarray(counts, np.int64)
         self._build_tables()
 
+    def __setstate__(self, state: dict) -> None:
+        """Unpickle; a tokenizer pickled before ``_alphabet`` existed was fitted on its
+        ``alphabet_size``."""
+        self.__dict__.update(state)
+        if "merges_" in state and "_alphabet" not in state:
+            self._alphabet = int(self.alphabet_size)
+
     def _build_tables(self):
         m = self.merges_
         # the alphabet the merges were fitted on: encoding checks symbols against it even if the

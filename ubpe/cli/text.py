@@ -128,7 +128,7 @@ def text_encode(model_path, source, output, to_stdout, force, report: Reporter, 
         write_output(str(npy), buf.getvalue())
         report.info(f"{len(content.encode()):,} bytes -> {ids.size:,} tokens; wrote {npy}")
         return
-    ends = np.array([b.endswith((b"\n", b"\r")) for b in _token_bytes(tok)], bool)
+    ends = np.array([b.endswith(b"\n") for b in _token_bytes(tok)], bool)
     cuts = np.flatnonzero(ends[ids]) + 1
     lines = np.split(ids, cuts[cuts < ids.size]) if ids.size else []
     write_output(dst, "".join(" ".join(map(str, line.tolist())) + "\n" for line in lines).encode())
