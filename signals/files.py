@@ -152,16 +152,27 @@ FRAME_BYTES = 8 << 20  # CSV text per frame of a stream: bounds the memory of bo
 
 
 def _cut(buf: bytes, start: int) -> int:
-    """The end (after a newline, at or after ``start``) of the longest prefix of ``buf`` made of
-    whole lines and outside quotes; 0 if there is none."""
-    end = buf.rfind(b"\n") + 1
+    """The end (after a line end, at or after ``start``) of the longest prefix of ``buf`` made
+    of whole lines and outside quotes; else of whole lines (a stray quote, or a quoted cell
+    longer than the second half: each frame's text comes back exactly however it is cut, and
+    a frame that parses badly is only coded less well); 0 if no line ends there.
+
+    A line ends at ``\n``, or at ``\r`` in a text that has no ``\n`` (old Mac files). One pass
+    over ``buf``: the quotes are counted once, then taken off line by line going back."""
+    nl = b"\n" if b"\n" in buf else b"\r"
+    last = end = buf.rfind(nl) + 1
+    if last <= start:
+        return 0
     if b'"' not in buf:
-        return end if end > start else 0
+        return end
+    quotes = buf.count(b'"', 0, end)
     while end > start:
-        if buf.count(b'"', 0, end) % 2 == 0:  # RFC 4180: quotes inside fields are doubled
+        if quotes % 2 == 0:  # RFC 4180: quotes inside fields are doubled
             return end
-        end = buf.rfind(b"\n", 0, end - 1) + 1
-    return 0
+        prev = buf.rfind(nl, 0, end - 1) + 1
+        quotes -= buf.count(b'"', prev, end)
+        end = prev
+    return last
 
 
 def csv_pieces(src: IO[bytes], first: bytes = b"", frame_bytes: int = FRAME_BYTES
@@ -366,19 +377,22 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
     threads = default_threads() if threads == 0 else threads
     level, max_error = check_level(level), check_max_error(max_error)
     opts: dict[str, Any] = {"level": level, "channel_options": channel_options, "model": model}
-    ctx = {"opts": opts, "max_error": max_error, "csv_options": csv_options,
-           "later": {**(csv_options or {}), "skip_rows": 0, "comment": None}}
+    ctx: dict[str, Any] = {"opts": opts, "max_error": max_error, "csv_options": csv_options,
+                           "later": {**(csv_options or {}), "skip_rows": 0, "comment": None}}
     sizes: list[int] = []
 
     def jobs(pieces: Iterator[bytes]) -> Iterator[tuple]:
         n_in, prefix = 0, b""
-        for k, piece in enumerate(pieces):
+        for k, piece in enumerate(_with_header(pieces)):
             sizes.append(len(piece))
             if not k:
-                s = table.sniff(piece, path=path, **{
-                    key: v for key, v in (csv_options or {}).items()
-                    if key in ("skip_rows", "comment", "delimiter")})
-                prefix = s.header or b""
+                try:
+                    s = table.sniff(piece, path=path, **sniff_options)
+                except table.CsvError:  # (coded as encode_csv codes it: kept whole, raw)
+                    s = None
+                prefix = s.header or b"" if s is not None else b""
+                if s is not None:  # the later frames are read as the first one was
+                    ctx["later"].update(comment=s.comment, delimiter=s.delimiter)
                 job: tuple = (piece, path, False, 0)
             else:
                 job = (prefix + piece, f"{path} (the piece at byte {n_in:,})", True, len(prefix))
@@ -386,6 +400,29 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
             yield job
             del job
             n_in += sizes[-1]
+
+    sniff_options = {key: v for key, v in (csv_options or {}).items()
+                     if key in ("skip_rows", "comment", "delimiter")}
+
+    def _with_header(pieces: Iterator[bytes]) -> Iterator[bytes]:
+        """The pieces, the first ones joined until they hold the header line and a line below
+        it (lines above the header may be longer than a piece), up to ``4 * frame_bytes`` or
+        16 MiB (more lines above the header than ``sniff`` looks at never hold one: such a
+        text is then coded as ``encode_csv`` codes it, whole)."""
+        first_piece = b""
+        for piece in pieces:
+            first_piece += piece
+            try:
+                table.sniff(first_piece, path=path, **sniff_options)
+            except table.CsvError as e:
+                if ("no lines below" in str(e) or "skips every line" in str(e)) and \
+                        len(first_piece) < max(4 * frame_bytes, 16 << 20):
+                    continue
+            break
+        if first_piece:
+            yield first_piece
+        del first_piece
+        yield from pieces
 
     container.write_stream_head(dst)
     out, n_frames, values = 10, 0, 0
@@ -466,37 +503,54 @@ def decompress_csv_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None,
         On a damaged or truncated stream (the frames before the damage have
         been written by then: write ``dst`` to a temporary file), a frame
         that is not CSV, or a frame whose header copy differs from the
-        first frame's header line.
+        first frame's header line; the message names the frame (counted
+        from 0).
     """
     threads = default_threads() if threads == 0 else threads
-    n, out, head, copy = 0, 0, b"", None
     frames = _in_order(container.iter_stream_frames(src))
-    for source, p, pieces in _ordered_map(_decode_frame, {"model": model}, frames, threads,
-                                          processes=False):
-        if source != "csv":
-            raise SignalFormatError(f"frame {n} holds {source!r} data, not CSV; read it with "
-                                    f"signals.decompress_stream")
-        if n == 0:
-            head = _head(pieces, 1 << 20)
-            if p:
-                raise SignalFormatError("the first frame of a CSV stream has a header copy")
-        elif copy is None:
-            copy = _head(pieces, p)
-            if copy not in head:
-                raise SignalFormatError(f"frame {n}: its copy of the header line is not in the "
-                                        f"first frame")
-        elif _head(pieces, p) != copy:
-            raise SignalFormatError(f"frame {n}: its copy of the header line differs from the "
-                                    f"previous frames'")
-        skip = p
-        for x in pieces:
-            if skip < len(x):
-                dst.write(memoryview(x)[skip:])
-            out += max(0, len(x) - skip)
-            skip = max(0, skip - len(x))
-        del pieces
-        n += 1
+    try:
+        n, out = _write_csv_frames(_ordered_map(_decode_frame, {"model": model}, frames, threads,
+                                                processes=False), dst)
+    except SignalFormatError as e:  # (a frame's own message says where in the frame)
+        done = getattr(e, "frames_done", 0)
+        raise SignalFormatError(str(e) if str(e).startswith("frame ") else
+                                f"frame {done}: {e}") from None
     return {"frames": n, "bytes_out": out}
+
+
+def _write_csv_frames(decoded: Iterator, dst: IO[bytes]) -> tuple[int, int]:
+    """The text of the decoded CSV frames to ``dst``: ``(frames, bytes)``; an error carries the
+    count of the frames written before it (``frames_done``)."""
+    n, out, head, copy = 0, 0, b"", None
+    try:
+        for source, p, pieces in decoded:
+            if source != "csv":
+                raise SignalFormatError(f"frame {n} holds {source!r} data, not CSV; read it with "
+                                        f"signals.decompress_stream")
+            if n == 0:  # (held whole: the header line may lie below lines of any length)
+                head = b"".join(pieces)
+                if p:
+                    raise SignalFormatError("the first frame of a CSV stream has a header copy")
+            elif copy is None:
+                copy = _head(pieces, p)
+                if copy not in head:
+                    raise SignalFormatError(f"frame {n}: its copy of the header line is not in "
+                                            f"the first frame")
+            elif _head(pieces, p) != copy:
+                raise SignalFormatError(f"frame {n}: its copy of the header line differs from "
+                                        f"the previous frames'")
+            skip = p
+            for x in pieces:
+                if skip < len(x):
+                    dst.write(memoryview(x)[skip:])
+                out += max(0, len(x) - skip)
+                skip = max(0, skip - len(x))
+            del pieces
+            n += 1
+    except SignalFormatError as e:
+        e.frames_done = n  # type: ignore[attr-defined]
+        raise
+    return n, out
 
 
 def is_stream(data: bytes) -> bool:
@@ -540,8 +594,9 @@ def compress_path(path: str | Path, **options: Any) -> bytes:
     opts = {k: v for k, v in options.items() if k not in ("csv_options", "path")}
     chans = [(n, np.asarray(c)) for n, c in zip(rec.names, rec.channels)]
     level = opts.pop("level", DEFAULT_LEVEL)
-    header = {"source": "arrays", "shape": None, "meta": {"recording": rec.metadata(),
-                                                         "format": suffix[1:]}}
+    header = {"source": "arrays", "shape": None, "meta": {
+        "recording": rec.metadata(), "format": suffix[1:],
+        **({"skipped": list(rec.skipped)} if rec.skipped else {})}}
     return encode_columns(chans, header, level=level, **opts)
 
 

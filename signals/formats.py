@@ -79,6 +79,9 @@ class Recording:
     scaling : list of Scaling or None
         Digital-to-physical scaling per channel; None where the channel
         already holds physical values.
+    skipped : list of str
+        Columns of the file that are not channels (text, timestamps of a
+        Parquet or Arrow table): not read, so not kept by ``ubpe compress``.
     """
 
     path: str
@@ -87,6 +90,7 @@ class Recording:
     units: list[str | None] = field(default_factory=list)
     rates: list[float | None] = field(default_factory=list)
     scaling: list[Scaling | None] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = len(self.channels)
@@ -134,7 +138,7 @@ class Recording:
             keep = [i for i in range(len(self.names)) if i not in drop]
         return Recording(self.path, [self.names[i] for i in keep], [self.channels[i] for i in keep],
                          [self.units[i] for i in keep], [self.rates[i] for i in keep],
-                         [self.scaling[i] for i in keep])
+                         [self.scaling[i] for i in keep], list(self.skipped))
 
 
 def _need(module: str, extra: str = "formats") -> Any:
@@ -177,7 +181,7 @@ def _from_arrow_table(table: Any, path: str) -> Recording:
         gain = _meta_value(meta, "gain")
         scaling.append(None if gain is None else
                        Scaling(float(gain), float(_meta_value(meta, "offset") or 0.0)))
-    return Recording(path, names, chans, units, rates, scaling)
+    return Recording(path, names, chans, units, rates, scaling, skipped)
 
 
 def read_parquet(path: str | Path) -> Recording:

@@ -290,8 +290,10 @@ class SignalModel:
 
         Parameters
         ----------
-        x : array-like, shape (n,) or (n_channels, n)
-            The samples of the codec part's channels, in the model's order.
+        x : array-like, shape (n,) or (n_channels, n), or a list of 1-D arrays
+            The samples of the codec part's channels, in the model's order (a
+            list keeps channels of different dtypes apart: an array would
+            promote them to one).
 
         Raises
         ------
@@ -305,8 +307,9 @@ class SignalModel:
         """
         return self.compress_packets([x])[0]
 
-    def decompress_packet(self, packet: bytes) -> np.ndarray:
-        """Inverse of :meth:`compress_packet`: shape (n,) for one channel, else (n_channels, n).
+    def decompress_packet(self, packet: bytes) -> np.ndarray | list[np.ndarray]:
+        """Inverse of :meth:`compress_packet`: shape (n,) for one channel, else (n_channels, n);
+        a list of 1-D arrays where the channels' dtypes differ.
 
         Raises
         ------
@@ -316,7 +319,7 @@ class SignalModel:
         names, models = self._codec_models()
         ints = _packets.decode_packet(packet, models, self.model_id(), self.content_id())
         out = [self.unmap_channel(n, i) for n, i in zip(names, ints)]
-        return out[0] if len(out) == 1 else np.stack(out)
+        return out[0] if len(out) == 1 else out if len({o.dtype for o in out}) > 1 else np.stack(out)
 
     def compress_packets(self, xs: Iterable[ArrayLike]) -> list[bytes]:
         """:meth:`compress_packet` for many packets: a list of arrays in, a list of bytes out.
@@ -329,12 +332,17 @@ class SignalModel:
         ns = []
         one = len(names) == 1
         for x in xs:
-            arr = np.asarray(x)
-            if one and arr.ndim == 1:
-                cols[0].append(arr)
-                ns.append(arr.size)
-                continue
-            chans = [arr] if arr.ndim == 1 else list(arr)
+            if isinstance(x, (list, tuple)) and not all(np.ndim(c) == 0 for c in x):
+                chans = [np.asarray(c) for c in x]  # (channels of their own dtypes: not stacked)
+                if any(c.ndim != 1 for c in chans):
+                    raise ValueError("a packet given as a list holds one 1-D array a channel")
+            else:
+                arr = np.asarray(x)
+                if one and arr.ndim == 1:
+                    cols[0].append(arr)
+                    ns.append(arr.size)
+                    continue
+                chans = [arr] if arr.ndim == 1 else list(arr)
             if len(chans) != len(names):
                 raise ValueError(f"the model codes {len(names)} channels, a packet has "
                                  f"{len(chans)}")
@@ -384,10 +392,10 @@ class SignalModel:
             raise errs[min(errs)]  # its message names the packet
         vals = [self.unmap_channel(n, x) for n, x in zip(names, columns)]  # one call a channel
         ns = np.diff(off)
-        if len(vals) > 1 and not errs and ns.size and (ns == ns[0]).all():
+        mixed = len({v.dtype for v in vals}) > 1  # (then each packet is a list of its channels)
+        if len(vals) > 1 and not errs and not mixed and ns.size and (ns == ns[0]).all():
             # packets of one length: one (packets, channels, n) array, each packet a view of it
-            cube = np.empty((ns.size, len(vals), int(ns[0])), vals[0].dtype if len({
-                v.dtype for v in vals}) == 1 else np.result_type(*vals))
+            cube = np.empty((ns.size, len(vals), int(ns[0])), vals[0].dtype)
             for c, v in enumerate(vals):
                 cube[:, c, :] = v.reshape(ns.size, -1)
             return list(cube)
@@ -400,6 +408,8 @@ class SignalModel:
                 out.append(errs[k])
             elif len(vals) == 1:
                 out.append(vals[0][a:b])
+            elif mixed:
+                out.append([v[a:b] for v in vals])
             else:
                 out.append(np.stack([v[a:b] for v in vals]))
         return out

@@ -534,15 +534,17 @@ def _head_lines(text: bytes, start: int, count: int) -> list[tuple[int, bytes]]:
     pos = start
     n = len(text)
     while pos < n and len(out) < count:
-        end = pos
+        end, quotes = pos, 0  # (the quotes counted once each: a stray one costs one pass)
         while True:
             j = text.find(b"\n", end)
             k = text.find(b"\r", end, j if j >= 0 else n)
+            was = end
             if k >= 0 and (j < 0 or k + 1 < j):   # a lone CR ends the line
                 end = k + 1
             else:
                 end = n if j < 0 else j + 1
-            if end >= n or text.count(b'"', pos, end) % 2 == 0 or end - pos > 1 << 20:
+            quotes += text.count(b'"', was, end)
+            if end >= n or quotes % 2 == 0 or end - pos > 1 << 20:
                 break
         out.append((pos, text[pos:end]))
         pos = end
@@ -733,21 +735,29 @@ def parse_table(s: Sniffed, path: str = "<bytes>", *, threads: bool = True) -> l
     names = [f"c{j}" for j in range(width)]
     has_quote = s.has_quote
     import pyarrow.csv as pacsv  # (where Arrow is imported in full: before its thread pool runs)
-    try:
-        table = pacsv.read_csv(
-            pa.BufferReader(pa.py_buffer(s.text)[s.start:]),
-            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 20,
-                                           use_threads=threads),
-            parse_options=pacsv.ParseOptions(delimiter=s.delimiter, quote_char='"' if has_quote else False,
-                                             double_quote=True, newlines_in_values=has_quote,
-                                             ignore_empty_lines=False),
-            convert_options=pacsv.ConvertOptions(column_types={c: pa.binary() for c in names},
-                                                 strings_can_be_null=False,
-                                                 quoted_strings_can_be_null=False))
-    except pa.ArrowInvalid as e:
-        if "columns" in str(e):
-            raise _ragged_line(s, path) from None
-        raise CsvError(f"{path}: cannot parse the rows ({e})") from None
+    block = 1 << 20
+    while True:
+        try:
+            table = pacsv.read_csv(
+                pa.BufferReader(pa.py_buffer(s.text)[s.start:]),
+                read_options=pacsv.ReadOptions(column_names=names, block_size=block,
+                                               use_threads=threads),
+                parse_options=pacsv.ParseOptions(delimiter=s.delimiter,
+                                                 quote_char='"' if has_quote else False,
+                                                 double_quote=True, newlines_in_values=has_quote,
+                                                 ignore_empty_lines=False),
+                convert_options=pacsv.ConvertOptions(column_types={c: pa.binary() for c in names},
+                                                     strings_can_be_null=False,
+                                                     quoted_strings_can_be_null=False))
+            break
+        except pa.ArrowInvalid as e:
+            body = len(s.text) - s.start
+            if "straddl" in str(e) and block <= body:  # a row longer than a block: larger blocks
+                block = min(4 * block, body + 1)
+                continue
+            if "columns" in str(e):
+                raise _ragged_line(s, path) from None
+            raise CsvError(f"{path}: cannot parse the rows ({e})") from None
     return [table.column(j) for j in range(width)]
 
 

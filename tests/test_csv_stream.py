@@ -38,9 +38,29 @@ def stream_round_trip(data: bytes, frame_bytes: int, **kw) -> tuple[bytes, dict]
     (b'a\n"x""\ny"\n', 0, 10),      # doubled quotes inside a quoted field
     (b"abc", 0, 0),                 # no line ends
     (b"a\nbcdef", 3, 0),            # none after start
+    (b'a\n"x\ny\nz\n', 3, 9),        # a stray quote: whole lines all the same
+    (b"a\rb\rc", 0, 4),             # CR line ends where there is no LF
 ])
 def test_cut_is_after_a_line_outside_quotes(buf, start, cut):
     assert F._cut(buf, start) == cut
+
+
+@pytest.mark.parametrize("data", [
+    b"# " + b"m" * 3000 + b"\n# " + b"n" * 2500 + b"\na,b\n" + b"".join(b"%d,%d\n" % (i, i % 7)
+                                                                      for i in range(600)),
+    b"a,b\n" + b'5,pipe 12" long\n' + b"".join(b"%d,x%d\n" % (i, i % 7) for i in range(600)),
+    b"a,b\r" + b"".join(b"%d,%d\r" % (i, i % 7) for i in range(600)),
+    # more comment lines above the header than sniff reads: coded whole (raw), as a small file
+    b"".join(b"# %d\n" % i for i in range(300)) + b"a,b\n" + b"".join(b"%d,%d\n" % (i, i % 7)
+                                                                  for i in range(600)),
+    b"# logger\na,b\n" + b"".join(b"%d,%d\n" % (i, i % 7) + (b"# note\n" if i % 50 == 0 else b"")
+                                   for i in range(600)),
+])
+def test_long_preambles_stray_quotes_and_cr_lines_stream_exactly(data):
+    # (a preamble above 1 MiB made a stream that never decoded; a stray quote made the cut
+    # quadratic and held the whole file; CR-only files were one frame)
+    _, info = stream_round_trip(data, 500)
+    assert info["frames"] > 3 or data.count(b"#") == 300
 
 
 def test_pieces_are_whole_lines_and_concatenate_to_the_input():
@@ -291,3 +311,20 @@ def test_later_frames_are_coded_with_the_first_frames_plans():
     for later in plans[1:]:
         assert {k: choices(v) for k, v in later.items()} == \
             {k: choices(plans[0][k]) for k in later}
+
+
+def test_a_row_longer_than_arrows_block_is_read():
+    # (a cell above about 2 MiB: 'straddling object straddles two block boundaries', exit 1)
+    data = b"id,note,v\n1,short,5\n2," + b"ab" * (5 << 19) + b",6\n3,x,7\n"
+    assert F.decompress_file(F.compress_file(data, "csv", level=1)).data == data
+
+
+def test_a_damaged_frame_is_named():
+    data = b"a,b\n" + b"".join(b"%d,%d\n" % (i, i * 7 % 13) for i in range(600))
+    stream, info = stream_round_trip(data, 500)
+    frames = list(iter_stream_frames(io.BytesIO(stream)))
+    at = stream.index(frames[2]) + len(frames[2]) // 2
+    bad = bytearray(stream)
+    bad[at] ^= 0xFF
+    with pytest.raises(SignalFormatError, match="^frame 2: "):
+        F.decompress_csv_stream(io.BytesIO(bytes(bad)), io.BytesIO())

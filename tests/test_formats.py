@@ -110,3 +110,26 @@ def test_parquet_and_arrow(tmp_path, ecg_digital):
 def test_csv_through_read_signal(ecg_csv):
     r = read_recording(ecg_csv)
     assert r.names and r.units == [None] * len(r.names) and r.scaling == [None] * len(r.names)
+
+
+def test_a_recording_decompresses_to_npz_beside_it_and_says_what_it_left_out(tmp_path, ecg_digital):
+    # (decompress wrote the arrays under the recording's own name: with -f it replaced the
+    # recording with a zip; the text column left out went unsaid beside 'lossless')
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet
+    from click.testing import CliRunner
+
+    from ubpe.cli import main
+    table = pa.table({"MLII": pa.array(ecg_digital.astype(np.int16)),
+                      "label": pa.array(["n"] * ecg_digital.size)})
+    src = tmp_path / "ecg.parquet"
+    pyarrow.parquet.write_table(table, src)
+    before = src.read_bytes()
+    r = CliRunner()
+    res = r.invoke(main, ["compress", str(src)])
+    assert res.exit_code == 0 and "not kept (not numeric): label" in res.stderr
+    res = r.invoke(main, ["decompress", "-f", str(tmp_path / "ecg.parquet.ubpe")])
+    assert res.exit_code == 0, res.output
+    assert src.read_bytes() == before
+    with np.load(tmp_path / "ecg.parquet.npz") as z:
+        assert np.array_equal(z[z.files[0]], ecg_digital.astype(np.int16))

@@ -790,3 +790,26 @@ def test_ranked_packets_round_trip_any_values(ranked_model, x, grid_part, seed):
     assert all(np.array_equal(a, b) for a, b in zip(back, packets))
     assert all(np.array_equal(decode_channel(c, p.size, model=ranked_model), p)
                for c, p in zip(coded, packets))
+
+
+def test_packets_of_channels_with_different_dtypes():
+    # (the channels of a packet were stacked into one array: int16 + int32 became int32, which
+    # the int16 channel refused; int64 + uint64 became float64)
+    import io
+
+    from signals import SignalModel
+    t = np.arange(3000)
+    a = (t % 50 * 3 - 70).astype(np.int16)
+    b = (t * 7 % 1000 + 100000).astype(np.int32)
+    model = SignalModel(64, 80, progress=False).fit([a, b], names=["a", "b"])
+    packets = [[a[i:i + 256], b[i:i + 256]] for i in range(0, 1024, 256)]
+    coded = model.compress_packets(packets)
+    for got, want in zip(model.decompress_packets(coded), packets):
+        assert [g.dtype for g in got] == [np.int16, np.int32]
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    one = model.decompress_packet(model.compress_packet((a[:10], b[:10])))
+    assert one[0].dtype == np.int16 and one[1].tolist() == b[:10].tolist()
+    buf = io.BytesIO()
+    model.write_packet_stream(packets, buf)
+    back = list(model.read_packet_stream(io.BytesIO(buf.getvalue())))
+    assert all(np.array_equal(g[1], w[1]) for g, w in zip(back, packets))

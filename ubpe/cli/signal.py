@@ -343,6 +343,7 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
         info = signals.inspect(data)
         n = sum(c["n_samples"] for c in info["channels"])
         worst = max([c["max_error"] for c in info["channels"]] + [info.get("max_error") or 0.0])
+        skipped = (info.get("meta") or {}).get("skipped") if info.get("source") == "arrays" else None
         where = "standard output" if job.output == STDIO else job.output
         # (raw is empty where compress_path read the file itself; standard input is all in raw)
         size = len(raw) if job.source == STDIO else len(raw) or Path(job.source).stat().st_size
@@ -350,6 +351,7 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
                     f"({size / max(len(data), 1):.2f}x, {kind}, {len(info['channels'])} "
                     f"columns, {n:,} values) "
                     + ("lossless" if worst == 0 else f"max error {worst:.6g}")
+                    + (f"; not kept (not numeric): {', '.join(skipped)}" if skipped else "")
                     + f"; wrote {where}")
         for ch in info["channels"]:
             report.detail(f"  {ch['name']:<28} {ch['n_samples']:,} x {ch['dtype']}, "
@@ -366,6 +368,8 @@ def _decompressed_name(source: Path) -> Path:
         raise BadInput(f"{source}: the name does not end in {SUFFIX}, so the output cannot be "
                        f"named after it; give it with -o PATH (or -c)")
     out = strip_suffix_name(source, SUFFIX, "")
+    if out.suffix.lower() in signals.formats.SUFFIXES:  # a recording comes back as arrays
+        return out.with_name(out.name + ".npz")
     magic = container.PACKET_STREAM_MAGIC
     try:
         with open(source, "rb") as f:
@@ -379,7 +383,7 @@ def _decompressed_name(source: Path) -> Path:
 @click.argument("sources", metavar="FILE.ubpe...", nargs=-1, required=True)
 @output_options("File to write ('-': standard output). Default: each input's name without "
                 ".ubpe, in its folder (a/x.csv.ubpe -> a/x.csv; a packet stream's channels: "
-                "a/x.npy).")
+                "a/x.npy; a recording's arrays: a/x.edf.npz).")
 @_model_option
 @threads_option("Decompress", "in N threads")
 def decompress(sources, output, to_stdout, force, report: Reporter, model_path, threads):
