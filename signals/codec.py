@@ -398,6 +398,9 @@ def decompress(data: bytes, *, model: Any = None, max_values: int = MAX_VALUES) 
     ------
     SignalFormatError
         On a foreign, truncated, corrupted or newer file.
+    ValueError
+        On a container of a CSV file (:func:`signals.decompress_file` gives
+        its bytes back).
     TypeError
         If ``data`` is not bytes.
     """
@@ -405,6 +408,9 @@ def decompress(data: bytes, *, model: Any = None, max_values: int = MAX_VALUES) 
     if container.container_version(data) == 1:
         return decompress_v1(data)
     header, columns, _ = decode_columns(data, model, max_values=max_values)
+    if header.get("source") == "csv":  # (its columns are the codec's integers, not the cells)
+        raise ValueError("this container holds a CSV file: signals.decompress_file(data) gives "
+                         "its bytes back (signals.read_csv reads its columns)")
     return _as_array(header, columns)
 
 

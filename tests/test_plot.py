@@ -129,6 +129,20 @@ def test_cli_plot_reads_ubpe_files(tmp_path):
     assert r.exit_code == 2 and "1 channel" in r.output
 
 
+def test_a_csv_container_is_plotted_from_its_cells_and_not_decompressed_to_codes(tmp_path):
+    # (signals.decompress gave a CSV container's codec integers: 2035 for the cell 20.35)
+    import signals
+    csv = b"t,temp\n" + b"".join(b"2024-01-01 00:%02d,%d.%02d\n" % (i % 60, 20 + i % 3, i % 100)
+                                  for i in range(400))
+    data = signals.compress_file(csv, "csv")
+    with pytest.raises(ValueError, match="decompress_file"):
+        signals.decompress(data)
+    (tmp_path / "c.csv.ubpe").write_bytes(data)
+    r = CliRunner().invoke(main, ["plot", str(tmp_path / "c.csv.ubpe"), "-o", str(tmp_path),
+                                  "--which", "residuals"])
+    assert r.exit_code == 0, r.output
+
+
 def test_save_all_parallel_draws_the_same_files(ecg, tmp_path, monkeypatch):
     """The bits picture's blocks coded in a forked child give the very same PNG bytes."""
     if not hasattr(__import__("os"), "fork"):

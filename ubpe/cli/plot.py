@@ -58,8 +58,17 @@ def plot(source, outdir, which, channel, start, length, rate, model_path, column
 
     t0 = time.perf_counter()
     names = split_list(which) or []
-    if source.read_bytes()[:8] == b"UBPE-SIG":
-        x = signals.decompress(source.read_bytes())
+    raw = source.read_bytes()
+    if raw[:8] == b"UBPE-SIG" and signals.inspect(raw).get("source") == "csv":
+        import tempfile  # a CSV file's container: its columns as read_csv reads them
+        with tempfile.TemporaryDirectory(prefix="ubpe-") as tmp:
+            path = Path(tmp) / "signal.csv"
+            path.write_bytes(signals.decompress_file(raw).data)
+            data = signals.read_signal(path, columns=split_list(columns),
+                                       exclude=split_list(exclude))
+        chans, chan_names = data.channels, data.names
+    elif raw[:8] == b"UBPE-SIG":
+        x = signals.decompress(raw)
         chans = [x] if getattr(x, "ndim", 2) == 1 else list(x)
         chan_names = None
     else:
