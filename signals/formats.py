@@ -271,7 +271,12 @@ def read_wfdb(path: str | Path) -> Recording:
     wfdb = _need("wfdb")
     p = Path(path)
     record_name = str(p.with_suffix("")) if p.suffix in (".hea", ".dat") else str(p)
-    rec = wfdb.rdrecord(record_name, physical=False)
+    try:
+        rec = wfdb.rdrecord(record_name, physical=False)
+    except OSError:
+        raise
+    except Exception as e:  # noqa: BLE001 (wfdb's parser raises what it meets: TypeError...)
+        raise ValueError(f"{path}: not a readable WFDB record ({type(e).__name__}: {e})") from None
     d = np.asarray(rec.d_signal)
     names = [str(n) for n in rec.sig_name]
     scaling: list[Scaling | None] = [Scaling(1.0 / float(g), -float(b) / float(g))

@@ -301,12 +301,15 @@ def _read_csv(path: str, columns: list[str | int] | None, exclude: list[str | in
 
 def read_signal(path: str | Path, columns: list[str | int] | None = None,
                 exclude: list[str | int] | None = None, **csv_options) -> CsvChannels:
-    """Read channels from a CSV, NumPy ``.npz``/``.npy`` or PCM ``.wav`` file.
+    """Read channels from a CSV, NumPy ``.npz``/``.npy``, PCM ``.wav`` file, or a recording.
 
     ``.npz``: every 1-D array is a channel named by its key, every 2-D array
     (channels, samples) gives channels ``key:0``, ``key:1``, ...; ``.npy``
     likewise. ``.wav``: integer PCM (``wave`` module), channels
-    ``ch0, ch1, ...``, in the file's sample width. ``columns``/``exclude``
+    ``ch0, ch1, ...``, as int64. A recording (Parquet/Arrow, EDF/BDF, WFDB
+    ``.hea``, by its suffix): the channels of
+    :func:`signals.formats.read_recording` (its units, rates and scaling
+    are there). ``columns``/``exclude``
     select by name or index, as for CSV; ``csv_options`` (``skip_rows``,
     ``comment``, ``delimiter``, ``decimals``) go to ``read_csv``.
 
@@ -319,13 +322,19 @@ def read_signal(path: str | Path, columns: list[str | int] | None = None,
         raise TypeError("read_signal returns CsvChannels; for a table use read_csv(..., output=...)")
     path = Path(path)
     suffix = path.suffix.lower()
+    from . import formats
+    if suffix in formats.SUFFIXES:  # (a CSV parse of these gave 'line 2: 3 fields, expected 1')
+        rec = formats.read_recording(path, columns, exclude)
+        n = len(rec.names)
+        return CsvChannels(str(path), list(rec.names), list(rec.channels), list(rec.skipped),
+                           True, [0] * n, [False] * n, [])
     if suffix in (".csv", ".txt", ".tsv") or suffix not in (".npz", ".npy", ".wav"):
         return read_csv(path, columns=columns, exclude=exclude, **csv_options)
     names, chans = [], []
     if suffix in (".npz", ".npy"):
         arrays = dict(np.load(path)) if suffix == ".npz" else {path.stem: np.load(path)}
         for key, arr in arrays.items():
-            if arr.dtype.kind not in "iuf":
+            if arr.dtype.kind not in "iufb":
                 raise CsvError(f"{path}: array {key!r} is not numeric ({arr.dtype})")
             if arr.ndim == 1:
                 names.append(key)

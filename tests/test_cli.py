@@ -532,3 +532,23 @@ def test_build_refuses_a_model_it_could_not_load(tmp_path):
         assert not (tmp_path / "m.json").exists()
     r = run("build", src, "--vocab-size", 300, "-o", tmp_path / "m.json")
     assert r.exit_code == 2 and "--levels" in r.stderr
+
+
+@pytest.mark.slow
+def test_sigterm_leaves_no_temporary_file(tmp_path):
+    # (kill -TERM during a compress left .out.ubpe.XXXX.tmp behind)
+    import signal
+    import time
+    src = tmp_path / "big.csv"
+    rows = "".join(f"{i},{i * 7 % 1000}.{i % 10},{i % 13}\n" for i in range(400_000))
+    src.write_text("a,b,c\n" + rows * 3)
+    p = subprocess.Popen([sys.executable, "-m", "ubpe", "compress", str(src), "--level", "9",
+                          "-o", str(tmp_path / "out.ubpe")], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".out.ubpe.*")) and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.02)
+    if p.poll() is not None:
+        pytest.skip("the compress ended before it could be stopped")
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(60) == 143
+    assert not list(tmp_path.glob(".out.ubpe*")) and not (tmp_path / "out.ubpe").exists()

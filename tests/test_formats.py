@@ -133,3 +133,27 @@ def test_a_recording_decompresses_to_npz_beside_it_and_says_what_it_left_out(tmp
     assert src.read_bytes() == before
     with np.load(tmp_path / "ecg.parquet.npz") as z:
         assert np.array_equal(z[z.files[0]], ecg_digital.astype(np.int16))
+
+
+def test_read_signal_reads_recordings_and_bad_headers_are_named(tmp_path, ecg_digital):
+    # (read_signal parsed a Parquet or EDF file as CSV: 'line 47: 2 fields, expected 1'; a bad
+    # WFDB header gave "'NoneType' object is not iterable (TypeError)")
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet
+
+    from signals import read_signal
+    from signals.formats import read_recording
+    pyarrow.parquet.write_table(pa.table({"MLII": pa.array(ecg_digital.astype(np.int16)),
+                                          "label": pa.array(["n"] * ecg_digital.size)}),
+                                tmp_path / "e.parquet")
+    r = read_signal(tmp_path / "e.parquet")
+    assert r.names == ["MLII"] and r.skipped == ["label"] and np.array_equal(r.channels[0], ecg_digital)
+    pytest.importorskip("wfdb")
+    (tmp_path / "bad.hea").write_text("bad 2 x\nfoo\n")
+    with pytest.raises(ValueError, match="bad.hea: not a readable WFDB record"):
+        read_recording(tmp_path / "bad.hea")
+    from click.testing import CliRunner
+
+    from ubpe.cli import main
+    res = CliRunner().invoke(main, ["build", str(tmp_path / "e.parquet"), "-o", str(tmp_path / "m.json")])
+    assert res.exit_code == 1 and "reads CSV files" in res.stderr

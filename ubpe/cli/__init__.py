@@ -92,3 +92,13 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="ubpe")
 def main() -> None:
     """Universal byte-pair encoding for integer sequences and sensor signals."""
+    # a SIGTERM (kill, a service manager) ends the command as an exception would: its
+    # temporary output file is removed (exit status 143, as the signal's default gives)
+    import signal
+    import threading
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)

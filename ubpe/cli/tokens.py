@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+import signals.formats
 from signals import SignalModel, read_csv
 from signals.model import PACKET_SIZE, stage_lines
 from signals.table import encode_csv
@@ -100,6 +101,9 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
     scales: dict[str, set] = {}  # column -> its (kind, decimals) in each file
     csv_options = {"skip_rows": skip_rows, "comment": comment, "delimiter": delimiter}
     for f in files:
+        suffix = Path(f).suffix.lower()
+        if suffix in (".npz", ".npy", ".wav", ".ubpe", ".json") or suffix in signals.formats.SUFFIXES:
+            raise ValueError(f"{f}: ubpe build reads CSV files, not {suffix} files")
         with input_path(f) as path:
             t = read_csv(path, columns=split_list(columns), exclude=split_list(exclude),
                          **csv_options)
