@@ -552,3 +552,19 @@ def test_sigterm_leaves_no_temporary_file(tmp_path):
     p.send_signal(signal.SIGTERM)
     assert p.wait(60) == 143
     assert not list(tmp_path.glob(".out.ubpe*")) and not (tmp_path / "out.ubpe").exists()
+
+
+def test_decode_writes_one_source_file_of_a_multi_file_model(tmp_path):
+    # (a model built on files of different lengths encoded them, and decode always refused)
+    (tmp_path / "d1").mkdir()
+    (tmp_path / "d2").mkdir()
+    x, y = tmp_path / "d1" / "x.csv", tmp_path / "d2" / "y.csv"
+    x.write_text("a,b\n" + "".join(f"{t % 7},{t % 5}\n" for t in range(300)))
+    y.write_text("c\n" + "".join(f"{t % 9}\n" for t in range(150)))
+    m = tmp_path / "m.json"
+    assert run("build", x, y, "--vocab-size", 1100, "-q", "-o", m).exit_code == 0
+    assert run("encode", m, x, y, "-q", "-o", tmp_path / "t.npz").exit_code == 0
+    r = run("decode", m, tmp_path / "t.npz", "-c")
+    assert r.exit_code == 1 and "--file NAME (x, y)" in r.stderr
+    r = run("decode", m, tmp_path / "t.npz", "--file", "y", "-c")
+    assert r.exit_code == 0 and r.stdout == y.read_text()

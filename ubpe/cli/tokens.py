@@ -244,11 +244,16 @@ def encode(model_path, files, output, to_stdout, force, report: Reporter, method
 @click.argument("model_path", metavar="MODEL")
 @click.argument("tokens_path", metavar="TOKENS.npz")
 @output_options("CSV file to write ('-': standard output).")
-def decode(model_path, tokens_path, output, to_stdout, force, report: Reporter):
+@click.option("--file", "file_name", metavar="NAME",
+              help="With a model built on several files: write the channels of the file NAME "
+                   "(its name without folder and suffix, as the model's channels 'NAME:column' "
+                   "say), under their column names.")
+def decode(model_path, tokens_path, output, to_stdout, force, report: Reporter, file_name):
     """Turn a token file from 'ubpe encode' back into a CSV of (quantized) samples.
 
     One column per channel, named as in the model; integer channels that
-    were kept exactly are written as integers.
+    were kept exactly are written as integers. A model built on several
+    files of different lengths: one file's channels at a time (--file).
     """
     if model_path == tokens_path == STDIO:
         raise click.UsageError("standard input ('-') can be read only once")
@@ -281,11 +286,21 @@ def decode(model_path, tokens_path, output, to_stdout, force, report: Reporter):
         values = model.decode(tokens)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
+    names, exact = list(model.channel_names_), [bool(q.lossless_[0]) for q in model.quantizers_]
+    if file_name is not None:
+        keep = [k for k, n in enumerate(names) if n.startswith(f"{file_name}:")]
+        if not keep:
+            files = sorted({n.split(":")[0] for n in names if ":" in n})
+            raise ValueError(f"the model has no channels of a file {file_name!r}"
+                             + (f" (its files: {', '.join(files)})" if files else ""))
+        names = [names[k][len(file_name) + 1:] for k in keep]
+        values, exact = [values[k] for k in keep], [exact[k] for k in keep]
     lengths = {v.size for v in values}
     if len(lengths) > 1:
-        raise ValueError(f"channels have different lengths ({sorted(lengths)}); "
-                         f"one CSV needs equal lengths")
-    write_csv(dst, model.channel_names_, values,
-              [bool(q.lossless_[0]) for q in model.quantizers_])
+        files = sorted({n.split(":")[0] for n in names if ":" in n})
+        raise ValueError(f"channels have different lengths ({sorted(lengths)}); one CSV needs "
+                         f"equal lengths" + (f": write one file's at a time, --file NAME "
+                                             f"({', '.join(files)})" if files else ""))
+    write_csv(dst, names, values, exact)
     report.info(f"{len(values)} channels, {values[0].size if values else 0:,} samples; wrote "
                 f"{'standard output' if dst == STDIO else dst}")
