@@ -151,11 +151,11 @@ def _compress_csv(data: bytes, path: str, max_error: float | None, csv_options: 
 FRAME_BYTES = 8 << 20  # CSV text per frame of a stream: bounds the memory of both directions
 
 
-def _cut(buf: bytes, start: int) -> int:
+def _cut(buf: bytes, start: int, force: bool = False) -> int:
     """The end (after a line end, at or after ``start``) of the longest prefix of ``buf`` made
-    of whole lines and outside quotes; else of whole lines (a stray quote, or a quoted cell
-    longer than the second half: each frame's text comes back exactly however it is cut, and
-    a frame that parses badly is only coded less well); 0 if no line ends there.
+    of whole lines and outside quotes; with ``force``, else of whole lines (past a stray
+    quote, the rest of a file is inside quotes for a parser: the frame that holds it is coded
+    as a small file with one is, the next ones start afresh); 0 if none.
 
     A line ends at ``\n``, or at ``\r`` in a text that has no ``\n`` (old Mac files). One pass
     over ``buf``: the quotes are counted once, then taken off line by line going back."""
@@ -172,7 +172,7 @@ def _cut(buf: bytes, start: int) -> int:
         prev = buf.rfind(nl, 0, end - 1) + 1
         quotes -= buf.count(b'"', prev, end)
         end = prev
-    return last
+    return last if force else 0
 
 
 def csv_pieces(src: IO[bytes], first: bytes = b"", frame_bytes: int = FRAME_BYTES
@@ -196,7 +196,9 @@ def csv_pieces(src: IO[bytes], first: bytes = b"", frame_bytes: int = FRAME_BYTE
             more = src.read(frame_bytes)
             eof = not more
             buf += more
-        cut = len(buf) if eof else _cut(buf, min(len(buf) - 1, frame_bytes // 2))
+        # (no cut outside quotes in 4 pieces' worth: a stray quote; cut at a line end anyway)
+        cut = len(buf) if eof else _cut(buf, min(len(buf) - 1, frame_bytes // 2),
+                                        force=len(buf) >= 4 * frame_bytes)
         if not cut:  # no line ends in the second half: read on
             more = src.read(frame_bytes)
             eof = not more

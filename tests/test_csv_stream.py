@@ -38,11 +38,12 @@ def stream_round_trip(data: bytes, frame_bytes: int, **kw) -> tuple[bytes, dict]
     (b'a\n"x""\ny"\n', 0, 10),      # doubled quotes inside a quoted field
     (b"abc", 0, 0),                 # no line ends
     (b"a\nbcdef", 3, 0),            # none after start
-    (b'a\n"x\ny\nz\n', 3, 9),        # a stray quote: whole lines all the same
+    (b'a\n"x\ny\nz\n', 3, 0),        # a stray quote: none (unless forced, below)
     (b"a\rb\rc", 0, 4),             # CR line ends where there is no LF
 ])
 def test_cut_is_after_a_line_outside_quotes(buf, start, cut):
     assert F._cut(buf, start) == cut
+    assert F._cut(b'a\n"x\ny\nz\n', 3, force=True) == 9  # past a stray quote: whole lines
 
 
 @pytest.mark.parametrize("data", [

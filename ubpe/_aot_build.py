@@ -243,6 +243,8 @@ def _workload(tmp: Path, small: bool = False) -> None:
             decompress_csv_stream(io.BytesIO(fixture.read_bytes()), io.BytesIO())
         elif fixture.suffix == ".ubps":
             list(signals.decompress_stream(io.BytesIO(fixture.read_bytes())))
+        elif signals.inspect(fixture.read_bytes()).get("source") == "csv":
+            signals.decompress_file(fixture.read_bytes())
         else:
             signals.decompress(fixture.read_bytes())
     # text: byte-level BPE
