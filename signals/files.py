@@ -393,8 +393,13 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
                 except table.CsvError:  # (coded as encode_csv codes it: kept whole, raw)
                     s = None
                 prefix = s.header or b"" if s is not None else b""
-                if s is not None:  # the later frames are read as the first one was
-                    ctx["later"].update(comment=s.comment, delimiter=s.delimiter)
+                if s is not None:  # the later frames are read as the first one was: their
+                    # '#' lines are comments where the first frame's body had some (or the option
+                    # says so), else data (a first line of '#' says nothing of the body)
+                    cm = s.comment.encode() if s.comment else None
+                    body = cm is not None and any(ln.startswith(cm) for _, ln in s.inserted)
+                    ctx["later"].update(delimiter=s.delimiter, comment=(csv_options or {}).get(
+                        "comment") or (s.comment if body else None))
                 job: tuple = (piece, path, False, 0)
             else:
                 job = (prefix + piece, f"{path} (the piece at byte {n_in:,})", True, len(prefix))
@@ -693,13 +698,11 @@ def compress_packets_file(data: bytes, kind: str, model: Any, packet_size: int, 
     if missing or not names:
         raise ValueError(f"{path}: the model codes channels {', '.join(names) or '(none)'}; the "
                          f"file lacks {', '.join(missing) or 'them'}")
-    chans = np.stack([np.asarray(by_name[n]) for n in names]) if len({by_name[n].size
-                                                                         for n in names}) == 1 \
-        else None
-    if chans is None:
+    chans = [np.asarray(by_name[nm]) for nm in names]  # (a list: each channel keeps its dtype)
+    if len({c.size for c in chans}) != 1:
         raise ValueError(f"{path}: the model's channels differ in length in this file")
-    n = chans.shape[1]
-    xs = [chans[:, i:i + packet_size] if len(names) > 1 else chans[0, i:i + packet_size]
+    n = chans[0].size
+    xs = [[c[i:i + packet_size] for c in chans] if len(names) > 1 else chans[0][i:i + packet_size]
           for i in range(0, n, packet_size)]
     buf = io.BytesIO()
     model.write_packet_stream(xs, buf)
@@ -708,15 +711,27 @@ def compress_packets_file(data: bytes, kind: str, model: Any, packet_size: int, 
 
 def decompress_packets_file(data: bytes, model: Any) -> Decoded:
     """The channels of a packet stream, concatenated, as a ``.npy`` file: shape (n,) or
-    (n_channels, n), in the model's dtypes.
+    (n_channels, n), in the model's dtype (channels of several integer dtypes: the smallest
+    that holds them all).
 
     Raises
     ------
     SignalFormatError
         On a stream made with another model (names both ids), a corrupted
         packet, or a stream cut before its end marker.
+    ValueError
+        If the channels' dtypes have no common dtype that holds them exactly
+        (int64 and uint64).
     """
     parts = list(model.read_packet_stream(io.BytesIO(data)))
+    if parts and isinstance(parts[0], list):  # channels of different dtypes: one .npy dtype
+        chans = [np.concatenate(c) for c in zip(*parts)]
+        common = np.result_type(*chans)
+        if common.kind == "f" and any(c.dtype.kind != "f" for c in chans):
+            raise ValueError(f"the model's channels have dtypes {', '.join(str(c.dtype) for c in chans)}, "
+                             f"which no .npy dtype holds exactly; read the stream with "
+                             f"SignalModel.read_packet_stream")
+        parts = [np.stack([c.astype(common) for c in chans])]
     axis = 0 if not parts or parts[0].ndim == 1 else 1
     arr = np.concatenate(parts, axis=axis) if parts else np.zeros(0, np.int64)
     buf = io.BytesIO()

@@ -568,3 +568,19 @@ def test_decode_writes_one_source_file_of_a_multi_file_model(tmp_path):
     assert r.exit_code == 1 and "--file NAME (x, y)" in r.stderr
     r = run("decode", m, tmp_path / "t.npz", "--file", "y", "-c")
     assert r.exit_code == 0 and r.stdout == y.read_text()
+
+
+def test_packet_streams_of_channels_with_different_dtypes(tmp_path):
+    # (compress stacked the channels into one dtype, which the model refused; decompress of a
+    # stream of such packets crashed with a traceback)
+    t = np.arange(3000)
+    a, b = (t % 50 * 3 - 70).astype(np.int16), (t * 7 % 1000 + 100000).astype(np.int32)
+    SignalModel(64, 80, progress=False).fit([a, b], names=["a", "b"]).save(tmp_path / "m.json")
+    np.savez(tmp_path / "x.npz", a=a, b=b)
+    r = run("compress", tmp_path / "x.npz", "--model", tmp_path / "m.json", "--packet-size", 500,
+            "-q", "-o", tmp_path / "x.pk.ubpe")
+    assert r.exit_code == 0, r.output
+    r = run("decompress", tmp_path / "x.pk.ubpe", "--model", tmp_path / "m.json", "-q")
+    assert r.exit_code == 0, r.output
+    back = np.load(tmp_path / "x.npy")  # (x.pk.ubpe: a packet stream -> x.npy)
+    assert back.dtype == np.int32 and np.array_equal(back[0], a) and np.array_equal(back[1], b)

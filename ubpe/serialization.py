@@ -188,6 +188,7 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[Any]:
         return
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
                                dir=path.parent if str(path.parent) else ".")
+    TEMPORARY_FILES.add(tmp)
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
@@ -201,6 +202,13 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[Any]:
         except FileNotFoundError:
             pass
         raise
+    finally:
+        TEMPORARY_FILES.discard(tmp)
+
+
+# the temporary files of the atomic writes in progress: what a signal handler removes before the
+# process ends (ubpe.cli: SIGTERM)
+TEMPORARY_FILES: set[str] = set()
 
 
 # ------------------------------------------------------------ checksums

@@ -92,8 +92,10 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="ubpe")
 def main() -> None:
     """Universal byte-pair encoding for integer sequences and sensor signals."""
-    # a SIGTERM (kill, a service manager) ends the command as an exception would: its
-    # temporary output file is removed (exit status 143, as the signal's default gives)
+    # a SIGTERM (kill, a service manager) ends the command with no partial output: the
+    # temporary files of its writes in progress are removed, and the process exits at once with
+    # status 143, as the signal's default gives (an exception raised from the handler could land
+    # inside a compiled kernel's call, which then fails with a SystemError)
     import signal
     import threading
     if threading.current_thread() is threading.main_thread():
@@ -101,4 +103,12 @@ def main() -> None:
 
 
 def _terminate(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)
+    import os
+
+    from ubpe.serialization import TEMPORARY_FILES
+    for tmp in list(TEMPORARY_FILES):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+    os._exit(128 + signum)
