@@ -388,11 +388,8 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
         for k, piece in enumerate(_with_header(pieces)):
             sizes.append(len(piece))
             if not k:
-                try:
-                    s = table.sniff(piece, path=path, **sniff_options)
-                except table.CsvError:  # (coded as encode_csv codes it: kept whole, raw)
-                    s = None
-                prefix = s.header or b"" if s is not None else b""
+                s = first_sniff.pop("s", None)  # (None: coded as encode_csv codes it, whole)
+                prefix = (s.header or b"") if s is not None else b""
                 if s is not None:  # the later frames are read as the first one was: their
                     # '#' lines are comments where the first frame's body had some (or the option
                     # says so), else data (a first line of '#' says nothing of the body)
@@ -410,6 +407,7 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
 
     sniff_options = {key: v for key, v in (csv_options or {}).items()
                      if key in ("skip_rows", "comment", "delimiter")}
+    first_sniff: dict[str, Any] = {}  # what _with_header found in the first frame's text
 
     def _with_header(pieces: Iterator[bytes]) -> Iterator[bytes]:
         """The pieces, the first ones joined until they hold the header line and a line below
@@ -420,7 +418,7 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
         for piece in pieces:
             first_piece += piece
             try:
-                table.sniff(first_piece, path=path, **sniff_options)
+                first_sniff["s"] = table.sniff(first_piece, path=path, **sniff_options)
             except table.CsvError as e:
                 if ("no lines below" in str(e) or "skips every line" in str(e)) and \
                         len(first_piece) < max(4 * frame_bytes, 16 << 20):
