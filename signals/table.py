@@ -1767,8 +1767,10 @@ def _iter_body(layout: dict, ints: list[np.ndarray], blobs: list[bytes]) -> Iter
         if ins_pos.size != len(ins_text) or (ins_pos.size and (
                 ins_pos[0] < 0 or ins_pos[-1] > n or (np.diff(ins_pos) < 0).any())):
             raise ValueError("corrupt CSV parts: inserted lines out of range or order")
-    # rows per piece, from the first rows' printed length
-    step = 4096
+    # rows per piece, from the first rows' printed length; a category entry of megabytes (a
+    # long text cell) caps them: the printer sizes its buffer by each column's longest entry
+    cap = max(1, (64 << 20) // max(max((len(x) for x in entries), default=1), 1))
+    step = min(4096, cap)
     lo = 0
     while True:
         hi = min(n, lo + step)
@@ -1807,7 +1809,7 @@ def _iter_body(layout: dict, ints: list[np.ndarray], blobs: list[bytes]) -> Iter
         if last:
             return
         if hi > lo and step < 1 << 20:
-            step = int(min(1 << 20, max(4096, _CHUNK_BYTES * (hi - lo) // max(1, out.size))))
+            step = min(cap, int(min(1 << 20, max(4096, _CHUNK_BYTES * (hi - lo) // max(1, out.size)))))
         lo = hi
 
 

@@ -329,3 +329,20 @@ def test_a_damaged_frame_is_named():
     bad[at] ^= 0xFF
     with pytest.raises(SignalFormatError, match="^frame 2: "):
         F.decompress_csv_stream(io.BytesIO(bytes(bad)), io.BytesIO())
+
+
+def test_a_long_cell_among_many_rows_is_printed_in_small_pieces():
+    # (the row printer sized its buffer as 4096 rows times the longest category entry: a 2.5 MB
+    # cell among 5,000 rows asked for 10 GB, a MemoryError)
+    rows = b"".join(b"%d,%d.%02d,ok\n" % (i, i // 4, i % 4 * 25) for i in range(5000))
+    data = b"t,v,note\n" + rows + b"5000,1.25," + b"ab" * (5 << 18) + b"\n" + rows
+    import tracemalloc
+    F.decompress_file(F.compress_file(data[:data.index(b"\n", 3000) + 1], "csv", level=1))  # warm
+    tracemalloc.start()
+    try:
+        packed = F.compress_file(data, "csv", level=1)
+        assert F.decompress_file(packed).data == data
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 30, f"{peak / 2**20:.0f} MiB"  # (a machine that overcommits let 10 GB pass)
