@@ -141,6 +141,15 @@ def test_a_csv_container_is_plotted_from_its_cells_and_not_decompressed_to_codes
     r = CliRunner().invoke(main, ["plot", str(tmp_path / "c.csv.ubpe"), "-o", str(tmp_path),
                                   "--which", "residuals"])
     assert r.exit_code == 0, r.output
+    import io  # a CSV over a frame: a stream of containers (it was parsed as a CSV text)
+    stream = io.BytesIO()
+    signals.files.compress_csv_stream(io.BytesIO(csv), stream, frame_bytes=2000, level=1)
+    with pytest.raises(signals.SignalFormatError, match="decompress_stream"):
+        signals.decompress(stream.getvalue())
+    (tmp_path / "s.csv.ubpe").write_bytes(stream.getvalue())
+    r = CliRunner().invoke(main, ["plot", str(tmp_path / "s.csv.ubpe"), "-o", str(tmp_path),
+                                  "--which", "residuals"])
+    assert r.exit_code == 0, r.output
 
 
 def test_save_all_parallel_draws_the_same_files(ecg, tmp_path, monkeypatch):

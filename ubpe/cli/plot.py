@@ -59,11 +59,17 @@ def plot(source, outdir, which, channel, start, length, rate, model_path, column
     t0 = time.perf_counter()
     names = split_list(which) or []
     raw = source.read_bytes()
-    if raw[:8] == b"UBPE-SIG" and signals.inspect(raw).get("source") == "csv":
-        import tempfile  # a CSV file's container: its columns as read_csv reads them
+    stream = signals.files.is_stream(raw)
+    if stream or raw[:8] == b"UBPE-SIG" and signals.inspect(raw).get("source") == "csv":
+        import io
+        import tempfile  # a CSV file's container or stream: its columns as read_csv reads them
         with tempfile.TemporaryDirectory(prefix="ubpe-") as tmp:
             path = Path(tmp) / "signal.csv"
-            path.write_bytes(signals.decompress_file(raw).data)
+            if stream:
+                with open(path, "wb") as f:
+                    signals.files.decompress_csv_stream(io.BytesIO(raw), f)
+            else:
+                path.write_bytes(signals.decompress_file(raw).data)
             data = signals.read_signal(path, columns=split_list(columns),
                                        exclude=split_list(exclude))
         chans, chan_names = data.channels, data.names
