@@ -346,3 +346,16 @@ def test_a_long_cell_among_many_rows_is_printed_in_small_pieces():
     finally:
         tracemalloc.stop()
     assert peak < 1 << 30, f"{peak / 2**20:.0f} MiB"  # (a machine that overcommits let 10 GB pass)
+
+
+def test_inspect_of_a_csv_stream_gives_its_columns_and_bound(tmp_path, monkeypatch):
+    # (it listed frames only: no column's kind, nothing of a bound)
+    src = tmp_path / "x.csv"
+    src.write_bytes(b"t,v\n" + b"".join(b"%d,%d.%02d\n" % (i, i % 7, i % 100) for i in range(3000)))
+    monkeypatch.setattr(F, "FRAME_BYTES", 4000)
+    r = CliRunner()
+    res = r.invoke(main, ["compress", str(src), "--max-error", "0.05", "-q"])
+    assert res.exit_code == 0, res.output
+    res = r.invoke(main, ["inspect", str(tmp_path / "x.csv.ubpe")])
+    assert res.exit_code == 0 and "frames of csv" in res.stdout
+    assert "decimal columns within 0.05" in res.stdout and "2 digits after the point" in res.stdout

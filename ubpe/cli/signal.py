@@ -130,15 +130,7 @@ def _inspect_container(data: bytes) -> None:
         echo(f"source       {info['source']}" + (f", model {info['model']}" if info.get("model")
                                                  else ""))
     if info.get("csv_columns"):
-        bound = info.get("max_error") or 0.0
-        echo(f"csv columns  {len(info['csv_columns'])}, " + (
-            "every cell exact:" if not bound else
-            f"decimal columns within {bound:g} (same decimals), every other cell exact:"))
-        for c in info["csv_columns"]:
-            what = {"decimal": f"decimal, {c['scale']} digits after the point",
-                    "time": f"timestamp, {c['format']}", "category": "category codes",
-                    "text": "text (zstd)", "raw": "whole file verbatim"}.get(c["kind"], c["kind"])
-            echo(f"  {c['name']:<28} {what}, {c['exceptions']:,} cells kept verbatim")
+        _echo_csv_columns(info["csv_columns"], info.get("max_error") or 0.0)
     if info.get("meta"):
         echo(f"meta         {json.dumps(info['meta'], ensure_ascii=False)}")
     echo(f"streams      {len(info['channels'])}, {n:,} values")
@@ -161,6 +153,19 @@ def _inspect_container(data: bytes) -> None:
                  f"max error {ch['max_error']:.6g}")
 
 
+def _echo_csv_columns(columns: list[dict], bound: float, where: str = "") -> None:
+    """A CSV file's columns, as ``inspect`` describes them, and the bound of its cells."""
+    echo = click.echo
+    echo(f"csv columns  {len(columns)}{where}, " + (
+        "every cell exact:" if not bound else
+        f"decimal columns within {bound:g} (same decimals), every other cell exact:"))
+    for c in columns:
+        what = {"decimal": f"decimal, {c['scale']} digits after the point",
+                "time": f"timestamp, {c['format']}", "category": "category codes",
+                "text": "text (zstd)", "raw": "whole file verbatim"}.get(c["kind"], c["kind"])
+        echo(f"  {c['name']:<28} {what}, {c['exceptions']:,} cells kept verbatim")
+
+
 def _inspect_stream(data: bytes) -> None:
     """A stream of containers: its frames, values and bits per value (every frame checked)."""
     frames = list(container.iter_stream_frames(io.BytesIO(data)))
@@ -171,6 +176,11 @@ def _inspect_stream(data: bytes) -> None:
                f"{len(frames)} frames of {', '.join(sources) or 'nothing'}")
     click.echo(f"values       {n:,}")
     click.echo(f"bits/value   {8 * len(data) / max(n, 1):.3f}")
+    worst = max([i["max_error"] for i in infos], default=0.0)
+    if infos and infos[0].get("csv_columns"):
+        _echo_csv_columns(infos[0]["csv_columns"], worst, " (in the first frame)")
+    else:
+        click.echo("max error    " + ("0: every value exact" if not worst else f"{worst:g}"))
     for k, (f, i) in enumerate(zip(frames, infos)):
         click.echo(f"  frame {k:<6} {len(f):,} bytes, {len(i['channels'])} streams, "
                    f"{i['bits_per_sample']:.3f} bits/value")
