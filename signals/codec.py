@@ -179,10 +179,13 @@ def _check_column(c: Any, k: int, n_sections: int) -> None:
     for key in ("payload", "extra"):
         if c.get(key) is not None and not (isinstance(c[key], int) and 0 <= c[key] < n_sections):
             raise SignalFormatError(f"header: column {c['name']!r} points to a missing section")
-    bound = c.get("max_error")
-    if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int | float)
-                              or not 0 <= bound < float("inf")):
+    if c.get("max_error") is not None and not _is_bound(c["max_error"]):
         raise SignalFormatError(f"header: column {c['name']!r} has no valid 'max_error'")
+
+
+def _is_bound(v: Any) -> bool:
+    """Whether a header's ``max_error`` is a finite number >= 0 (a forged one may be anything)."""
+    return not isinstance(v, bool) and isinstance(v, int | float) and 0 <= v < float("inf")
 
 
 def decode_columns(data: bytes, model: Any = None, *,
@@ -322,7 +325,6 @@ def compress(x: Any, *, level: int = DEFAULT_LEVEL, max_error: float | None = No
         default_names or [f"ch{i}" for i in range(len(chans))])
     if len(names) != len(chans):
         raise ValueError(f"{len(names)} names for {len(chans)} channels")
-    level, max_error = check_level(level), check_max_error(max_error)
     header = {"source": "array" if shape is not None else "arrays", "shape": shape,
               "axis": 0, "meta": _json_meta(meta), "dtype": dtype}
     if model is not None and names == [f"ch{i}" for i in range(len(chans))] and \
@@ -489,7 +491,7 @@ def inspect(data: bytes) -> dict:
     else:
         csv_columns = None
     bound = header.get("max_error") or 0.0
-    if isinstance(bound, bool) or not isinstance(bound, int | float) or not 0 <= bound < float("inf"):
+    if not _is_bound(bound):
         raise SignalFormatError("header: no valid 'max_error'")
     meta = header.get("meta") or {}
     if not isinstance(meta, dict):
