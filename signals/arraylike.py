@@ -12,12 +12,24 @@ channels, whose names are kept.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["as_channels"]
+__all__ = ["as_channels", "warn_if_transposed"]
+
+
+def warn_if_transposed(shape: tuple[int, ...], stacklevel: int = 3) -> None:
+    """Warn (UserWarning) on a 2-D array read as ``(n_channels, n_samples)`` that has more
+    channels than samples, and more than 64: most likely ``(n_samples, n_features)``, the
+    axis order of scikit-learn and of the quantizers, which would make each sample a channel."""
+    if len(shape) == 2 and shape[0] > shape[1] and shape[0] > 64:
+        warnings.warn(f"a 2-D array of shape {shape} is read as (n_channels, n_samples): "
+                      f"{shape[0]} channels of {shape[1]} samples. For (n_samples, n_features) "
+                      f"data (each column a channel), pass its transpose", UserWarning,
+                      stacklevel=stacklevel)
 
 
 def _column(values: Any, name: str) -> np.ndarray:
@@ -120,6 +132,7 @@ def as_channels(x: Any) -> tuple[list[np.ndarray], list[str] | None]:
     if arr.ndim == 0 or arr.ndim > 2:
         raise ValueError(f"expected 1-D (n_samples,) or 2-D (n_channels, n_samples) samples, "
                          f"got shape {arr.shape}")
+    warn_if_transposed(arr.shape, stacklevel=4)
     rows: Iterable[np.ndarray] = [arr] if arr.ndim == 1 else list(arr)
     return [_column(r, f"ch{i}") for i, r in enumerate(rows)], None
 

@@ -50,7 +50,11 @@ def mean_scale(window: np.ndarray) -> float:
     """
     w = np.asarray(window, np.float64)
     finite = w[np.isfinite(w)]
-    s = float(np.abs(finite).mean()) if finite.size else 0.0
+    with np.errstate(over="ignore"):
+        s = float(np.abs(finite).mean()) if finite.size else 0.0
+    if np.isinf(s):  # the sum overflows (values near 1e308): the mean of the values scaled down
+        m = float(np.abs(finite).max())
+        s = m * float(np.mean(np.abs(finite) / m))
     return s if np.isfinite(s) and s >= np.finfo(np.float64).tiny else 1.0
 
 
@@ -154,8 +158,19 @@ class ChronosUBPETokenizer:
         return np.searchsorted(self.boundaries_, w / s, side="right").astype(np.int64), s
 
     def dequantize(self, bins: Any, scale: float) -> np.ndarray:
-        """Bin centres times the scale, float64."""
-        return self.centers_[np.asarray(bins, np.int64)] * scale
+        """Bin centres times the scale, float64.
+
+        Raises
+        ------
+        ValueError
+            On a bin outside ``0..n_bins - 1`` (names its position).
+        """
+        b = np.asarray(bins, np.int64)
+        bad = (b < 0) | (b >= self.n_bins)
+        if bad.any():
+            i = int(np.argmax(bad.ravel()))
+            raise ValueError(f"position {i}: bin {b.ravel()[i]} is not in 0..{self.n_bins - 1}")
+        return self.centers_[b] * scale
 
     def _windows(self, series: Any) -> list[np.ndarray]:
         x = np.asarray(series, np.float64)

@@ -21,7 +21,7 @@ from typing import IO, Any
 import numpy as np
 
 from . import container
-from .arraylike import as_channels, is_series, is_table
+from .arraylike import as_channels, is_series, is_table, warn_if_transposed
 from .channel import check_level, decode_channel, encode_channel, payload_plan
 from .codec_v1 import decompress_v1, inspect_v1
 from .container import SignalFormatError
@@ -370,6 +370,7 @@ def _channels_of(x) -> tuple[list[np.ndarray], list[str] | None, list[int] | Non
     if arr.ndim == 1:
         return [arr], None, [int(arr.size)], arr.dtype.str
     if arr.ndim == 2:
+        warn_if_transposed(arr.shape, stacklevel=4)
         return list(arr), None, [int(d) for d in arr.shape], arr.dtype.str
     raise ValueError(f"expected 1-D (n_samples,) or 2-D (n_channels, n_samples) samples, "
                      f"got shape {arr.shape}")

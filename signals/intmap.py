@@ -750,8 +750,8 @@ def map_to_int64(x: np.ndarray, *, max_error: float | None = None,
         m, cost = _map_scaled(x, dtype, scand[0], scand[1])
         if cost < best_cost:
             best, best_cost = m, cost
-    if max_error is not None:
-        m, cost = _map_quantize(x, dtype, max_error)
+    if max_error is not None and math.isfinite(2.0 * max_error):  # (a bound near 1.8e308 has no
+        m, cost = _map_quantize(x, dtype, max_error)                # finite step: exact then)
         if cost < best_cost:
             best = m
     return best if best is not None else _map_ieee_split(x, dtype, ieee_ints, shift, r)

@@ -21,10 +21,11 @@ from typing import IO, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ubpe import Tokenizer, split_documents
+from ubpe import NotFittedError, Tokenizer, split_documents
 from ubpe.serialization import FormatError, check_document, content_id, read_document, write_document
 
 from . import packets as _packets
+from .arraylike import warn_if_transposed
 from .channel import ChannelModel, decode_channel, encode_channel, fit_channel_model
 from .codec import DEFAULT_LEVEL, compress
 from .container import SignalFormatError
@@ -139,6 +140,8 @@ class SignalModel:
             If there are no samples, a value is non-finite, or a parameter
             is out of range (``vocab_size < n_levels``, ``doc_length < 2``).
         """
+        if isinstance(channels, np.ndarray):
+            warn_if_transposed(channels.shape)
         arrays = [np.asarray(c) for c in channels]
         if not arrays or sum(c.size for c in arrays) == 0:
             raise ValueError("no samples to train on")
@@ -265,6 +268,7 @@ class SignalModel:
         return decode_channel(payload, n, model=self.codec_[name]["model"])
 
     def _codec_models(self) -> tuple[list[str], list[ChannelModel]]:
+        self._check_fitted()
         names = list(self.codec_)
         if not names:
             raise ValueError("this model has no codec part (no channel kept one); compress "
@@ -488,25 +492,52 @@ class SignalModel:
                 raise ValueError(f"channel {name!r}: {e}") from None
         return out
 
-    def _check_channels(self, channels):
+    def _check_fitted(self) -> None:
         if not hasattr(self, "quantizers_"):
-            raise RuntimeError("this SignalModel is not fitted yet; call fit() or load()")
+            raise NotFittedError("this SignalModel is not fitted yet; call fit() or load()")
+
+    def _check_channels(self, channels):
+        self._check_fitted()
         if len(channels) != len(self.quantizers_):
             raise ValueError(f"expected {len(self.quantizers_)} channels, got {len(channels)}")
 
-    def get_params(self) -> dict:
-        """Hyperparameters, as given to ``__init__`` (``progress`` left out)."""
+    def get_params(self, deep: bool = True) -> dict:
+        """Hyperparameters, as given to ``__init__`` (scikit-learn's ``get_params``, so that
+        ``sklearn.base.clone`` works; ``deep`` is accepted: there are no nested estimators)."""
         return {"n_levels": self.n_levels, "vocab_size": self.vocab_size,
                 "n_candidates": self.n_candidates, "min_frequency": self.min_frequency,
-                "doc_length": self.doc_length, "codec": self.codec, "level": self.level,
-                "packet_size": self.packet_size}
+                "doc_length": self.doc_length, "progress": self.progress, "codec": self.codec,
+                "level": self.level, "packet_size": self.packet_size}
+
+    def set_params(self, **params: Any) -> SignalModel:
+        """Set hyperparameters (scikit-learn's ``set_params``); they apply at the next
+        :meth:`fit`. Returns self.
+
+        Raises
+        ------
+        ValueError
+            On a name that is not an ``__init__`` parameter.
+        """
+        known = self.get_params()
+        for k in params:
+            if k not in known:
+                raise ValueError(f"unknown parameter {k!r} for SignalModel; known: "
+                                 f"{', '.join(known)}")
+        for k, v in params.items():
+            setattr(self, k, v)
+        return self
+
+    def __repr__(self) -> str:
+        default = SignalModel()
+        changed = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items()
+                            if v != getattr(default, k))
+        return f"SignalModel({changed})"
 
     def to_dict(self) -> dict:
         """The fitted model as a JSON-ready document (what :meth:`save` writes, unsealed)."""
-        if not hasattr(self, "quantizers_"):
-            raise RuntimeError("this SignalModel is not fitted yet; call fit() or load()")
+        self._check_fitted()
         params = {k: v for k, v in self.get_params().items()
-                  if k not in ("codec", "level", "packet_size")}
+                  if k not in ("codec", "level", "packet_size", "progress")}
         return {"format": FORMAT, "version": VERSION, "params": params,
                 "channels": [{"name": n, "quantizer": q.to_dict()}
                              for n, q in zip(self.channel_names_, self.quantizers_)],
@@ -636,6 +667,10 @@ class SignalModel:
         return m
 
 
+_QUANTIZER_DTYPES = {np.dtype(t).str for t in ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
+                                               "f2", "f4")}  # (the dtypes that round a codebook)
+
+
 def _check_quantizer(d, n_levels: int, where: str) -> None:
     """Check a quantizer's dict against ``n_levels`` before it allocates anything.
 
@@ -653,6 +688,8 @@ def _check_quantizer(d, n_levels: int, where: str) -> None:
     if not (isinstance(lossless, list) and len(lossless) == 1
             and isinstance(lossless[0], bool)):
         raise ValueError(f"{where}: 'lossless' must be one boolean")
+    if "dtype" in d and d["dtype"] not in _QUANTIZER_DTYPES:
+        raise ValueError(f"{where}: bad quantizer dtype {d['dtype']!r}")
 
     def number(v: Any) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
@@ -663,9 +700,9 @@ def _check_quantizer(d, n_levels: int, where: str) -> None:
                 and len(rng[0]) == 3):
             raise ValueError(f"{where}: 'range' must be one [min, max, bins] triple")
         lo, hi, k = rng[0]
-        if not (number(lo) and number(hi) and lo < hi):
+        if not (number(lo) and number(hi) and (lo < hi or lo == hi and k == 1)):
             raise ValueError(f"{where}: the range [{lo!r}, {hi!r}] is not two finite numbers, "
-                             f"min < max")
+                             f"min < max (or min = max with one bin: a constant)")
         if not (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= n_levels):
             raise ValueError(f"{where}: {k!r} bins, expected 1..{n_levels}")
         return

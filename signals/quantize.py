@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ubpe.tokenizer import NotFittedError
+
 from .stage import register
 
 
@@ -32,12 +34,23 @@ def _as_channels(x, name="x"):
     Also reports whether it was 1-D. pandas objects become NumPy arrays
     (a DataFrame's columns are its features).
     """
+    if hasattr(x, "tocsr") or hasattr(x, "todense") and not hasattr(x, "to_numpy"):
+        raise TypeError(f"{name}: sparse input is not supported (signals are dense); pass "
+                        f"{name}.toarray()")
     if hasattr(x, "to_numpy") and not isinstance(x, np.ndarray):
         x = x.to_numpy()
     x = np.asarray(x)
+    if x.dtype == object:  # (numbers in an object array, as pandas may give them)
+        try:
+            x = x.astype(np.float64)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{name} must be numeric, got objects that are not numbers ({e})") from None
     if x.ndim not in (1, 2):
         raise ValueError(f"{name} must be 1-D (n_samples,) or 2-D (n_samples, n_features), "
                          f"got shape {x.shape}")
+    if np.iscomplexobj(x):
+        raise ValueError(f"{name}: Complex data not supported (quantize the real and imaginary "
+                         f"parts as two features)")
     if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
         raise TypeError(f"{name} must be numeric, got dtype {x.dtype}")
     if x.ndim == 2 and x.shape[1] > x.shape[0] and x.shape[1] > 64:
@@ -52,10 +65,21 @@ def _check_finite(x2):
         bad = ~np.isfinite(x2)
         if bad.any():
             ch, i = np.argwhere(bad)[0]
-            raise ValueError(f"channel {ch}, sample {i}: non-finite value {x2[ch, i]}")
+            raise ValueError(f"channel {ch}, sample {i}: non-finite value {x2[ch, i]} (NaN or inf)")
 
 
 _EXACT = 2**53  # integers up to this magnitude are exact in float64
+_HALF_EXACT = 2**52  # and their half-integer bin edges up to this one
+
+
+def _representable(codebook: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The codebook rounded to values that ``dtype`` holds (integers for an integer dtype):
+    what the fitted data's dtype can give back (a WAV or ``.npy`` written as it came)."""
+    if dtype.kind in "iu":
+        return np.rint(codebook)
+    if dtype.kind == "f" and dtype.itemsize < 8:
+        return codebook.astype(dtype).astype(np.float64)
+    return codebook
 
 
 class Quantizer:
@@ -76,8 +100,18 @@ class Quantizer:
     max_error_ : ndarray of shape (n_channels,)
         Guaranteed bound on ``|decode(encode(x)) - x|`` for values in range.
     lossless_ : ndarray of shape (n_channels,), bool
-        Channels reconstructed exactly (integer input up to 2**53 in
-        magnitude, one code per value).
+        Channels reconstructed exactly: integer input up to 2**52 in
+        magnitude spanning at most ``n_levels`` values (one code per value),
+        or a constant channel. Such a channel encodes only the values it was
+        fitted on (any other value is an error, never rounded).
+    n_features_in_ : int
+        Channels seen by :meth:`fit`.
+
+    Notes
+    -----
+    The codebook holds values of the fitted data's dtype (integers for
+    integer input; float32 values for float32 input), so that writing the
+    decoded values back in that dtype adds no error to ``max_error_``.
     """
 
     kind = "base"
@@ -104,50 +138,70 @@ class Quantizer:
         ------
         ValueError
             On a non-finite value (names channel and sample), an empty signal,
-            or ``n_levels`` outside 2..2**30.
+            a channel whose range (max - min) is beyond float64, or a bad
+            parameter (``n_levels`` outside 2..2**30, ...).
 
         Notes
         -----
-        Integers beyond 2**53 in magnitude are never lossless (float64 bins
-        round them); their ``max_error_`` counts that rounding.
+        Integers beyond 2**52 in magnitude are never lossless (float64 bin
+        edges round them); beyond 2**53 their ``max_error_`` counts the input's
+        own rounding to float64.
         """
-        if not isinstance(self.n_levels, (int, np.integer)) or not 2 <= self.n_levels <= 2**30:
-            raise ValueError(f"n_levels must be an integer in 2..2**30, got {self.n_levels!r}")
+        self._check_params()
         x2, _ = _as_channels(x)
         if x2.shape[1] == 0:
-            raise ValueError("cannot fit a quantizer on an empty signal")
+            raise ValueError("cannot fit a quantizer on an empty signal (0 samples)")
+        if x2.shape[0] == 0:
+            raise ValueError(f"cannot fit a quantizer on 0 feature(s) (shape={x2.T.shape}) while "
+                             f"a minimum of 1 is required.")
         _check_finite(x2)
         integer = np.issubdtype(x2.dtype, np.integer)
         self.bin_edges_, self.codebook_, lossless = [], [], []
-        for ch in x2:
+        for c, ch in enumerate(x2):
             lo, hi = ch.min(), ch.max()
-            exact = not integer or max(-int(lo), int(hi)) <= _EXACT  # (float64 holds the values)
-            if integer and exact and hi - lo + 1 <= self.n_levels:
-                edges = np.arange(lo, hi + 2, dtype=np.float64) - 0.5
-                codebook = np.arange(lo, hi + 1, dtype=np.float64)
+            if integer:
+                lo, hi = int(lo), int(hi)  # (Python ints: hi - lo does not wrap in int8..int64)
+            elif not np.isfinite(float(hi) - float(lo)):
+                raise ValueError(f"channel {c}: its range {lo!r}..{hi!r} is wider than float64 "
+                                 f"holds; scale the signal first")
+            small = integer and max(-lo, hi) <= _HALF_EXACT
+            if small and hi - lo + 1 <= self.n_levels:
+                codebook = np.arange(hi - lo + 1, dtype=np.float64) + lo
+                edges = np.append(codebook - 0.5, hi + 0.5)
                 lossless.append(True)
-            elif lo == hi and exact:
-                edges, codebook = np.array([lo - 0.5, lo + 0.5], float), np.array([lo], float)
+            elif lo == hi and (small or not integer):  # a constant channel
+                f = float(lo)
+                edges, codebook = (np.array([f - 0.5, f + 0.5]) if integer
+                                   else np.array([f, f])), np.array([f])
                 lossless.append(True)
-            elif float(lo) == float(hi):  # integers beyond 2**53 that one double holds
+            elif float(lo) == float(hi):  # integers beyond 2**52 that one double holds
                 f = float(lo)
                 u = float(np.spacing(abs(f)))
                 edges, codebook = np.array([f - u, f + u]), np.array([f])
                 lossless.append(False)
             else:
                 edges, codebook = self._design(ch.astype(np.float64))
+                codebook = _representable(codebook, x2.dtype)
                 lossless.append(False)
             self.bin_edges_.append(edges)
             self.codebook_.append(codebook)
         self.lossless_ = np.array(lossless)
+        self.dtype_ = x2.dtype
+        self.n_features_in_ = x2.shape[0]
         self._set_bounds()
         return self
 
+    def _check_params(self) -> None:
+        if (isinstance(self.n_levels, bool) or not isinstance(self.n_levels, (int, np.integer))
+                or not 2 <= self.n_levels <= 2**30):
+            raise ValueError(f"n_levels must be an integer in 2..2**30, got {self.n_levels!r}")
+
     def _set_bounds(self):
-        # beyond 2**53 the input's own rounding to float64 (up to half a spacing) adds to the
-        # bins' error: a spacing more
+        # a codebook value may lie outside its bin (rounded to the data's dtype): the larger
+        # distance to either edge; beyond 2**53 the input's own rounding to float64 (up to half
+        # a spacing) adds to the bins' error: a spacing more
         self.max_error_ = np.array([
-            0.0 if ll else float(np.max(np.maximum(c - e[:-1], e[1:] - c))) + (
+            0.0 if ll else float(np.max(np.maximum(np.abs(c - e[:-1]), np.abs(e[1:] - c)))) + (
                 float(np.spacing(max(abs(e[0]), abs(e[-1])))) if max(abs(e[0]), abs(e[-1])) > _EXACT
                 else 0.0)
             for e, c, ll in zip(self.bin_edges_, self.codebook_, self.lossless_)])
@@ -157,11 +211,13 @@ class Quantizer:
 
     def _check_fitted(self):
         if not hasattr(self, "lossless_"):
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit() first")
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit() first")
 
     def _check_channels(self, x2):
         if x2.shape[0] != len(self.lossless_):
-            raise ValueError(f"expected {len(self.lossless_)} channel(s), got {x2.shape[0]}")
+            raise ValueError(f"X has {x2.shape[0]} features, but {type(self).__name__} is "
+                             f"expecting {len(self.lossless_)} features as input (one per "
+                             f"channel; Reshape your data: a 1-D array is one channel)")
 
     @property
     def n_codes_(self) -> np.ndarray:
@@ -184,21 +240,36 @@ class Quantizer:
         Raises
         ------
         ValueError
-            If a value is non-finite or outside the fitted range (names the
-            channel and sample).
+            If a value is non-finite or outside the fitted range, or, on a
+            lossless channel, not one of the values it codes exactly (an
+            integer channel given 2.5): names the channel and sample.
         """
         self._check_fitted()
         x2, one_d = _as_channels(x)
         self._check_channels(x2)
         _check_finite(x2)
         codes = np.empty(x2.shape, np.int32)
-        for c, (row, edges) in enumerate(zip(x2, self.bin_edges_)):
-            bad = (row < edges[0]) | (row > edges[-1])
+        for c, (row, edges, book, exact) in enumerate(zip(x2, self.bin_edges_, self.codebook_,
+                                                          self.lossless_)):
+            lo, hi = (book[0], book[-1]) if exact else (edges[0], edges[-1])
+            bad = (row < lo) | (row > hi)
             if bad.any():
                 i = int(np.argmax(bad))
                 raise ValueError(f"channel {c}, sample {i}: value {row[i]} is outside the "
-                                 f"fitted range [{edges[0]}, {edges[-1]}]")
-            codes[c] = np.searchsorted(edges[1:-1], row, side="right")
+                                 f"fitted range [{lo}, {hi}]")
+            if exact:  # only the fitted values: anything else would come back changed
+                k = np.minimum(np.searchsorted(book, row), len(book) - 1)
+                bad = book[k] != row
+                if bad.any():
+                    i = int(np.argmax(bad))
+                    what = (f"the constant {book[0]!r}" if len(book) == 1
+                            else f"the integers {int(lo)}..{int(hi)}")
+                    raise ValueError(f"channel {c}, sample {i}: value {row[i]} is not one of the "
+                                     f"values this lossless channel codes ({what}, exactly); fit "
+                                     f"it on data that holds such values")
+                codes[c] = k
+            else:
+                codes[c] = np.searchsorted(edges[1:-1], row, side="right")
         return codes[0] if one_d else codes.T
 
     def decode(self, codes: ArrayLike) -> np.ndarray:
@@ -277,24 +348,33 @@ class Quantizer:
         return f"{type(self).__name__}({params})"
 
     def __sklearn_tags__(self):
-        """scikit-learn's estimator tags (a transformer; 1-D and 2-D input), for pipelines.
+        """scikit-learn's estimator tags (a transformer of 2-D input; 1-D is taken too), for pipelines.
 
         Needs scikit-learn >= 1.6 when called; ubpe itself does not import it.
         """
         from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
         return Tags(estimator_type=None, target_tags=TargetTags(required=False),
                     transformer_tags=TransformerTags(preserves_dtype=[]),
-                    input_tags=InputTags(one_d_array=True, two_d_array=True))
+                    input_tags=InputTags(two_d_array=True))
 
     def _json_params(self) -> dict:
         """get_params() as plain JSON numbers."""
         return {k: (float(v) if isinstance(v, (float, np.floating)) else int(v))
                 for k, v in self.get_params().items()}
 
+    def _json_state(self) -> dict:
+        """The fitted state every kind saves: the lossless flags, and the data's dtype where
+        it rounds the codebook (absent: float64, as quantizers saved before it)."""
+        d: dict[str, Any] = {"lossless": self.lossless_.tolist()}
+        dtype = getattr(self, "dtype_", np.dtype(np.float64))
+        if _representable(np.array([0.1]), dtype)[0] != 0.1 and not self.lossless_.all():
+            d["dtype"] = dtype.newbyteorder("<").str
+        return d
+
     def to_dict(self) -> dict:
         """Plain, JSON-ready configuration and fitted state."""
         self._check_fitted()
-        return {"kind": self.kind, **self._json_params(), "lossless": self.lossless_.tolist(),
+        return {"kind": self.kind, **self._json_params(), **self._json_state(),
                 "bin_edges": [e.tolist() for e in self.bin_edges_],
                 "codebook": [c.tolist() for c in self.codebook_]}
 
@@ -314,6 +394,8 @@ class Quantizer:
 
     def _load_state(self, d):
         self.lossless_ = np.asarray(d["lossless"], bool)
+        self.dtype_ = _saved_dtype(d)
+        self.n_features_in_ = len(self.lossless_)
         self.bin_edges_ = [np.asarray(e, np.float64) for e in d["bin_edges"]]
         self.codebook_ = [np.asarray(c, np.float64) for c in d["codebook"]]
         self._set_bounds()
@@ -341,13 +423,17 @@ class UniformQuantizer(Quantizer):
 
     def to_dict(self) -> dict:
         self._check_fitted()
-        return {"kind": self.kind, **self._json_params(), "lossless": self.lossless_.tolist(),
+        return {"kind": self.kind, **self._json_params(), **self._json_state(),
                 "range": [[e[0], e[-1], len(e) - 1] for e in self.bin_edges_]}
 
     def _load_state(self, d):
         self.lossless_ = np.asarray(d["lossless"], bool)
+        self.dtype_ = _saved_dtype(d)
+        self.n_features_in_ = len(self.lossless_)
         self.bin_edges_ = [np.linspace(lo, hi, int(k) + 1) for lo, hi, k in d["range"]]
-        self.codebook_ = [(e[:-1] + e[1:]) / 2 for e in self.bin_edges_]
+        self.codebook_ = [np.array([e[0]]) if e[0] == e[-1] else  # a constant float channel
+                          (e[:-1] + e[1:]) / 2 if ll else _representable((e[:-1] + e[1:]) / 2, self.dtype_)
+                          for e, ll in zip(self.bin_edges_, self.lossless_)]
         self._set_bounds()
 
 
@@ -405,6 +491,12 @@ class MuLawQuantizer(Quantizer):
     def get_params(self, deep: bool = True) -> dict:
         return {"n_levels": self.n_levels, "mu": self.mu}
 
+    def _check_params(self) -> None:
+        super()._check_params()
+        if (isinstance(self.mu, bool) or not isinstance(self.mu, (int, float, np.integer, np.floating))
+                or not 0 < self.mu < np.inf):
+            raise ValueError(f"mu must be a positive finite number, got {self.mu!r}")
+
     def _design(self, x):
         centre, half = (x.max() + x.min()) / 2, (x.max() - x.min()) / 2
         y = np.linspace(-1.0, 1.0, self.n_levels + 1)
@@ -430,6 +522,11 @@ class LloydMaxQuantizer(Quantizer):
     ----------
     n_levels : int, default 1024
     max_iter : int, default 30
+
+    Attributes
+    ----------
+    n_iter_ : int
+        Lloyd iterations run (``max_iter``: ``kmeans2`` has no early stop).
     """
 
     kind = "lloydmax"
@@ -441,19 +538,45 @@ class LloydMaxQuantizer(Quantizer):
     def get_params(self, deep: bool = True) -> dict:
         return {"n_levels": self.n_levels, "max_iter": self.max_iter}
 
+    def fit(self, x: ArrayLike, y: Any = None) -> LloydMaxQuantizer:
+        super().fit(x, y)
+        self.n_iter_ = self.max_iter  # (scipy's kmeans2 runs every iteration it is given)
+        return self
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        if (isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer))
+                or self.max_iter < 1):
+            raise ValueError(f"max_iter must be an integer of at least 1, got {self.max_iter!r}")
+
     def _design(self, x):
         from scipy.cluster.vq import kmeans2  # loaded on first use, as scipy.stats above
-        edges = np.linspace(x.min(), x.max(), self.n_levels + 1)
+        # k-means on the signal scaled to [-1, 1] (squared distances of values near 1e155
+        # overflow: scipy's kmeans2 then crashes the process), scaled back
+        centre = x.min() / 2 + x.max() / 2
+        half = x.max() / 2 - x.min() / 2
+        edges = np.linspace(-1.0, 1.0, self.n_levels + 1)
         init = (edges[:-1] + edges[1:]) / 2
         with warnings.catch_warnings():  # an empty cluster keeps its codeword: harmless
             warnings.simplefilter("ignore", UserWarning)
-            book, _ = kmeans2(x[:, None], init[:, None], iter=self.max_iter, minit="matrix",
-                              missing="warn")
-        book = np.unique(book[:, 0])
+            book, _ = kmeans2(((x - centre) / half)[:, None], init[:, None], iter=self.max_iter,
+                              minit="matrix", missing="warn")
+        book = np.unique(centre + half * book[:, 0])
         book = book[(book >= x.min()) & (book <= x.max())]
         edges = np.concatenate([[x.min()], (book[:-1] + book[1:]) / 2, [x.max()]])
         keep = np.diff(edges) > 0
         return edges[np.concatenate([[True], keep])], book[keep]
+
+
+def _saved_dtype(d: dict) -> np.dtype:
+    """The fitted data's dtype of a saved quantizer (float64 where it says none)."""
+    try:
+        dtype = np.dtype(d.get("dtype", "<f8"))
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.kind not in "iuf":
+        raise ValueError(f"bad quantizer dtype {d.get('dtype')!r}")
+    return dtype
 
 
 def _bin_means(x, edges):

@@ -85,3 +85,17 @@ def test_sklearn_clone():
     c = ChronosUBPETokenizer(n_bins=64, vocab_size=100)
     c2 = base.clone(c)
     assert c2 is not c and c2.get_params() == c.get_params()
+
+
+def test_mean_scale_of_huge_values_and_bins_out_of_range():
+    """A window near 1e306 overflowed the mean: scale 1.0, every value the outer bin. A
+    negative bin indexed from the end of the centres."""
+    w = np.full(512, 1e306)
+    w[::2] = 2e306
+    assert mean_scale(w) == pytest.approx(1.5e306)
+    ct = ChronosUBPETokenizer(n_bins=64, vocab_size=80).fit([np.sin(np.arange(2000) / 10)])
+    ids, s = ct.encode(w)
+    assert np.abs(ct.decode(ids, s) - w).max() <= ct.half_bin * s * (1 + 1e-12)
+    for bad in ([-1], [64], [0, 70]):
+        with pytest.raises(ValueError, match="is not in 0..63"):
+            ct.dequantize(bad, 1.0)

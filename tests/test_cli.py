@@ -584,3 +584,17 @@ def test_packet_streams_of_channels_with_different_dtypes(tmp_path):
     assert r.exit_code == 0, r.output
     back = np.load(tmp_path / "x.npy")  # (x.pk.ubpe: a packet stream -> x.npy)
     assert back.dtype == np.int32 and np.array_equal(back[0], a) and np.array_equal(back[1], b)
+
+
+def test_decode_gives_back_constant_decimal_columns(tmp_path):
+    """A constant 0.5 column was lossless, so written as an integer: 0 (and -2.75 as -2), exit 0."""
+    csv = tmp_path / "const.csv"
+    rng = np.random.default_rng(0)
+    csv.write_text("x,gain,offset\n" + "".join(f"{v:.3f},0.5,-2.75\n" for v in rng.normal(size=200)))
+    m, t = tmp_path / "m.json", tmp_path / "t.npz"
+    assert run("build", csv, "-o", m, "-q").exit_code == 0
+    assert run("encode", m, csv, "-o", t, "-q").exit_code == 0
+    r = run("decode", m, t, "-c", "-q")
+    assert r.exit_code == 0, r.output
+    rows = [line.split(",") for line in r.stdout.splitlines()[1:]]
+    assert {(g, o) for _, g, o in rows} == {("0.5", "-2.75")}

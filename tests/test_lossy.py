@@ -87,3 +87,13 @@ def test_inspect_of_a_lossy_csv_says_so_on_the_rounded_streams(tmp_path):
     assert len(rounded) == len(decimals) >= 5 and len(streams) > len(rounded)
     assert all("after rounding within 2" in ln and "lossless" not in ln for ln in rounded)
     assert all("lossless" in ln for ln in streams if ln not in rounded)  # times, exceptions
+
+
+def test_a_bound_near_the_largest_double_is_kept_exactly():
+    """max_error=1e308 made a quantizer step of inf (kept where every value was an exception):
+    a header that could not be written ("Out of range float values are not JSON compliant")."""
+    x = np.array([-0.0, 0.0, -1.797e308, np.inf, np.nan, -np.inf, np.nan, -7e200, 1.797e308,
+                  1e308, 5e-324, np.nan, -1.797e308])
+    for bound in (1e308, 1.7e308):
+        y = signals.decompress(signals.compress(x, max_error=bound))
+        assert y.tobytes() == x.tobytes()

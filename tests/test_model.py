@@ -813,3 +813,32 @@ def test_packets_of_channels_with_different_dtypes():
     model.write_packet_stream(packets, buf)
     back = list(model.read_packet_stream(io.BytesIO(buf.getvalue())))
     assert all(np.array_equal(g[1], w[1]) for g, w in zip(back, packets))
+
+
+# ---------------------------------------------------------------- scikit-learn conventions
+def test_signal_model_is_a_scikit_learn_estimator():
+    """clone() raised TypeError (get_params had no ``deep``); no set_params; a default repr;
+    ``progress`` was not a parameter; packets before fit gave AttributeError 'codec_'."""
+    from ubpe import NotFittedError
+    m = SignalModel(64, 80, progress=False, level=3)
+    assert m.get_params(deep=True)["progress"] is False
+    assert repr(m) == "SignalModel(n_levels=64, vocab_size=80, progress=False, level=3)"
+    assert m.set_params(vocab_size=96) is m and m.vocab_size == 96
+    with pytest.raises(ValueError, match="unknown parameter 'levels'"):
+        m.set_params(levels=3)
+    for call in (lambda: m.compress_packet(np.zeros(4, np.int16)), lambda: m.encode([np.zeros(4)]),
+                 m.content_id):
+        with pytest.raises(NotFittedError, match="not fitted yet"):
+            call()
+    base = pytest.importorskip("sklearn.base")
+    c = base.clone(m)
+    assert c is not m and c.get_params() == m.get_params()
+
+
+def test_samples_by_features_warns():
+    """A (n_samples, n_features) array made one channel per sample without a word."""
+    x = np.random.default_rng(0).integers(0, 50, (300, 3))
+    with pytest.warns(UserWarning, match=r"read as \(n_channels, n_samples\): 300 channels"):
+        SignalModel(64, 70, progress=False, codec=False).fit(x)
+    with pytest.warns(UserWarning, match="300 channels of 3 samples"):
+        signals.compress(x)

@@ -191,3 +191,35 @@ def test_forked_value_and_fallback(monkeypatch):
     assert f._pid is None
     f = pictures._Forked(np.arange, 3, enabled=False)
     assert f._pid is None and f.result().tolist() == [0, 1, 2]
+
+
+def test_cli_plot_refuses_a_model_of_other_channels(tmp_path):
+    """Channels were matched by position only: a file without one of the model's columns
+    was drawn with its neighbour's quantizer, labelled as itself, exit 0."""
+    csv = tmp_path / "ab.csv"
+    rng = np.random.default_rng(0)
+    csv.write_text("a,b,c\n" + "".join(f"{int(u)},{int(v)},{int(w)}\n"
+                                       for u, v, w in rng.integers(0, 900, (400, 3))))
+    r = CliRunner().invoke(main, ["build", str(csv), "--columns", "a,b", "-o",
+                                  str(tmp_path / "m.json"), "-q"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["plot", str(csv), "--columns", "b,c", "--model", str(tmp_path / "m.json"),
+                                  "--which", "tokens", "-o", str(tmp_path / "p")])
+    assert r.exit_code == 1 and "ubpe: the model's channels (a, b) are not those of" in r.stderr
+    assert not (tmp_path / "p" / "ab.tokens.png").exists()
+    r = CliRunner().invoke(main, ["plot", str(csv), "--columns", "a,b", "--model", str(tmp_path / "m.json"),
+                                  "--which", "tokens", "-o", str(tmp_path / "p")])
+    assert r.exit_code == 0, r.output
+
+
+def test_cli_warnings_are_the_commands_and_q_hides_them(tmp_path):
+    """A library warning printed as a raw Python warning with a source path, even with -q."""
+    csv = tmp_path / "c7.csv"
+    csv.write_text("a\n7\n7\n7\n7\n")
+    r = CliRunner().invoke(main, ["plot", str(csv), "-o", str(tmp_path / "p"), "--serial",
+                                  "--which", "tokens"])
+    assert r.exit_code == 0, r.output
+    assert "ubpe: warning: the corpus supports only" in r.stderr and ".py:" not in r.stderr
+    r = CliRunner().invoke(main, ["plot", str(csv), "-o", str(tmp_path / "p"), "--serial",
+                                  "--which", "tokens", "-f", "-q"])
+    assert r.exit_code == 0 and r.stderr == ""

@@ -38,6 +38,7 @@ import stat
 import sys
 import tempfile
 import traceback
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,7 +123,10 @@ def verbosity_options(f):
     @click.option("-q", "--quiet", is_flag=True, help="No summary on stderr (errors are still shown).")
     @functools.wraps(f)
     def wrapper(*args, quiet, verbose, **kwargs):
-        return f(*args, report=Reporter(quiet, verbose), **kwargs)
+        report = Reporter(quiet, verbose)
+        with warnings.catch_warnings():  # the library's warnings as the command's (-q hides them)
+            warnings.showwarning = lambda message, *_, **__: report.warn(str(message))
+            return f(*args, report=report, **kwargs)
     return wrapper
 
 
@@ -459,7 +463,7 @@ def csv_text(names, values, integer) -> bytes:
     if len(lengths) > 1:
         raise ValueError(f"channels have different lengths ({sorted(lengths)}); "
                          f"one CSV needs equal lengths")
-    cols = [np.asarray(v).astype(np.int64).astype(str) if i
+    cols = [np.asarray(v).astype(np.int64).astype(str) if i and _integral(v)
             else np.asarray(v, np.float64).astype(str)  # numpy prints the shortest repr
             for v, i in zip(values, integer)]
     head = io.StringIO()
@@ -468,6 +472,14 @@ def csv_text(names, values, integer) -> bytes:
     if cols and cols[0].size:
         text += "\n".join(",".join(row) for row in zip(*cols)) + "\n"
     return text.encode()
+
+
+def _integral(v) -> bool:
+    """Whether every value is an integer that int64 holds (else it is printed as a float)."""
+    v = np.asarray(v)
+    if v.dtype.kind in "iub":
+        return True
+    return bool(np.all((v == np.rint(v)) & (np.abs(v) < 2.0**63)))
 
 
 def write_csv(output, names, values, integer) -> None:

@@ -84,9 +84,15 @@ def plot(source, outdir, which, channel, start, length, rate, model_path, column
     if not 0 <= channel < len(chans):
         raise click.BadParameter(f"{source} has {len(chans)} channel(s)", param_hint="--channel")
     model = signals.SignalModel.load(model_path) if model_path else None
-    if model is not None and len(model.quantizers_) != len(chans):
-        raise click.ClickException(f"the model has {len(model.quantizers_)} channels, "
-                                   f"{source} {len(chans)}")
+    if model is not None:
+        mine = [n.removeprefix(f"{source.stem}:") for n in model.channel_names_]
+        if len(mine) != len(chans) or chan_names is not None and mine != list(chan_names):
+            # (each channel is tokenized with the model's quantizer of that channel)
+            raise BadInput(f"the model's channels ({', '.join(model.channel_names_)}) are not "
+                           f"those of {source}"
+                           + (f" ({', '.join(chan_names)})" if chan_names is not None else
+                              f" ({len(chans)})")
+                           + "; pick the columns the model was built on (--columns, --exclude)")
     taken = [outdir / f"{source.stem}.{w}.png" for w in dict.fromkeys(names or PICTURES)]
     taken = [p for p in taken if p.exists()]
     if taken and not force:

@@ -286,7 +286,10 @@ def decode(model_path, tokens_path, output, to_stdout, force, report: Reporter, 
         values = model.decode(tokens)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
-    names, exact = list(model.channel_names_), [bool(q.lossless_[0]) for q in model.quantizers_]
+    # integers where the channel gives back integers exactly (a constant 0.5 is lossless too)
+    names = list(model.channel_names_)
+    exact = [bool(q.lossless_[0]) and bool(np.all(q.codebook_[0] == np.rint(q.codebook_[0])))
+             for q in model.quantizers_]
     if file_name is not None:
         keep = [k for k, n in enumerate(names) if n.startswith(f"{file_name}:")]
         if not keep:
