@@ -390,6 +390,8 @@ class Tokenizer:
         ValueError
             If a symbol is outside the alphabet (names its position) or the
             method is unknown.
+        TypeError
+            If the symbols are not integers (floats, text).
         """
         return self.encode_batch([doc], method=method, beam=beam)[0]
 
@@ -424,6 +426,8 @@ class Tokenizer:
         ValueError
             If a symbol is outside the alphabet (names the document and
             position), the method is unknown, or ``num_threads < 1``.
+        TypeError
+            If a document's symbols are not integers.
         """
         out, out_off = self.encode_to_numpy(docs, method=method, beam=beam, num_threads=num_threads)
         return [out[out_off[i]: out_off[i + 1]] for i in range(len(out_off) - 1)]
@@ -451,7 +455,7 @@ class Tokenizer:
 
         Raises
         ------
-        ValueError
+        ValueError, TypeError
             As in :meth:`encode_batch`.
         """
         self._check_fitted()
@@ -675,7 +679,10 @@ class Tokenizer:
         Raises
         ------
         ValueError
-            If an id is not in the vocabulary (names the id and position).
+            If an id is not in the vocabulary (names the id and position), or
+            ``ids`` is not 1-D.
+        TypeError
+            If the ids are not integers.
         """
         self._check_fitted()
         ids = np.asarray(ids)
