@@ -118,10 +118,13 @@ def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
         (:func:`signals.channel.encode_channel`), without the search.
     """
     level, max_error = check_level(level), check_max_error(max_error)
+    columns = list(columns)
+    if len(columns) > container.MAX_COLUMNS:  # (what a reader refuses: refused before any work)
+        raise ValueError(f"{len(columns):,} columns (channels), above the limit of "
+                         f"{container.MAX_COLUMNS:,} that a container holds; a 2-D array is "
+                         f"(n_channels, n_samples): is it transposed?")
     sections: list[tuple[bytes, bytes]] = []
     cols = []
-    if model is not None:
-        header = {**header, "model": model.content_id()}
     for name, x in columns:
         x = np.asarray(x)
         if model is not None and model.has_codec(name, x):
@@ -151,6 +154,8 @@ def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
         sections.append((b"B", container.blob(raw)))
         n_blobs += 1
     head = {**header, "columns": cols, "n_blobs": n_blobs}
+    if any(c.get("model") for c in cols):  # (the model is needed only where a column used it)
+        head["model"] = model.content_id()
     return container.write_container(head, sections, sum(c["n"] for c in cols))
 
 
@@ -204,6 +209,8 @@ def decode_columns(data: bytes, model: Any = None, *,
         raise SignalFormatError(f"the file declares {n_values:,} values, above max_values="
                                 f"{max_values:,}; pass a larger max_values to decode it")
     wanted = header.get("model")
+    if wanted is None and any(isinstance(c, dict) and c.get("model") for c in header["columns"]):
+        raise SignalFormatError("header: columns coded with a model, but no model id")
     if wanted is not None:
         if model is None:
             raise SignalFormatError(f"this file was compressed with model {wanted}; pass that "
@@ -318,7 +325,10 @@ def compress(x: Any, *, level: int = DEFAULT_LEVEL, max_error: float | None = No
     Raises
     ------
     ValueError
-        On a bad option, a non-numeric channel, or names that do not match.
+        On a bad option, names that do not match, more than 65,536 channels,
+        or an array of more than 2 dimensions.
+    TypeError
+        On a non-numeric channel (complex, text, objects, dates).
     """
     chans, default_names, shape, dtype = _channels_of(x)
     names = list(names) if names is not None else (
@@ -456,10 +466,12 @@ def inspect(data: bytes) -> dict:
         ``max_error`` (the largest bound of any column or CSV cell: 0 when
         everything is exact), ``meta`` (what :func:`compress` was given as
         ``meta``; ``{}`` if nothing), ``model`` (the content id of the model
-        needed, or None), ``csv_columns`` (a CSV file's columns, else None)
-        and ``channels``: per column its ``name``, ``n_samples``, ``dtype``,
-        ``mapping`` (in words: "lossless, ...", or the bound), ``max_error``
-        and ``bytes`` (its payload's size).
+        needed, or None), ``csv_columns`` (a CSV file's columns, else None),
+        ``wav`` (a WAV file's ``rate`` in Hz, ``n_channels``, ``bits`` per
+        sample and sample ``dtype``, else None) and ``channels``: per column
+        its ``name``, ``n_samples``, ``dtype``, ``mapping`` (in words:
+        "lossless, ...", or the bound), ``max_error`` and ``bytes`` (its
+        payload's size).
 
     Raises
     ------
@@ -501,6 +513,9 @@ def inspect(data: bytes) -> dict:
             "source": header.get("source"), "channels": chans, "model": header.get("model"),
             "max_error": max([float(bound)] + [c["max_error"] for c in chans]), "meta": meta,
             "csv_columns": csv_columns,
+            "wav": ({k: header["wav"].get(k) for k in ("rate", "n_channels", "bits", "dtype")}
+                    if header.get("source") == "wav" and isinstance(header.get("wav"), dict)
+                    else None),
             "bits_per_sample": 8 * len(data) / max(n_values, 1)}
 
 

@@ -234,7 +234,10 @@ def container_version(data: bytes) -> int:
     if len(data) < len(MAGIC) + 2:
         raise SignalFormatError("truncated file: shorter than its fixed header")
     (version,) = struct.unpack_from("<H", data, len(MAGIC))
-    if version > VERSION or version < 1:
+    if version < 1:
+        raise SignalFormatError(f"ubpe signal format version {version} does not exist (the "
+                                f"file is damaged)")
+    if version > VERSION:
         raise SignalFormatError(f"ubpe signal format version {version} is newer than this "
                                 f"ubpe reads (up to {VERSION}); upgrade ubpe")
     return version

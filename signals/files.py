@@ -23,6 +23,7 @@ import struct
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 from itertools import islice
 from pathlib import Path
 from typing import IO, Any
@@ -607,7 +608,7 @@ def compress_path(path: str | Path, **options: Any) -> bytes:
 
 def _quantize_csv(parts: table.CsvParts, max_error: float) -> table.CsvParts:
     """Lossy CSV: each decimal column's values rounded to a multiple of ``q`` units of its
-    last decimal, ``q = floor(2 max_error 10**scale)``, so that every cell is printed as before
+    last decimal, ``q = 2 floor(max_error 10**scale) + 1``, so that every cell is printed as before
     (same decimals) within ``max_error``; cells kept verbatim (exceptions) and other columns
     stay exact. The bound is checked on the rebuilt file before it is returned.
     """
@@ -617,7 +618,10 @@ def _quantize_csv(parts: table.CsvParts, max_error: float) -> table.CsvParts:
         if col.get("kind") != "decimal" or col.get("format") != "fixed" or \
                 not isinstance(col.get("values"), int):
             continue
-        q = int(np.floor(2 * max_error * 10 ** int(col.get("scale", 0)) * (1 - 1e-12)))
+        # rounding to a multiple of an odd q moves a value by at most (q - 1) / 2 units: the
+        # largest such q within the bound, in exact arithmetic (q was floor(2 E 10**scale), 1
+        # for integers at E = 1, where bins of 3 keep the bound)
+        q = 2 * math.floor(Fraction(max_error) * 10 ** int(col.get("scale", 0))) + 1
         if q < 2:
             continue
         v = ints[col["values"]]
@@ -754,16 +758,14 @@ def decompress_file(data: bytes, *, model: Any = None) -> Decoded:
                            ".csv")
         if source == "wav":
             head, tail = blobs
-            samples = np.stack([c.values for c in columns], axis=1) if columns else np.zeros(0)
-            dtype = np.dtype(header["wav"]["dtype"])
-            return Decoded("wav", head + samples.astype(dtype).tobytes() + tail, ".wav")
+            return Decoded("wav", head + _wav_samples(header["wav"], columns) + tail, ".wav")
         if source in ("npy", "npz"):
             arrays = _join_arrays(header["arrays"], [c.values for c in columns])
             buf = io.BytesIO()
             if source == "npy":
                 np.save(buf, arrays[0][1], allow_pickle=False)
             else:
-                np.savez(buf, **dict(arrays))  # type: ignore[arg-type]
+                _write_npz(buf, arrays)
             return Decoded(source, buf.getvalue(), "." + source)
         if source in ("array", "arrays"):  # made by signals.compress: arrays as .npy / .npz
             values = _as_array(header, columns)
@@ -771,7 +773,7 @@ def decompress_file(data: bytes, *, model: Any = None) -> Decoded:
             if source == "array":
                 np.save(buf, values, allow_pickle=False)
                 return Decoded("npy", buf.getvalue(), ".npy")
-            np.savez(buf, **{c.name: c.values for c in columns})  # type: ignore[arg-type]
+            _write_npz(buf, [(c.name, c.values) for c in columns])
             return Decoded("npz", buf.getvalue(), ".npz")
     except (KeyError, TypeError, ValueError) as e:
         if isinstance(e, SignalFormatError):
@@ -797,7 +799,40 @@ def _frame_prefix(header: dict, size: int) -> int:
     return p
 
 
+def _write_npz(fileobj: IO[bytes], arrays: list[tuple[str, np.ndarray]]) -> None:
+    """An ``.npz`` as ``numpy.savez`` writes it (stored ``NAME.npy`` members), of any member
+    names: ``np.savez(f, **arrays)`` drops a member named ``allow_pickle`` and refuses ``file``."""
+    with zipfile.ZipFile(fileobj, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+        for name, a in arrays:
+            with z.open(f"{name}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=False)
+
+
 # ---------------------------------------------------------------- WAV
+# (format tag, bytes a sample) -> the samples' dtype; "i24": 3 bytes, held as int32
+_WAV_KINDS = {(1, 1): "u1", (1, 2): "<i2", (1, 3): "i24", (1, 4): "<i4", (1, 8): "<i8",
+              (3, 4): "<f4", (3, 8): "<f8"}
+
+
+def _wav_samples(wav: dict, columns: list) -> bytes:
+    """The data chunk's bytes from the decoded channels, checked against the header's
+    description (a damaged or crafted dtype would write other bytes)."""
+    kind = wav.get("dtype") if isinstance(wav, dict) else None
+    if kind not in _WAV_KINDS.values():
+        raise ValueError(f"WAV sample type {kind!r}")
+    held = np.dtype("<i4" if kind == "i24" else kind)
+    if len(columns) != wav.get("n_channels") or any(c.values.dtype != held for c in columns):
+        raise ValueError(f"the WAV header declares {wav.get('n_channels')!r} channels of {kind}, "
+                         f"the file holds {len(columns)} of "
+                         f"{', '.join(sorted({str(c.values.dtype) for c in columns}))}")
+    if len({c.values.size for c in columns}) > 1:
+        raise ValueError("WAV channels of different lengths")
+    samples = np.stack([c.values for c in columns], axis=1) if columns else np.zeros((0, 0), held)
+    if kind != "i24":
+        return samples.astype(held, copy=False).tobytes()
+    if samples.size and (samples.min() < -2**23 or samples.max() >= 2**23):
+        raise ValueError("24-bit WAV samples beyond 24 bits")
+    return samples.astype("<i4").view(np.uint8).reshape(*samples.shape, 4)[..., :3].tobytes()
 def _split_wav(data: bytes, path: str) -> tuple[list[tuple[str, np.ndarray]], bytes, bytes, dict]:
     """PCM samples per channel, and the bytes before and after them."""
     if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
@@ -814,19 +849,25 @@ def _split_wav(data: bytes, path: str) -> tuple[list[tuple[str, np.ndarray]], by
             tag, n_ch, rate, _, block, bits = struct.unpack_from("<HHIIHH", fmt)
             if tag == 0xFFFE and len(fmt) >= 26:  # WAVE_FORMAT_EXTENSIBLE: the sub-format
                 tag = struct.unpack_from("<H", fmt, 24)[0]
-            width = block // max(n_ch, 1)
-            kinds = {(1, 1): "u1", (1, 2): "<i2", (1, 4): "<i4", (1, 8): "<i8",
-                     (3, 4): "<f4", (3, 8): "<f8"}
-            if (tag, width) not in kinds or n_ch < 1 or bits > 8 * width:
+            if n_ch < 1 or block % n_ch:
+                raise ValueError(f"{path}: the fmt chunk declares {n_ch} channels in blocks of "
+                                 f"{block} bytes")
+            width = block // n_ch
+            if (tag, width) not in _WAV_KINDS or bits > 8 * width:
                 raise ValueError(f"{path}: unsupported WAV encoding (format tag {tag}, "
-                                 f"{bits} bits in {width} bytes); PCM 8/16/32/64-bit integer "
+                                 f"{bits} bits in {width} bytes); PCM 8/16/24/32/64-bit integer "
                                  f"and 32/64-bit float are supported")
             start = pos + 8
             size = min(size, len(data) - start)
             n = size // block
             end = start + n * block
-            samples = np.frombuffer(data[start:end], kinds[(tag, width)]).reshape(n, n_ch)
-            wav = {"rate": rate, "n_channels": n_ch, "bits": bits, "dtype": kinds[(tag, width)]}
+            kind = _WAV_KINDS[(tag, width)]
+            if kind == "i24":  # three little-endian bytes, sign-extended into int32
+                b = np.frombuffer(data[start:end], np.uint8).reshape(n, n_ch, 3).astype(np.int32)
+                samples = b[..., 0] | (b[..., 1] << 8) | ((b[..., 2] ^ 128) - 128) * 65536
+            else:
+                samples = np.frombuffer(data[start:end], kind).reshape(n, n_ch)
+            wav = {"rate": rate, "n_channels": n_ch, "bits": bits, "dtype": kind}
             columns = [(f"ch{i}", samples[:, i].copy()) for i in range(n_ch)]
             return columns, data[:start], data[end:], wav
         pos += 8 + size + (size & 1)
@@ -842,7 +883,8 @@ def _split_arrays(data: bytes, kind: str, path: str) -> tuple[list[tuple[str, np
         else:
             with np.load(io.BytesIO(data), allow_pickle=False) as z:
                 arrays = [(k, z[k]) for k in z.files]
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError, NotImplementedError) as e:
+        # (NotImplementedError: a zip member compressed with a method zipfile does not read)
         raise ValueError(f"{path}: not a readable {kind} file ({e})") from None
     columns, desc = [], []
     for name, a in arrays:

@@ -371,7 +371,10 @@ def _map_int(x: np.ndarray, dtype: np.dtype, max_error: float | None) -> MappedA
     if dtype == np.bool_:  # 0 and 1, always exact: a bound of 1 would make every value one
         return MappedArray(x.astype(np.int64), _config(dtype, "int"))
     if max_error is not None and max_error >= 1 and x.size:
-        return _map_int_quantize(x, dtype, max_error)
+        # (integers on a grid coarser than the bins, 24-bit audio in int32 at a bound of 1:
+        # the exact mapping divides by the grid's step and codes smaller)
+        lossy, exact = _map_int_quantize(x, dtype, max_error), _map_int(x, dtype, None)
+        return exact if _diff_cost(exact.ints) <= _diff_cost(lossy.ints) else lossy
     if dtype == np.uint64 and x.size and int(x.max()) > np.iinfo(np.int64).max:
         ints = (x ^ np.uint64(1 << 63)).view(np.int64)
         return MappedArray(ints.copy(), _config(dtype, "uint64_flip"))

@@ -79,9 +79,10 @@ def _compress_one(source: str, output: str, columns: list | None, exclude: list 
     """Task: read one file, compress it, write it atomically; a summary dict, or for a bad
     input (unreadable, malformed, unsupported) ``{"source", "output", "error"}`` holding the
     exception, so that the worker does not log it as a failed task with its traceback."""
+    from ubpe.serialization import BAD_INPUT
     try:
         return _compress_task(source, output, columns, exclude, options)
-    except (ValueError, OSError) as e:  # (the project's errors: FormatError is a ValueError)
+    except BAD_INPUT as e:  # (the project's errors: FormatError is a ValueError)
         return {"source": source, "output": output, "error": e}
 
 
@@ -159,7 +160,7 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
         ``channels``, ``samples``, ``bytes``, ``bits_per_sample``,
         ``seconds`` (the task's time), ``worker`` (the address that ran it);
         or, with ``errors="report"``, ``error`` (the exception, a ValueError or
-        an OSError) for a file that failed.
+        an OSError, or another bad-input error) for a file that failed.
 
     Raises
     ------
@@ -181,7 +182,7 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
         if od is not None:
             od.mkdir(parents=True, exist_ok=True)
         outs = [_output_for(s, od, suffix) for s in srcs]
-    if len(set(outs)) != len(outs):
+    if len({o.resolve() for o in outs}) != len(outs):  # (out.ubpe and /abs/out.ubpe are one)
         raise ValueError("two sources map to the same output file")
     if not srcs:
         return []

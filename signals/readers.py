@@ -1,4 +1,4 @@
-"""Reading signal channels: numeric CSV columns (pyarrow), ``.npz``/``.npy`` arrays, PCM ``.wav``."""
+"""Reading signal channels: numeric CSV columns (pyarrow), ``.npz``/``.npy`` arrays, ``.wav``."""
 
 from __future__ import annotations
 
@@ -305,8 +305,9 @@ def read_signal(path: str | Path, columns: list[str | int] | None = None,
 
     ``.npz``: every 1-D array is a channel named by its key, every 2-D array
     (channels, samples) gives channels ``key:0``, ``key:1``, ...; ``.npy``
-    likewise. ``.wav``: integer PCM (``wave`` module), channels
-    ``ch0, ch1, ...``, as int64. A recording (Parquet/Arrow, EDF/BDF, WFDB
+    likewise. ``.wav``: 8/16/24/32/64-bit integer PCM or 32/64-bit float (plain
+    or WAVE_FORMAT_EXTENSIBLE), channels ``ch0, ch1, ...``, in the file's
+    sample type (24-bit as int32), as ``ubpe compress`` reads them. A recording (Parquet/Arrow, EDF/BDF, WFDB
     ``.hea``, by its suffix): the channels of
     :func:`signals.formats.read_recording` (its units, rates and scaling
     are there). ``columns``/``exclude``
@@ -344,19 +345,13 @@ def read_signal(path: str | Path, columns: list[str | int] | None = None,
                 chans += list(arr)
             else:
                 raise CsvError(f"{path}: array {key!r} has shape {arr.shape}; expected 1-D or 2-D")
-    else:
-        import wave
+    else:  # a WAV file, read as ubpe compress reads it (every PCM and float kind it codes)
+        from .files import _split_wav
         try:
-            with wave.open(str(path)) as w:
-                width, n_ch = w.getsampwidth(), w.getnchannels()
-                frames = w.readframes(w.getnframes())
-        except (wave.Error, EOFError) as e:
-            raise CsvError(f"{path}: not a PCM WAV file ({e})") from None
-        if width not in (1, 2, 4):
-            raise CsvError(f"{path}: {8 * width}-bit WAV is not supported (8, 16, 32 are)")
-        pcm = np.frombuffer(frames, {1: "u1", 2: "<i2", 4: "<i4"}[width]).astype(np.int64)
-        pcm = pcm.reshape(-1, n_ch).T
-        names, chans = [f"ch{i}" for i in range(n_ch)], list(pcm)
+            cols = _split_wav(Path(path).read_bytes(), str(path))[0]
+        except ValueError as e:
+            raise CsvError(str(e)) from None
+        names, chans = [n for n, _ in cols], [c for _, c in cols]
     for c, x in zip(names, chans):
         if x.dtype.kind == "f" and not np.isfinite(x).all():
             i = int(np.argmax(~np.isfinite(x)))

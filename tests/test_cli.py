@@ -535,8 +535,10 @@ def test_build_refuses_a_model_it_could_not_load(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigterm_leaves_no_temporary_file(tmp_path):
-    # (kill -TERM during a compress left .out.ubpe.XXXX.tmp behind)
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_signal_leaves_no_temporary_file(tmp_path, name):
+    # (kill -TERM during a compress left .out.ubpe.XXXX.tmp behind; Ctrl-C printed a numba
+    # SystemError traceback and exited 1; a SIGHUP left the temporary file)
     import signal
     import time
     src = tmp_path / "big.csv"
@@ -549,8 +551,9 @@ def test_sigterm_leaves_no_temporary_file(tmp_path):
         time.sleep(0.02)
     if p.poll() is not None:
         pytest.skip("the compress ended before it could be stopped")
-    p.send_signal(signal.SIGTERM)
-    assert p.wait(60) == 143
+    sig = getattr(signal, name)
+    p.send_signal(sig)
+    assert p.wait(60) == 128 + sig and b"Traceback" not in p.stderr.read()
     assert not list(tmp_path.glob(".out.ubpe*")) and not (tmp_path / "out.ubpe").exists()
 
 
@@ -598,3 +601,65 @@ def test_decode_gives_back_constant_decimal_columns(tmp_path):
     assert r.exit_code == 0, r.output
     rows = [line.split(",") for line in r.stdout.splitlines()[1:]]
     assert {(g, o) for _, g, o in rows} == {("0.5", "-2.75")}
+
+
+def test_one_existing_output_does_not_cancel_the_other_inputs(tmp_path):
+    """As xz: q.csv.ubpe exists, so q is skipped with an error and p, r are still compressed
+    (the whole batch stopped before any input was tried)."""
+    for n in "pqr":
+        (tmp_path / f"{n}.csv").write_text("a,b\n1,2\n3,4\n")
+    (tmp_path / "q.csv.ubpe").write_bytes(b"mine")
+    r = run("compress", *(tmp_path / f"{n}.csv" for n in "pqr"))
+    assert r.exit_code == 1 and f"ubpe: {tmp_path / 'q.csv.ubpe'} exists" in r.stderr
+    assert (tmp_path / "p.csv.ubpe").exists() and (tmp_path / "r.csv.ubpe").exists()
+    assert (tmp_path / "q.csv.ubpe").read_bytes() == b"mine"
+
+
+def test_an_unreadable_zip_member_is_one_line_and_the_batch_goes_on(tmp_path):
+    """A .npz member compressed with a method zipfile lacks: a NotImplementedError traceback,
+    and the files after it were never compressed."""
+    import io
+    import zipfile
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        with z.open("x.npy", "w") as f:
+            np.lib.format.write_array(f, np.arange(1000))
+    d = bytearray(buf.getvalue())
+    i, j = d.find(b"PK\x03\x04"), d.find(b"PK\x01\x02")
+    d[i + 8:i + 10] = d[j + 10:j + 12] = b"\x09\x00"  # (method 9: Deflate64)
+    (tmp_path / "m9.npz").write_bytes(bytes(d))
+    (tmp_path / "ok.csv").write_text("a,b\n1,2\n3,4\n")
+    r = run("compress", tmp_path / "m9.npz", tmp_path / "ok.csv")
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert f"ubpe: {tmp_path / 'm9.npz'}: not a readable npz file" in r.stderr
+    assert (tmp_path / "ok.csv.ubpe").exists()
+
+
+def test_a_write_error_names_the_output_not_its_temporary_file(tmp_path, monkeypatch):
+    """A read-only folder: 'ubpe: /dir/.r.csv.ubpe.xl44gqfz.tmp: Permission denied'."""
+    import tempfile
+
+    def refuse(prefix="", suffix="", dir=None):
+        raise PermissionError(13, "Permission denied", f"{dir}/{prefix}abc{suffix}")
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    (tmp_path / "r.csv").write_text("a,b\n1,2\n3,4\n")
+    r = run("compress", tmp_path / "r.csv")
+    assert r.exit_code == 1
+    assert r.stderr.strip() == f"ubpe: {tmp_path / 'r.csv.ubpe'}: Permission denied"
+
+
+def test_packets_refuse_a_lossy_option(tmp_path, daphnet_csv, daphnet_model):
+    """--max-error with --packet-size was ignored: lossless packets, exit 0."""
+    r = run("compress", daphnet_csv, "--model", daphnet_model, "--packet-size", "256",
+            "--max-error", "1", "-o", tmp_path / "p.ubpe")
+    assert r.exit_code == 2 and "do not apply" in r.output
+    assert not (tmp_path / "p.ubpe").exists()
+
+
+@pytest.mark.parametrize("bound", ["nan", "inf"])
+def test_a_bound_that_is_not_finite_is_a_usage_error(tmp_path, bound):
+    """--max-error nan/inf passed click's FloatRange, then exit 1 blaming the input file."""
+    (tmp_path / "a.csv").write_text("a\n1\n2\n")
+    r = run("compress", tmp_path / "a.csv", "--max-error", bound)
+    assert r.exit_code == 2 and "is not a finite number" in r.output
+    assert not (tmp_path / "a.csv.ubpe").exists()

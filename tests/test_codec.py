@@ -269,3 +269,89 @@ def test_meta_is_given_back_by_inspect_and_bounds_are_reported():
     x = np.cumsum(np.random.default_rng(0).normal(0, 1, 1000))
     info = inspect(compress(x, max_error=0.01))
     assert info["max_error"] == 0.01 == info["channels"][0]["max_error"]  # (the top level said 0)
+
+
+def _wav24(path, samples, rate=16000):
+    """A 24-bit PCM WAV through the standard library (samples: int, shape (n, channels))."""
+    import wave
+    b = (samples.astype("<i4").view(np.uint8).reshape(*samples.shape, 4)[..., :3]).tobytes()
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(samples.shape[1])
+        w.setsampwidth(3)
+        w.setframerate(rate)
+        w.writeframes(b)
+
+
+@pytest.mark.parametrize("channels", [1, 2])
+def test_24_bit_wav_comes_back_byte_for_byte(tmp_path, channels):
+    """24-bit PCM, the commonest high-resolution WAV, was refused."""
+    rng = np.random.default_rng(1)
+    x = np.cumsum(rng.integers(-3000, 3000, (5001, channels)), axis=0)
+    x = np.clip(x, -2**23, 2**23 - 1)
+    x[0] = -2**23
+    x[1] = 2**23 - 1
+    _wav24(tmp_path / "a.wav", x)
+    data = (tmp_path / "a.wav").read_bytes()
+    packed = signals.compress_file(data, "wav")
+    assert signals.decompress_file(packed).data == data
+    assert [c["n_samples"] for c in inspect(packed)["channels"]] == [5001] * channels
+    # (inspect did not say what the WAV was)
+    assert inspect(packed)["wav"] == {"rate": 16000, "n_channels": channels, "bits": 24,
+                                      "dtype": "i24"}
+
+
+def test_a_wav_header_that_names_another_sample_type_is_refused():
+    """A crafted header's dtype 'O' wrote heap addresses into the WAV (exit 0); '<f2' other
+    bytes. The declared type is checked against the channels."""
+    from signals.codec import encode_columns
+    from signals.files import decompress_file
+    for dtype, n_ch in (("O", 1), ("<f2", 1), ("M8[s]", 1), ("<i4", 1), ("<i2", 2)):
+        bad = encode_columns([("ch0", np.arange(5, dtype=np.int16))],
+                             {"source": "wav", "wav": {"rate": 8000, "n_channels": n_ch,
+                                                       "bits": 16, "dtype": dtype}},
+                             blobs=[b"HEAD", b"TAIL"])
+        with pytest.raises(SignalFormatError, match="WAV"):
+            decompress_file(bad)
+
+
+def test_npz_members_named_as_savez_parameters_come_back(tmp_path):
+    """np.savez(f, **arrays) dropped a member named 'allow_pickle' and refused 'file'."""
+    import io
+    import zipfile
+    for names in (["allow_pickle", "y"], ["file"], ["args", "kwds"]):
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            for k, n in enumerate(names):
+                with z.open(f"{n}.npy", "w") as f:
+                    np.lib.format.write_array(f, np.arange(100, dtype=np.int16) * (k + 1))
+        (tmp_path / "a.npz").write_bytes(buf.getvalue())
+        back = signals.decompress_file(signals.compress_file(buf.getvalue(), "npz")).data
+        with np.load(io.BytesIO(back)) as z:
+            assert z.files == names
+            for k, n in enumerate(names):
+                assert (z[n] == np.arange(100) * (k + 1)).all()
+
+
+def test_more_columns_than_a_container_holds_are_refused_before_any_work(tmp_path):
+    """65,537 channels compressed (minutes, GBs) to a file that no decoder reads; the CLI
+    left that output behind, exit 1."""
+    with pytest.raises(ValueError, match="65,537 columns .* above the limit of 65,536"):
+        compress([np.arange(3)] * 65537)
+    csv = tmp_path / "wide.csv"
+    n = 65537
+    csv.write_text(",".join(f"c{i}" for i in range(n)) + "\n" + ",".join("1" for _ in range(n)) + "\n")
+    r = CliRunner().invoke(main, ["compress", str(csv)])
+    assert r.exit_code == 1 and "above the limit" in r.stderr
+    assert not (tmp_path / "wide.csv.ubpe").exists()
+
+
+def test_the_header_names_a_model_only_where_a_column_used_it(tmp_path):
+    """A model that coded none of the columns was still required to decompress."""
+    m = signals.SignalModel(64, 80, progress=False).fit([np.arange(4000) % 50], names=["a"])
+    data = compress(np.arange(1000)[None] % 7, names=["zz"], model=m)
+    assert inspect(data)["model"] is None
+    assert (decompress(data) == np.arange(1000)[None] % 7).all()
+    used = compress([np.arange(1000) % 50], names=["a"], model=m)
+    assert inspect(used)["model"] == m.content_id()
+    with pytest.raises(SignalFormatError, match="compressed with model"):
+        decompress(used)

@@ -114,3 +114,13 @@ def test_a_forged_max_error_is_a_format_error():
     for f in (signals.decompress, signals.inspect):
         with pytest.raises(SignalFormatError, match="max_error"):
             f(data)
+
+
+def test_version_0_is_called_damaged_not_newer():
+    """A container patched to version 0 said 'newer than this ubpe reads... upgrade ubpe'."""
+    import signals
+    from signals.container import SignalFormatError
+    data = bytearray(signals.compress(np.arange(10)))
+    data[8:10] = b"\x00\x00"
+    with pytest.raises(SignalFormatError, match="version 0 does not exist"):
+        signals.decompress(bytes(data))

@@ -314,3 +314,13 @@ def test_the_build_covers_the_command_line():
         pytest.skip(f"no current build: {status()}")
     out = run_py(COMMAND_LINE, {}).split(maxsplit=2)
     assert out[:2] == ["aot", "False"], out
+
+
+def test_aot_status_of_a_foreign_or_damaged_manifest(tmp_path):
+    """'ubpe aot status' printed "ubpe: 'kernels'" (a KeyError) or a raw JSON error."""
+    from ubpe._aot_build import status
+    for text, said in (('{"format": "x"}', "another format"), ("[1]", "damaged manifest"),
+                       ("xx", "damaged manifest")):
+        (tmp_path / "manifest.json").write_text(text)
+        line = status(tmp_path)
+        assert said in line and "run 'ubpe aot build'" in line

@@ -62,6 +62,9 @@ def test_outputs_must_be_distinct(files, tmp_path):
     with pytest.raises(ValueError, match="2 outputs for 3"):
         compress_files(files[:3], outputs=[tmp_path / "x", tmp_path / "y"])
     assert compress_files([]) == []
+    # (one file named two ways: both were written there, the second over the first)
+    with pytest.raises(ValueError, match="same output"):
+        compress_files(files[:2], outputs=[tmp_path / "x", tmp_path / "sub" / ".." / "x"])
 
 
 def test_read_files_for_build(client, files):

@@ -136,7 +136,9 @@ def test_read_signal_npz_and_wav_still_work():
     with wave.open(str(DATA / "speech_0880.wav")) as f:
         pcm = np.frombuffer(f.readframes(f.getnframes()), "<i2")
     w = read_signal(DATA / "speech_0880.wav")
-    assert w.names == ["ch0"] and w.channels[0].dtype == np.int64
+    # (the file's own sample type, as compress reads it: a model built on int64 channels never
+    # matched the int16 ones that 'ubpe compress --model' codes)
+    assert w.names == ["ch0"] and w.channels[0].dtype == np.int16
     assert np.array_equal(w.channels[0], pcm)
     c = read_signal(DATA / "seattle_temps_150.csv", decimals="scaled")
     assert c.names == ["temp"] and c.channels[0][:3].tolist() == [394, 392, 390]
@@ -225,3 +227,25 @@ def test_output_library_missing(lib, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, lib, None)  # as if not installed
     with pytest.raises(ImportError, match=f"needs {lib}: pip install {lib}"):
         read_csv(DATA / "daphnet_accel_150.csv", output=lib)
+
+
+def test_read_signal_reads_every_wav_that_compress_codes(tmp_path):
+    """read_signal (ubpe plot, SignalModel.fit flows) used the wave module: 24-bit,
+    float and WAVE_FORMAT_EXTENSIBLE files were refused though compress codes them."""
+    import struct
+    import wave
+    x = np.array([[-2**23, 5], [2**23 - 1, -7], [12345, 0]], np.int32)
+    with wave.open(str(tmp_path / "a.wav"), "wb") as w:
+        w.setnchannels(2)
+        w.setsampwidth(3)
+        w.setframerate(8000)
+        w.writeframes(x.astype("<i4").view(np.uint8).reshape(3, 2, 4)[..., :3].tobytes())
+    t = read_signal(tmp_path / "a.wav")
+    assert t.names == ["ch0", "ch1"] and [c.tolist() for c in t.channels] == x.T.tolist()
+    f = np.array([0.5, -0.25, 1e-3], "<f4")  # a float WAV (format tag 3), written by hand
+    fmt = struct.pack("<HHIIHH", 3, 1, 8000, 32000, 4, 32)
+    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + \
+        struct.pack("<I", f.nbytes) + f.tobytes()
+    (tmp_path / "f.wav").write_bytes(b"RIFF" + struct.pack("<I", len(body)) + body)
+    g = read_signal(tmp_path / "f.wav")
+    assert g.channels[0].dtype == np.float32 and g.channels[0].tolist() == f.tolist()

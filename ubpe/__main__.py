@@ -1,5 +1,5 @@
 """``python -m ubpe``: the command line."""
 
-from ubpe.cli import main
+from ubpe.cli import run
 
-main()
+run()

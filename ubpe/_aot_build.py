@@ -97,9 +97,15 @@ def status(out_dir: Path = AOT_DIR) -> str:
     path = Path(out_dir) / MANIFEST
     if not path.is_file():
         return f"no compiled kernels in {out_dir} (every process uses numba's JIT)"
-    man = json.loads(path.read_text())
-    n = sum(len(v) for v in man["kernels"].values())
-    if _sources(list(man["sources"])) != man["sources"]:
+    try:
+        man = json.loads(path.read_text())
+        if man.get("format") != MANIFEST_FORMAT or man.get("version") != MANIFEST_VERSION:
+            return f"{out_dir}: a manifest of another format (ignored: run 'ubpe aot build')"
+        n = sum(len(v) for v in man["kernels"].values())
+        sources = _sources(list(man["sources"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        return f"{out_dir}: a damaged manifest ({e!r}; ignored: run 'ubpe aot build')"
+    if sources != man["sources"]:
         return f"{out_dir}: {n} signatures, built from other sources (ignored: run 'ubpe aot build')"
     import numpy as np
     if man.get("numpy") != np.__version__:

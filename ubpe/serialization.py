@@ -40,6 +40,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+# what a reader or loader may raise on bad input (the command line makes each one line on
+# stderr and exit status 1, never a traceback; signals.parallel reports it as the file's error)
+BAD_INPUT = (ValueError, TypeError, OSError, LookupError, ArithmeticError, MemoryError,
+             RecursionError, EOFError)
+
 
 class FormatError(ValueError):
     """A file is not of the expected format, or of a version we cannot read.
@@ -186,8 +191,11 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[Any]:
         with open(path, "wb") as special:
             yield special
         return
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                               dir=path.parent if str(path.parent) else ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                   dir=path.parent if str(path.parent) else ".")
+    except OSError as e:  # (named after the output, as xz does: not the hidden temporary file)
+        raise type(e)(e.errno, e.strerror, str(path)) from None
     TEMPORARY_FILES.add(tmp)
     try:
         os.fchmod(fd, 0o666 & ~_umask())

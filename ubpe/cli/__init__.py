@@ -42,8 +42,7 @@ COMMANDS = {
 
 # what a reader or loader may raise on bad input: one line on stderr and exit status 1,
 # never a traceback (the subcommands report each input themselves, see _common.run_jobs)
-BAD_INPUT = (ValueError, TypeError, OSError, LookupError, ArithmeticError, MemoryError,
-             RecursionError, EOFError)
+from ubpe.serialization import BAD_INPUT  # noqa: E402
 
 
 class BadInput(click.ClickException):
@@ -92,14 +91,21 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="ubpe")
 def main() -> None:
     """Universal byte-pair encoding for integer sequences and sensor signals."""
-    # a SIGTERM (kill, a service manager) ends the command with no partial output: the
-    # temporary files of its writes in progress are removed, and the process exits at once with
-    # status 143, as the signal's default gives (an exception raised from the handler could land
-    # inside a compiled kernel's call, which then fails with a SystemError)
+
+
+def run() -> None:
+    """The ``ubpe`` program (and ``python -m ubpe``): :func:`main` with xz's handling of signals.
+
+    A SIGINT (Ctrl-C), SIGTERM (kill, a service manager) or SIGHUP (a closed terminal) ends
+    the command with no partial output: the temporary files of its writes in progress are
+    removed, and the process exits at once with status 128 + the signal's number (130, 143,
+    129), as xz and zstd do. (An exception raised from the handler could land inside a compiled
+    kernel's call, which then fails with a SystemError.)
+    """
     import signal
-    import threading
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _terminate)
+    main()
 
 
 def _terminate(signum: int, frame: Any) -> None:

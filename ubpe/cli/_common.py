@@ -233,6 +233,7 @@ class Job:
 
     source: str
     output: str
+    refused: str | None = None  # why the output cannot be written (it exists...), if so
 
     @property
     def name(self) -> str:
@@ -274,7 +275,8 @@ def plan(sources: Iterable[str], *, output: str | None, to_stdout: bool, force: 
         inputs, stdin twice, no output name, two inputs naming one output.
     BadInput
         Exit status 1: an output exists (without ``-f``) or is an input, or
-        binary data would go to a terminal.
+        binary data would go to a terminal; with several inputs, that job's
+        ``refused`` says why instead, and :func:`run_jobs` reports it.
     """
     sources = list(sources)
     if output is not None and to_stdout:
@@ -307,7 +309,12 @@ def plan(sources: Iterable[str], *, output: str | None, to_stdout: bool, force: 
         seen[key] = job
     inputs = [j.source for j in jobs] + [str(p) for p in other_inputs]
     for job in jobs:
-        check_output(job.output, inputs, force=force, binary=binary)
+        try:
+            check_output(job.output, inputs, force=force, binary=binary)
+        except BadInput as e:
+            if len(jobs) == 1:
+                raise
+            job.refused = e.format_message()  # (as xz: the other inputs still run, exit 1)
     return jobs
 
 
@@ -435,6 +442,9 @@ def run_jobs(jobs: list[Job], report: Reporter, work: Callable[[Job], None]) -> 
     Exits with status 1 at the end if any job failed (xz's behaviour).
     """
     for job in jobs:
+        if job.refused is not None:
+            report.error(job.output, ValueError(job.refused))
+            continue
         try:
             work(job)
         except click.ClickException:

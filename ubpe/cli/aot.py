@@ -19,7 +19,7 @@ def aot() -> None:
 @aot.command()
 @click.option("-q", "--quiet", is_flag=True, help="No build log on stderr.")
 def build(quiet: bool) -> None:
-    """Compile the kernels (about a minute; numba compiles the workload first if its
+    """Compile the kernels (a few minutes: 2-5 on 2 cores; numba compiles the workload first if its
     cache is cold) into ubpe/_aot, or $UBPE_AOT_DIR."""
     from ubpe._aot_build import build as run_build
     from ubpe._jit import AOT_DIR

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -121,6 +122,14 @@ def _inspect_document(doc: dict, where: str) -> None:
     raise ValueError(f"{where}: not a ubpe model or compressed file (format {fmt!r})")
 
 
+def _finite(v: float | None, param: click.Parameter) -> float | None:
+    """A finite number, or the usage error (exit 2) that click's FloatRange lets nan and inf
+    pass without."""
+    if v is not None and not math.isfinite(v):
+        raise click.BadParameter(f"{v} is not a finite number", param=param)
+    return v
+
+
 def _inspect_container(data: bytes) -> None:
     echo = click.echo
     info = signals.inspect(data)
@@ -131,6 +140,10 @@ def _inspect_container(data: bytes) -> None:
                                                  else ""))
     if info.get("csv_columns"):
         _echo_csv_columns(info["csv_columns"], info.get("max_error") or 0.0)
+    if info.get("wav"):
+        w = info["wav"]
+        echo(f"wav          {w['rate']} Hz, {w['n_channels']} channel(s), {w['bits']} bits "
+             f"({w['dtype']})")
     if info.get("meta"):
         echo(f"meta         {json.dumps(info['meta'], ensure_ascii=False)}")
     echo(f"streams      {len(info['channels'])}, {n:,} values")
@@ -237,6 +250,7 @@ def _model_option(f):
 @click.option("--level", default=DEFAULT_LEVEL, show_default=True, type=click.IntRange(0, 9),
               help="0 fastest .. 9 smallest, as xz's and zstd's presets.")
 @click.option("--max-error", type=click.FloatRange(0, min_open=True), default=None,
+              callback=lambda ctx, param, v: _finite(v, param),
               help="Lossy: every value comes back within this absolute error (for a CSV: its "
                    "decimal columns, printed with the same decimals; other cells stay exact). "
                    "Default: lossless.")
@@ -287,11 +301,18 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
     q = QUANTIZERS[quantizer](levels) if quantizer else None
     if packet_size is not None and model is None:
         raise click.UsageError("--packet-size needs --model (packets are coded against a model)")
+    if packet_size is not None and (max_error or q is not None):
+        raise click.UsageError("--packet-size packets are lossless (coded against the model); "
+                               "--max-error and --quantizer do not apply to them")
     if workers or scheduler:
         if model is not None or q is not None or any(STDIO in (j.source, j.output) for j in jobs):
             raise click.UsageError("--workers/--scheduler take files (not '-'), without --model "
                                    "or --quantizer")
         from signals.parallel import compress_files
+        for j in jobs:
+            if j.refused is not None:
+                report.error(j.output, ValueError(j.refused))
+        jobs = [j for j in jobs if j.refused is None]
         done = compress_files([j.source for j in jobs], outputs=[j.output for j in jobs],
                               scheduler=scheduler, workers=workers, level=level,
                               max_error=max_error, csv_options=csv_options, errors="report")
