@@ -154,9 +154,9 @@ FRAME_BYTES = 8 << 20  # CSV text per frame of a stream: bounds the memory of bo
 
 def _cut(buf: bytes, start: int, force: bool = False) -> int:
     """The end (after a line end, at or after ``start``) of the longest prefix of ``buf`` made
-    of whole lines and outside quotes; with ``force``, else of whole lines (past a stray
-    quote, the rest of a file is inside quotes for a parser: the frame that holds it is coded
-    as a small file with one is, the next ones start afresh); 0 if none.
+    of whole lines and outside quotes; with ``force``, else the first line end past ``start``
+    (past a stray quote, the rest of a file is inside quotes for a parser: the frame that
+    holds it is coded as a small file with one is, the next ones start afresh); 0 if none.
 
     A line ends at ``\n``, or at ``\r`` in a text that has no ``\n`` (old Mac files). One pass
     over ``buf``: the quotes are counted once, then taken off line by line going back."""
@@ -173,7 +173,7 @@ def _cut(buf: bytes, start: int, force: bool = False) -> int:
         prev = buf.rfind(nl, 0, end - 1) + 1
         quotes -= buf.count(b'"', prev, end)
         end = prev
-    return last if force else 0
+    return buf.find(nl, start) + 1 if force else 0
 
 
 def csv_pieces(src: IO[bytes], first: bytes = b"", frame_bytes: int = FRAME_BYTES
@@ -197,9 +197,16 @@ def csv_pieces(src: IO[bytes], first: bytes = b"", frame_bytes: int = FRAME_BYTE
             more = src.read(frame_bytes)
             eof = not more
             buf += more
-        # (no cut outside quotes in 4 pieces' worth: a stray quote; cut at a line end anyway)
-        cut = len(buf) if eof else _cut(buf, min(len(buf) - 1, frame_bytes // 2),
-                                        force=len(buf) >= 4 * frame_bytes)
+        if eof and len(buf) <= frame_bytes + frame_bytes // 2:
+            cut = len(buf)
+        else:  # (no cut outside quotes in 4 pieces' worth, or 2 at the end of the input: a
+            # stray quote; cut at a line end anyway, so that its frame stays small; a buffer
+            # grown past 1.5 pieces is cut within its first piece)
+            start = min(len(buf) - 1, frame_bytes // 2)
+            cut = (len(buf) > frame_bytes + frame_bytes // 2
+                   and _cut(buf[:frame_bytes + 1], start)) or \
+                _cut(buf, start, force=len(buf) >= (2 if eof else 4) * frame_bytes) or \
+                (len(buf) if eof else 0)
         if not cut:  # no line ends in the second half: read on
             more = src.read(frame_bytes)
             eof = not more
@@ -608,7 +615,9 @@ def compress_path(path: str | Path, **options: Any) -> bytes:
 
 def _quantize_csv(parts: table.CsvParts, max_error: float) -> table.CsvParts:
     """Lossy CSV: each decimal column's values rounded to a multiple of ``q`` units of its
-    last decimal, ``q = 2 floor(max_error 10**scale) + 1``, so that every cell is printed as before
+    last decimal, ``q = 2 h + 1``, ``h = floor(max_error 10**scale)`` (less one for decimals
+    where that is exactly the bound, which float arithmetic reads 1 ulp above it), so that every
+    cell is printed as before
     (same decimals) within ``max_error``; cells kept verbatim (exceptions) and other columns
     stay exact. The bound is checked on the rebuilt file before it is returned.
     """
@@ -621,7 +630,11 @@ def _quantize_csv(parts: table.CsvParts, max_error: float) -> table.CsvParts:
         # rounding to a multiple of an odd q moves a value by at most (q - 1) / 2 units: the
         # largest such q within the bound, in exact arithmetic (q was floor(2 E 10**scale), 1
         # for integers at E = 1, where bins of 3 keep the bound)
-        q = 2 * math.floor(Fraction(max_error) * 10 ** int(col.get("scale", 0))) + 1
+        units = Fraction(max_error) * 10 ** int(col.get("scale", 0))
+        h = math.floor(units)
+        if int(col.get("scale", 0)) > 0 and units - h < Fraction(1, 10**9):
+            h -= 1  # (a decimal error of exactly E reads as E + 1 ulp in float arithmetic)
+        q = 2 * h + 1
         if q < 2:
             continue
         v = ints[col["values"]]

@@ -43,7 +43,7 @@ def stream_round_trip(data: bytes, frame_bytes: int, **kw) -> tuple[bytes, dict]
 ])
 def test_cut_is_after_a_line_outside_quotes(buf, start, cut):
     assert F._cut(buf, start) == cut
-    assert F._cut(b'a\n"x\ny\nz\n', 3, force=True) == 9  # past a stray quote: whole lines
+    assert F._cut(b'a\n"x\ny\nz\n', 3, force=True) == 5  # past a stray quote: the first line end
 
 
 @pytest.mark.parametrize("data", [
@@ -359,3 +359,17 @@ def test_inspect_of_a_csv_stream_gives_its_columns_and_bound(tmp_path, monkeypat
     res = r.invoke(main, ["inspect", str(tmp_path / "x.csv.ubpe")])
     assert res.exit_code == 0 and "frames of csv" in res.stdout
     assert "decimal columns within 0.05" in res.stdout and "2 digits after the point" in res.stdout
+
+
+def test_a_stray_quote_keeps_the_pieces_small():
+    """One stray quote near the top of a CSV under 4 pieces made the whole file one piece
+    (an 18 MB file: one frame of text, 644 MB peak); its piece is now cut at a line end."""
+    import io
+
+    from signals.files import csv_pieces
+    lines = [b"t,a,b\n", b'1,5",7\n'] + [b"%d,%d,%d\n" % (i, i % 7, i % 11) for i in range(400)]
+    data = b"".join(lines)
+    assert 3000 < len(data) < 4 * 1000
+    pieces = list(csv_pieces(io.BytesIO(data), frame_bytes=1000))
+    assert b"".join(pieces) == data and all(p.endswith(b"\n") for p in pieces)
+    assert max(len(p) for p in pieces) <= 1000 + 20
