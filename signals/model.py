@@ -122,6 +122,10 @@ class SignalModel:
         channels : sequence of array-like, each of shape (n_samples_i,)
             The channels, of any lengths (int or float, finite).
         names : sequence of str, optional
+            One per entry of ``channels``. Entries that share a name are
+            recordings of one channel (the same column of several files): one
+            quantizer is fitted on all of them, and each is tokenized on its
+            own (no merge spans two recordings).
         codec_channels : sequence of (str, array-like), optional
             ``(name, values)`` to fit the codec part on, when they differ from
             ``channels`` (``ubpe build`` passes a CSV file's exact integer
@@ -151,19 +155,25 @@ class SignalModel:
         self.tokenizer_ = Tokenizer(self.n_levels, self.vocab_size,
                                     n_candidates=self.n_candidates,
                                     min_frequency=self.min_frequency, progress=self.progress)
-        self.channel_names_ = list(names) if names is not None else [
-            f"ch{i}" for i in range(len(arrays))]
-        self.quantizers_ = []
-        docs = []
-        for name, c in zip(self.channel_names_, arrays):
+        given = list(names) if names is not None else [f"ch{i}" for i in range(len(arrays))]
+        if len(given) != len(arrays):
+            raise ValueError(f"{len(given)} names for {len(arrays)} channels")
+        recordings: dict[str, list[np.ndarray]] = {}
+        for name, c in zip(given, arrays):
             if c.size == 0:
                 raise ValueError(f"channel {name!r} is empty")
+            recordings.setdefault(str(name), []).append(c)
+        self.channel_names_ = list(recordings)
+        self.quantizers_ = []
+        docs = []
+        for name, cs in recordings.items():
             try:
-                q = UniformQuantizer(self.n_levels).fit(c)
+                q = UniformQuantizer(self.n_levels).fit(cs[0] if len(cs) == 1 else np.concatenate(cs))
             except ValueError as e:
                 raise ValueError(f"channel {name!r}: {e}") from None
             self.quantizers_.append(q)
-            docs.extend(split_documents(q.encode(c), self.doc_length))
+            for c in cs:
+                docs.extend(split_documents(q.encode(c), self.doc_length))
         self.tokenizer_.fit(docs)
         self.codec_: dict[str, dict] = {}
         self.codec_report_: list[dict] = []

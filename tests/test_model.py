@@ -842,3 +842,12 @@ def test_samples_by_features_warns():
         SignalModel(64, 70, progress=False, codec=False).fit(x)
     with pytest.warns(UserWarning, match="300 channels of 3 samples"):
         signals.compress(x)
+
+
+def test_channels_of_one_name_are_recordings_of_one_channel():
+    """fit(channels, names) with a name given twice: one quantizer on both recordings (the
+    same column of two files), each tokenized on its own."""
+    a, b = np.arange(100) % 10, np.arange(100) % 10 + 5
+    m = SignalModel(64, 70, progress=False, codec=False).fit([a, b, a * 2], ["x", "x", "y"])
+    assert m.channel_names_ == ["x", "y"] and m.quantizers_[0].n_codes_[0] == 15
+    assert (m.decode(m.encode([b, a * 2]))[0] == b).all()

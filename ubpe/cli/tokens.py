@@ -96,6 +96,11 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
         raise click.UsageError(f"--vocab-size ({vocab_size}) is below --levels ({levels}): it "
                                f"counts the alphabet of levels plus the merged tokens")
     dst = single_output(files, output=output, to_stdout=to_stdout, force=force, binary=False)
+    seen = [f if f == STDIO else str(Path(f).resolve()) for f in files]
+    twice_given = [f for f, r in zip(files, seen) if seen.count(r) > 1]
+    if twice_given:
+        raise ValueError(f"{twice_given[0]} is given twice: its data would weigh double in "
+                         f"the model")
     t0 = time.perf_counter()
     tables, codec_channels = [], []
     scales: dict[str, set] = {}  # column -> its (kind, decimals) in each file
@@ -113,12 +118,17 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
         for col in parts.layout.get("columns", []):
             if col.get("name") in t.names:
                 scales.setdefault(col["name"], set()).add((col.get("kind"), col.get("scale")))
+    # files of the same columns are recordings of the same channels: one channel per column
+    # (the model then tokenizes any file of those columns); else each file's columns are its own
+    # channels, named 'file:column'
+    pooled = len(files) > 1 and all(t.names == tables[0].names for t in tables)
     names, channels = [], []
     for f, t in zip(files, tables):
-        prefix = f"{Path(f).stem}:" if len(files) > 1 else ""
+        prefix = f"{Path(f).stem}:" if len(files) > 1 and not pooled else ""
         names += [prefix + n for n in t.names]
         channels += t.channels
-    twice = sorted({n for n in names if names.count(n) > 1})
+    twice = sorted({n for n in names if names.count(n) > 1}) if not pooled else \
+        sorted({n for n in tables[0].names if tables[0].names.count(n) > 1})
     if twice:
         raise ValueError(f"two channels would be named {twice[0]!r}: a model needs one name a "
                          f"channel (a file given twice, two files of one name in different "
@@ -131,7 +141,8 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
         model.fit(channels, names, codec_channels=codec_channels, codec_scales={
             n: next(iter(ks))[1] for n, ks in scales.items()
             if len(ks) == 1 and next(iter(ks))[0] == "decimal"})
-    tokens = model.encode(channels, method=method)
+    per_file = [t.channels for t in tables] if pooled else [channels]
+    tokens = [ids for chans in per_file for ids in model.encode(chans, method=method)]
     if dst == STDIO:
         from ubpe.serialization import seal
         doc = model.to_dict()
@@ -151,18 +162,20 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
     for f, t in zip(files, tables):
         if t.skipped:
             echo(f"skipped      {Path(f).name}: {', '.join(t.skipped)} (not numeric)")
-    echo(f"channels     {len(channels)}")
+    echo(f"channels     {len(model.channel_names_)}"
+         + (f" (the same columns in every file: {len(files)} recordings each)" if pooled else ""))
     echo(f"samples      {n_samples:,}")
     echo(f"documents    {n_docs:,}")
     echo(f"vocabulary   {tok.n_tokens_:,} tokens ({levels:,} alphabet + "
          f"{len(tok.merges_):,} merges)")
     echo(f"compression  {n_samples / max(n_tokens, 1):.3f} samples per token "
          f"({n_tokens:,} tokens on the training data, method {method})")
-    worst = max(float(q.error(c)[0]) for q, c in zip(model.quantizers_, channels))
+    of = {n: q for n, q in zip(model.channel_names_, model.quantizers_)}
+    worst = max(float(of[n].error(c)[0]) for n, c in zip(names, channels))
     echo(f"max error    {worst:.6g} (input units" + (", lossless)" if worst == 0 else ")"))
     report.detail("max quantization error per channel (input units; 0 = lossless):")
-    for name, q, c in zip(names, model.quantizers_, channels):
-        report.detail(f"  {name:<28} {q.error(c)[0]:.6g}  (bound {q.max_error_[0]:.6g})")
+    for name, c in zip(names, channels):
+        report.detail(f"  {name:<28} {of[name].error(c)[0]:.6g}  (bound {of[name].max_error_[0]:.6g})")
     for r in model.codec_report_:
         bits = (f"{r['bits_own']:.3f} -> {r['bits_model']:.3f} bits/sample held out in packets "
                 f"of {packet_size:,}" if r["bits_own"] is not None else "")
@@ -176,7 +189,21 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
 
 
 def _read_model_channels(model, files, **csv_options):
-    """Read the model's channels (by name) from CSV files, in the model's order."""
+    """Read the model's channels (by name) from CSV files, in the model's order.
+
+    A model of columns (one file, or files of the same columns) reads them from one file,
+    any file that has them; a model of several files' own channels ('file:column') reads
+    each from the file it names."""
+    stems = {n.split(":")[0] for n in model.channel_names_ if ":" in n}
+    own = len(files) > 1 or any(Path(f).stem in stems for f in files) and \
+        all(":" in n for n in model.channel_names_)
+    if len(files) > 1 and not any(Path(f).stem in stems for f in files):
+        raise ValueError(f"the model's channels are columns ({', '.join(model.channel_names_)}): "
+                         f"encode one file at a time")
+    if not own and stems and all(":" in n for n in model.channel_names_):
+        raise ValueError(f"the model was built on the files {', '.join(sorted(stems))}, each with "
+                         f"channels of its own ('file:column'): it encodes those files, given "
+                         f"together; to tokenize any file, build on files of the same columns")
     by_name = {}
     for f in files:
         prefix = f"{Path(f).stem}:" if len(files) > 1 else ""
@@ -199,6 +226,11 @@ def _read_model_channels(model, files, **csv_options):
 def encode(model_path, files, output, to_stdout, force, report: Reporter, method, top_n, beam,
            skip_rows, comment, delimiter):
     """Tokenize the channels of CSV FILES with a model from 'ubpe build'.
+
+    A model of columns (one file, or files of the same columns) encodes any
+    one file that has them; a model of several files' own channels encodes
+    those files, given together. A value outside the range a channel was
+    built on is an error (never clipped).
 
     Writes an .npz with 'model' (the model's content id: 'ubpe decode' checks
     it) and, per channel NAME: 'tokens/NAME' (int32 token ids of the best
