@@ -70,7 +70,10 @@ class ChronosUBPETokenizer:
         First and last bin centre, in scaled units; scaled values beyond them
         fall in the outer bins.
     context_length : int, default 512
-        Samples per context window (Chronos' default).
+        Samples per context window (Chronos' default): :meth:`fit` cuts the
+        training series into windows of this length, and :meth:`encode` /
+        :meth:`encode_batch` keep the last ``context_length`` samples of a
+        longer window, as Chronos' ``context_input_transform`` does.
     vocab_size : int, default 8192
         UBPE vocabulary, the bins included.
     n_candidates : int, default 8
@@ -194,7 +197,10 @@ class ChronosUBPETokenizer:
         -------
         self
         """
+        self._check_params()
         docs = [self.quantize(w)[0] for s in series for w in self._windows(s)]
+        if not docs:
+            raise ValueError("no samples to train on")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a small corpus supports fewer merges
             self.tokenizer_ = Tokenizer(self.n_bins, self.vocab_size,
@@ -205,9 +211,14 @@ class ChronosUBPETokenizer:
     def encode(self, window: Any) -> tuple[np.ndarray, float]:
         """Token ids of one context window and its scale.
 
+        Parameters
+        ----------
+        window : array-like, shape (n,)
+            Its last ``context_length`` samples are the context (Chronos).
+
         Returns
         -------
-        ids : ndarray of shape (m,), int32, m <= len(window)
+        ids : ndarray of shape (m,), int32, m <= min(n, context_length)
         scale : float
 
         Raises
@@ -216,20 +227,27 @@ class ChronosUBPETokenizer:
             If not fitted.
         """
         tok = self._tok()
-        bins, s = self.quantize(window)
+        bins, s = self.quantize(self._context(window))
         return tok.encode(bins, method=self.method), s
 
     def encode_batch(self, windows: Sequence[Any], *, max_length: int | None = None,
                      padding: str = "longest", truncation: bool = False,
+                     padding_side: str = "left", truncation_side: str = "left",
+                     pad_id: int | None = None,
                      num_threads: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Padded token ids of several windows, their attention mask and scales.
 
         Parameters
         ----------
         windows : sequence of array-like, each (n_i,)
-        max_length, padding, truncation, num_threads
-            As in :meth:`ubpe.Tokenizer.encode_padded` (padding id
-            ``tokenizer_.n_tokens_``).
+            Each one's last ``context_length`` samples are its context.
+        max_length, padding, truncation, pad_id, num_threads
+            As in :meth:`ubpe.Tokenizer.encode_padded` (padding id by default
+            ``tokenizer_.n_tokens_``: an embedding then needs ``n_tokens_ +
+            1`` rows).
+        padding_side, truncation_side : {"left", "right"}, default "left"
+            Chronos' sides: contexts are padded on the left, and truncation
+            keeps the most recent tokens.
 
         Returns
         -------
@@ -238,10 +256,11 @@ class ChronosUBPETokenizer:
         scales : ndarray (n_windows,), float64
         """
         tok = self._tok()
-        q = [self.quantize(w) for w in windows]
+        q = [self.quantize(self._context(w)) for w in windows]
         ids, mask = tok.encode_padded([b for b, _ in q], max_length=max_length, padding=padding,
-                                      truncation=truncation, method=self.method,
-                                      num_threads=num_threads)
+                                      truncation=truncation, padding_side=padding_side,
+                                      truncation_side=truncation_side, pad_id=pad_id,
+                                      method=self.method, num_threads=num_threads)
         return ids, mask, np.array([s for _, s in q], np.float64)
 
     def decode(self, ids: Any, scale: float) -> np.ndarray:
@@ -259,6 +278,21 @@ class ChronosUBPETokenizer:
         n = sum(d.size for d in docs)
         m = sum(e.size for e in tok.encode_batch(docs, method=self.method))
         return m / max(n, 1)
+
+    def _context(self, window: Any) -> np.ndarray:
+        w = np.asarray(window)
+        return w[-self.context_length:] if w.ndim == 1 and w.size > self.context_length else w
+
+    def _check_params(self) -> None:
+        if not (isinstance(self.n_bins, (int, np.integer)) and self.n_bins >= 2):
+            raise ValueError(f"n_bins must be an integer of at least 2, got {self.n_bins!r}")
+        if not (np.isfinite(self.low_limit) and np.isfinite(self.high_limit)
+                and self.low_limit < self.high_limit):
+            raise ValueError(f"low_limit must be below high_limit, both finite; got "
+                             f"{self.low_limit!r} and {self.high_limit!r}")
+        if not (isinstance(self.context_length, (int, np.integer)) and self.context_length >= 1):
+            raise ValueError(f"context_length must be an integer of at least 1, got "
+                             f"{self.context_length!r}")
 
     def _tok(self) -> Tokenizer:
         if not hasattr(self, "tokenizer_"):

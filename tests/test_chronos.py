@@ -99,3 +99,23 @@ def test_mean_scale_of_huge_values_and_bins_out_of_range():
     for bad in ([-1], [64], [0, 70]):
         with pytest.raises(ValueError, match="is not in 0..63"):
             ct.dequantize(bad, 1.0)
+
+
+def test_chronos_conventions(fitted):
+    """context_length was used by fit only (a 5,000-sample window was tokenized whole, one
+    scale); batches were padded and truncated on the right (Chronos: left, keeping the most
+    recent); fit([]) and low_limit > high_limit were accepted."""
+    c, x = fitted
+    long = x[:5000]
+    ids, s = c.encode(long)
+    tail = long[-c.context_length:]
+    assert s == mean_scale(tail) and np.array_equal(ids, c.encode(tail)[0])
+    ids, mask, _ = c.encode_batch([x[:512], x[:30]])
+    assert mask[1, -1] == 1 and mask[1, 0] == 0  # padded on the left
+    cut, cmask, _ = c.encode_batch([x[:512]], max_length=10, truncation=True)
+    full = c.encode(x[:512])[0]
+    assert np.array_equal(cut[0], full[-10:]) and cmask.all()  # the most recent tokens kept
+    with pytest.raises(ValueError, match="no samples"):
+        ChronosUBPETokenizer(n_bins=16, vocab_size=20).fit([])
+    with pytest.raises(ValueError, match="low_limit must be below high_limit"):
+        ChronosUBPETokenizer(n_bins=16, low_limit=5, high_limit=-5).fit([x[:100]])
