@@ -68,7 +68,9 @@ def _map_column(name: str, x: np.ndarray, quantizer: Quantizer | None,
     if x.dtype.kind not in "iuf" and x.dtype != np.bool_:
         raise TypeError(f"channel {name!r}: samples must be numeric, got dtype {x.dtype}")
     if quantizer is not None:
-        q = type(quantizer)(**quantizer.get_params()).fit(x)
+        # (the codebook in the data's dtype: a WAV or .npy is written back in it)
+        q = type(quantizer)(**quantizer.get_params()).fit(x).round_to(
+            x.dtype if x.dtype != np.bool_ else np.float64)
         try:
             codes = q.encode(x).astype(np.int64)
         except ValueError as e:

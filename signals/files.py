@@ -829,23 +829,39 @@ _WAV_KINDS = {(1, 1): "u1", (1, 2): "<i2", (1, 3): "i24", (1, 4): "<i4", (1, 8):
 
 def _wav_samples(wav: dict, columns: list) -> bytes:
     """The data chunk's bytes from the decoded channels, checked against the header's
-    description (a damaged or crafted dtype would write other bytes)."""
+    description (a damaged or crafted dtype would write other bytes). A channel coded through
+    a quantizer decodes as float64: its values, rounded to the nearest integer for integer
+    PCM (a codebook in the data's dtype, since ``Quantizer.round_to``, holds integers)."""
     kind = wav.get("dtype") if isinstance(wav, dict) else None
     if kind not in _WAV_KINDS.values():
         raise ValueError(f"WAV sample type {kind!r}")
     held = np.dtype("<i4" if kind == "i24" else kind)
-    if len(columns) != wav.get("n_channels") or any(c.values.dtype != held for c in columns):
+
+    def fits(c: Any) -> bool:
+        return c.values.dtype == held or (c.values.dtype == np.float64 and isinstance(c.map, dict)
+                                          and c.map.get("kind") == "quantizer")
+    if len(columns) != wav.get("n_channels") or not all(fits(c) for c in columns):
         raise ValueError(f"the WAV header declares {wav.get('n_channels')!r} channels of {kind}, "
                          f"the file holds {len(columns)} of "
                          f"{', '.join(sorted({str(c.values.dtype) for c in columns}))}")
     if len({c.values.size for c in columns}) > 1:
         raise ValueError("WAV channels of different lengths")
-    samples = np.stack([c.values for c in columns], axis=1) if columns else np.zeros((0, 0), held)
+    parts = []
+    for c in columns:
+        v = c.values
+        if v.dtype != held and held.kind in "iu":
+            info = np.iinfo(held) if kind != "i24" else None
+            lo, hi = (info.min, info.max) if info is not None else (-2**23, 2**23 - 1)
+            v = np.clip(np.rint(v), lo, hi)
+        parts.append(v.astype(held))
+    samples = np.stack(parts, axis=1) if parts else np.zeros((0, 0), held)
     if kind != "i24":
-        return samples.astype(held, copy=False).tobytes()
+        return samples.tobytes()
     if samples.size and (samples.min() < -2**23 or samples.max() >= 2**23):
         raise ValueError("24-bit WAV samples beyond 24 bits")
     return samples.astype("<i4").view(np.uint8).reshape(*samples.shape, 4)[..., :3].tobytes()
+
+
 def _split_wav(data: bytes, path: str) -> tuple[list[tuple[str, np.ndarray]], bytes, bytes, dict]:
     """PCM samples per channel, and the bytes before and after them."""
     if data[:4] != b"RIFF" or data[8:12] != b"WAVE":

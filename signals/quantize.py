@@ -107,11 +107,9 @@ class Quantizer:
     n_features_in_ : int
         Channels seen by :meth:`fit`.
 
-    Notes
-    -----
-    The codebook holds values of the fitted data's dtype (integers for
-    integer input; float32 values for float32 input), so that writing the
-    decoded values back in that dtype adds no error to ``max_error_``.
+    dtype_ : numpy.dtype
+        The dtype the codebook's values are held in: float64 after
+        :meth:`fit`, the data's after :meth:`round_to`.
     """
 
     kind = "base"
@@ -181,13 +179,38 @@ class Quantizer:
                 lossless.append(False)
             else:
                 edges, codebook = self._design(ch.astype(np.float64))
-                codebook = _representable(codebook, x2.dtype)
                 lossless.append(False)
             self.bin_edges_.append(edges)
             self.codebook_.append(codebook)
         self.lossless_ = np.array(lossless)
-        self.dtype_ = x2.dtype
+        self.dtype_ = np.dtype(np.float64)
         self.n_features_in_ = x2.shape[0]
+        self._set_bounds()
+        return self
+
+    def round_to(self, dtype: Any) -> Quantizer:
+        """Round the codebook to values that ``dtype`` holds, for data written back in it.
+
+        A WAV or ``.npy`` file gives its samples back in their own dtype: a
+        float codebook value cast there would move by up to one unit more
+        than ``max_error_`` says. After this, the codebook holds integers (an
+        integer dtype) or that dtype's floats, and ``max_error_`` is the
+        bound for such data (for integer data: the farthest integer of each
+        bin from its value). Saved with the quantizer (``to_dict``).
+
+        Parameters
+        ----------
+        dtype : numpy dtype
+            The data's dtype (integer or float).
+
+        Returns
+        -------
+        self
+        """
+        self._check_fitted()
+        self.dtype_ = np.dtype(dtype)
+        self.codebook_ = [c if ll else _representable(c, self.dtype_)
+                          for c, ll in zip(self.codebook_, self.lossless_)]
         self._set_bounds()
         return self
 
@@ -197,14 +220,27 @@ class Quantizer:
             raise ValueError(f"n_levels must be an integer in 2..2**30, got {self.n_levels!r}")
 
     def _set_bounds(self):
-        # a codebook value may lie outside its bin (rounded to the data's dtype): the larger
-        # distance to either edge; beyond 2**53 the input's own rounding to float64 (up to half
-        # a spacing) adds to the bins' error: a spacing more
-        self.max_error_ = np.array([
-            0.0 if ll else float(np.max(np.maximum(np.abs(c - e[:-1]), np.abs(e[1:] - c)))) + (
-                float(np.spacing(max(abs(e[0]), abs(e[-1])))) if max(abs(e[0]), abs(e[-1])) > _EXACT
-                else 0.0)
-            for e, c, ll in zip(self.bin_edges_, self.codebook_, self.lossless_)])
+        # the larger distance from a codebook value to either edge of its bin (a value rounded
+        # to the data's dtype may lie outside it); for integer data (round_to), to the farthest
+        # integer of the bin ([e_i, e_i+1), the last one closed); beyond 2**53 the input's own
+        # rounding to float64 (up to half a spacing) adds to the bins' error: a spacing more
+        integer = getattr(self, "dtype_", np.dtype(np.float64)).kind in "iu"
+        bounds = []
+        for e, c, ll in zip(self.bin_edges_, self.codebook_, self.lossless_):
+            if ll:
+                bounds.append(0.0)
+                continue
+            if integer:
+                first, last = np.ceil(e[:-1]), np.ceil(e[1:]) - 1
+                last[-1] = np.floor(e[-1])
+                held = first <= last  # (bins that hold an integer)
+                b = float(np.max(np.maximum(np.abs(c - first), np.abs(last - c))[held],
+                                 initial=0.0))
+            else:
+                b = float(np.max(np.maximum(np.abs(c - e[:-1]), np.abs(e[1:] - c))))
+            top = max(abs(e[0]), abs(e[-1]))
+            bounds.append(b + (float(np.spacing(top)) if top > _EXACT else 0.0))
+        self.max_error_ = np.array(bounds)
 
     def _design(self, x):
         raise NotImplementedError
@@ -251,6 +287,10 @@ class Quantizer:
         codes = np.empty(x2.shape, np.int32)
         for c, (row, edges, book, exact) in enumerate(zip(x2, self.bin_edges_, self.codebook_,
                                                           self.lossless_)):
+            # (exactly the fitted values where the codebook is those values: every integer of
+            # an integer channel, a constant's value; a constant saved before that rule, as a
+            # bin of width 1, keeps its bin)
+            exact = exact and (edges[0] == edges[-1] or bool(np.all(book == np.rint(book))))
             lo, hi = (book[0], book[-1]) if exact else (edges[0], edges[-1])
             bad = (row < lo) | (row > hi)
             if bad.any():
@@ -264,9 +304,10 @@ class Quantizer:
                     i = int(np.argmax(bad))
                     what = (f"the constant {book[0]!r}" if len(book) == 1
                             else f"the integers {int(lo)}..{int(hi)}")
-                    raise ValueError(f"channel {c}, sample {i}: value {row[i]} is not one of the "
-                                     f"values this lossless channel codes ({what}, exactly); fit "
-                                     f"it on data that holds such values")
+                    raise ValueError(f"channel {c}, sample {i}: value {float(row[i])!r} is not one of "
+                                     f"the values this lossless channel codes ({what}, exactly: "
+                                     f"never rounded); round the data first, or fit a lossy "
+                                     f"quantizer (fewer levels than the channel's values)")
                 codes[c] = k
             else:
                 codes[c] = np.searchsorted(edges[1:-1], row, side="right")

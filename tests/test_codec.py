@@ -355,3 +355,24 @@ def test_the_header_names_a_model_only_where_a_column_used_it(tmp_path):
     assert inspect(used)["model"] == m.content_id()
     with pytest.raises(SignalFormatError, match="compressed with model"):
         decompress(used)
+
+
+@pytest.mark.parametrize("kind", sorted(QUANTIZERS))
+def test_a_quantized_wav_decompresses_within_its_bound(kind, monkeypatch):
+    """The WAV check refused every quantized WAV (its channels decode as float64), old files
+    included; the bound is the integers' (the codebook rounded to the WAV's int16)."""
+    import wave
+    from pathlib import Path
+    src = Path(__file__).parent / "data" / "speech_0880.wav"
+    data = src.read_bytes()
+    with wave.open(str(src)) as w:
+        x = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.int64)
+    for rounded in (True, False):  # (False: a codebook of floats, as files written before)
+        if not rounded:
+            monkeypatch.setattr(QUANTIZERS[kind], "round_to", lambda self, dtype: self)
+        packed = signals.compress_file(data, "wav", quantizer=QUANTIZERS[kind](64))
+        back = signals.decompress_file(packed).data
+        assert len(back) == len(data) and back[:44] == data[:44]
+        y = np.frombuffer(back[44:], "<i2").astype(np.int64)
+        bound = inspect(packed)["channels"][0]["max_error"]
+        assert np.abs(y - x).max() <= bound + (0 if rounded else 0.5)

@@ -131,11 +131,11 @@ def test_a_constant_float_channel_reloads_exactly(value):
 @pytest.mark.parametrize("dtype", [np.int16, np.int32, np.float32])
 def test_the_bound_holds_in_the_data_dtype(kind, dtype):
     """A WAV or .npy gives back the data's dtype: the float64 codebook truncated to int16
-    broke the bound (53.07 stated, 54 measured on speech). The codebook holds values of the
+    broke the bound (53.07 stated, 54 measured on speech). round_to puts the codebook in the
     dtype, through a save and load too."""
     rng = np.random.default_rng(5)
     x = (np.cumsum(rng.normal(0, 300, 4000)) * (1 if dtype != np.float32 else 1e-3)).astype(dtype)
-    q = QUANTIZERS[kind](64).fit(x)
+    q = QUANTIZERS[kind](64).fit(x).round_to(dtype)
     for fitted in (q, quantizer_from_dict(json.loads(json.dumps(q.to_dict())))):
         back = fitted.decode(fitted.encode(x)).astype(dtype)
         assert np.abs(back.astype(np.float64) - x.astype(np.float64)).max() <= fitted.max_error_[0]
@@ -169,3 +169,24 @@ def test_scikit_learn_estimator_checks():
             results = check_estimator(QUANTIZERS[kind](16), on_fail=None)
         failed = {r["check_name"] for r in results if r["status"] == "failed"}
         assert failed == {"check_fit1d"}, failed
+
+
+def test_fit_keeps_the_half_bin_bound_on_integers():
+    """fit rounded an integer channel's codebook to integers: the bound of a 256-level
+    quantizer of 0..1000 went from 1.953 (half a bin, as documented) to 2.4375, and models
+    built on integer CSV columns decoded farther from the data (ankle_vert 1.80 -> 2)."""
+    x = np.arange(1001, dtype=np.int16)
+    q = UniformQuantizer(256).fit(x)
+    assert q.max_error_[0] == pytest.approx(1000 / 512) and q.dtype_ == np.float64
+    assert np.abs(q.decode(q.encode(x)) - x).max() <= q.max_error_[0]
+    r = UniformQuantizer(256).fit(x).round_to(np.int16)  # for data written back as int16
+    back = r.decode(r.encode(x))
+    assert (back == np.rint(back)).all() and np.abs(back - x).max() <= r.max_error_[0] <= 2
+
+
+def test_a_constant_saved_as_a_bin_of_width_1_still_encodes():
+    """Saved before constants became zero-width bins: [c - 0.5, c + 0.5] reloads as an
+    inexact centre (0.09999999999999998 for 0.1), which the exact rule then refused."""
+    old = {"kind": "uniform", "n_levels": 16, "lossless": [True], "range": [[-0.4, 0.6, 1]]}
+    q = quantizer_from_dict(old)
+    assert q.encode([0.1]).tolist() == [0] and q.to_dict() == old

@@ -92,7 +92,8 @@ def plot(source, outdir, which, channel, start, length, rate, model_path, column
                            f"those of {source}"
                            + (f" ({', '.join(chan_names)})" if chan_names is not None else
                               f" ({len(chans)})")
-                           + "; pick the columns the model was built on (--columns, --exclude)")
+                           + "; pick the columns the model was built on (--columns, --exclude), "
+                             "or use a model built on this file's columns")
     taken = [outdir / f"{source.stem}.{w}.png" for w in dict.fromkeys(names or PICTURES)]
     taken = [p for p in taken if p.exists()]
     if taken and not force:
