@@ -142,11 +142,17 @@ def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
             raise ValueError(f"channel {name!r}: {x.size:,} samples, above the limit of "
                              f"{MAX_SAMPLES:,} per container (use compress_stream)")
         ints, config, extra, bound = _map_column(name, x, quantizer, max_error)
+        plan = plans.get(str(name)) if plans else None
+        payload = encode_channel(ints, level=level, plan=plan, **(channel_options or {}))
+        if bound and quantizer is None:  # a lossy mapping that does not code smaller: exact
+            e_ints, e_config, e_extra, _ = _map_column(name, x, None, None)
+            e_payload = encode_channel(e_ints, level=level, plan=plan, **(channel_options or {}))
+            if len(e_payload) + len(e_extra) <= len(payload) + len(extra):
+                payload, config, extra, bound = e_payload, e_config, e_extra, 0.0
         col: dict[str, Any] = {"name": str(name), "kind": "samples", "n": int(x.size),
                                "dtype": x.dtype.str, "map": config, "max_error": bound,
                                "payload": len(sections), "extra": None}
-        plan = plans.get(str(name)) if plans else None
-        sections.append((b"C", encode_channel(ints, level=level, plan=plan, **(channel_options or {}))))
+        sections.append((b"C", payload))
         if extra:
             col["extra"] = len(sections)
             sections.append((b"B", container.blob(extra)))

@@ -142,10 +142,17 @@ def _compress_csv(data: bytes, path: str, max_error: float | None, csv_options: 
     header: dict[str, Any] = {"source": "csv", "csv": parts.layout}
     if prefix:
         header["frame_prefix"] = prefix
-    if max_error is not None:
-        parts = _quantize_csv(parts, max_error)
-        header["max_error"] = float(max_error)
-    return encode_columns(list(parts.int_columns), header, blobs=parts.blobs, **opts)
+    exact = encode_columns(list(parts.int_columns), header, blobs=parts.blobs, **opts)
+    if max_error is None:
+        return exact
+    lossy_parts = _quantize_csv(parts, max_error)
+    if lossy_parts is parts:
+        return exact
+    lossy = encode_columns(list(lossy_parts.int_columns), {**header, "max_error": float(max_error)},
+                           blobs=lossy_parts.blobs, **opts)
+    # (binned cells do not always code smaller: an accelerometer on steps of about 9.8 binned
+    # by 7 gives irregular steps; then the exact file, within any bound)
+    return lossy if len(lossy) < len(exact) else exact
 
 
 # ---------------------------------------------------------------- CSV larger than a frame
@@ -613,6 +620,11 @@ def compress_path(path: str | Path, **options: Any) -> bytes:
     return encode_columns(chans, header, level=level, **opts)
 
 
+def _rounded(v: np.ndarray, q: int) -> np.ndarray:
+    """``v`` rounded to the nearest multiple of ``q`` (halves up), divided by ``q``."""
+    return np.floor_divide(v + q // 2, q)
+
+
 def _quantize_csv(parts: table.CsvParts, max_error: float) -> table.CsvParts:
     """Lossy CSV: each decimal column's values rounded to a multiple of ``q`` units of its
     last decimal, ``q = 2 h + 1``, ``h = floor(max_error 10**scale)`` (less one for decimals
@@ -627,18 +639,17 @@ def _quantize_csv(parts: table.CsvParts, max_error: float) -> table.CsvParts:
         if col.get("kind") != "decimal" or col.get("format") != "fixed" or \
                 not isinstance(col.get("values"), int):
             continue
-        # rounding to a multiple of an odd q moves a value by at most (q - 1) / 2 units: the
-        # largest such q within the bound, in exact arithmetic (q was floor(2 E 10**scale), 1
-        # for integers at E = 1, where bins of 3 keep the bound)
+        # rounding to a multiple of q = 2h + 1 moves a value by at most h units: h, the most
+        # the bound allows, in exact arithmetic (q was floor(2 E 10**scale): 1 for integers at
+        # E = 1, where bins of 3 keep the bound)
         units = Fraction(max_error) * 10 ** int(col.get("scale", 0))
         h = math.floor(units)
         if int(col.get("scale", 0)) > 0 and units - h < Fraction(1, 10**9):
             h -= 1  # (a decimal error of exactly E reads as E + 1 ulp in float arithmetic)
-        q = 2 * h + 1
-        if q < 2:
+        if h < 1:
             continue
-        v = ints[col["values"]]
-        ints[col["values"]] = np.floor_divide(v + q // 2, q) * q
+        q = 2 * h + 1
+        ints[col["values"]] = _rounded(ints[col["values"]], q) * q
         changed = True
     if not changed:
         return parts

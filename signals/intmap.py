@@ -396,6 +396,7 @@ def _ordered_u64(x: np.ndarray) -> np.ndarray:
 
 
 def _map_int_quantize(x: np.ndarray, dtype: np.dtype, max_error: float) -> MappedArray:
+    """Integers binned by ``2 floor(max_error) + 1`` from their minimum (``max_error`` at least 1)."""
     h = min(int(math.floor(max_error)), (1 << 62) - 1)
     q = 2 * h + 1
     key = _ordered_u64(x)
