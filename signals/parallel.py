@@ -186,16 +186,22 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
         raise ValueError("two sources map to the same output file")
     if not srcs:
         return []
-    with cluster(scheduler, workers, processes=processes) as client:
-        futures = [client.submit(_compress_one, str(s), str(o), columns, exclude, options,
-                                 key=f"ubpe-compress-{i}-{s.name}", pure=False)
-                   for i, (s, o) in enumerate(zip(srcs, outs))]
-        from distributed import wait
-        wait(futures)
-        failed = [f for f in futures if f.status == "error"]
-        if failed:
-            failed[0].result()  # raises the task's exception (not a bad input: a bug, a crash)
-        done = list(client.gather(futures))
+    from ubpe.serialization import PENDING_OUTPUTS
+    pending = {str(o) for o in outs} - PENDING_OUTPUTS
+    PENDING_OUTPUTS.update(pending)  # (a signal then removes the workers' temporary files)
+    try:
+        with cluster(scheduler, workers, processes=processes) as client:
+            futures = [client.submit(_compress_one, str(s), str(o), columns, exclude, options,
+                                     key=f"ubpe-compress-{i}-{s.name}", pure=False)
+                       for i, (s, o) in enumerate(zip(srcs, outs))]
+            from distributed import wait
+            wait(futures)
+            failed = [f for f in futures if f.status == "error"]
+            if failed:
+                failed[0].result()  # raises the task's exception (not a bad input: a bug, a crash)
+            done = list(client.gather(futures))
+    finally:
+        PENDING_OUTPUTS.difference_update(pending)
     bad = [r for r in done if "error" in r]
     if bad and errors == "raise":
         raise bad[0]["error"]

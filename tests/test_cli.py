@@ -694,3 +694,12 @@ def test_a_model_built_on_files_of_the_same_columns_tokenizes_any_such_file(tmp_
         assert np.abs(got[:, 1] - want[:, 1]).max() <= 10 / 256
     r = run("encode", m, files[0], files[2], "-o", t, "-f")
     assert r.exit_code == 1 and "encode one file at a time" in r.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_disk_is_named_after_the_output(tmp_path):
+    """'ubpe: <the input>: No space left on device' (xz names the output)."""
+    src = tmp_path / "a.csv"
+    src.write_text("a,b\n1,2\n3,4\n")
+    r = run("compress", src, "-o", "/dev/full", "-f")
+    assert r.exit_code == 1 and r.stderr.strip() == "ubpe: /dev/full: No space left on device"

@@ -167,3 +167,20 @@ def test_cli_workers_report_every_failure_in_one_line(tmp_path, files):
         f"ubpe: {ragged}, line 3: 1 fields, expected 2", f"ubpe: {folder}: Is a directory"]
     assert "Traceback" not in r.stderr and "distributed.worker" not in r.stderr
     assert (tmp_path / "rec0.npz.ubpe").exists()
+
+
+def test_a_signal_removes_the_workers_temporary_files(tmp_path):
+    """Ctrl-C during --workers left the workers' .NAME.XXXX.tmp behind: the parent knew only
+    its own temporary files. The outputs in progress are registered; their temporaries go."""
+    from ubpe.serialization import PENDING_OUTPUTS, remove_temporary_files
+    out = tmp_path / "a [1].csv.ubpe"  # (glob characters in the name)
+    tmp = tmp_path / ".a [1].csv.ubpe.x1y2.tmp"
+    other = tmp_path / ".b.csv.ubpe.x1y2.tmp"
+    tmp.write_bytes(b"partial")
+    other.write_bytes(b"someone else's")
+    PENDING_OUTPUTS.add(str(out))
+    try:
+        remove_temporary_files()
+    finally:
+        PENDING_OUTPUTS.discard(str(out))
+    assert not tmp.exists() and other.exists()

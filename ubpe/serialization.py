@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import glob
 import hashlib
 import json
 import os
@@ -188,8 +189,11 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[Any]:
     """
     path = Path(path)
     if is_special_file(path):
-        with open(path, "wb") as special:
-            yield special
+        try:
+            with open(path, "wb") as special:
+                yield special
+        except OSError as e:
+            raise _named(e, path) from None
         return
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
@@ -204,19 +208,47 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[Any]:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError):
+            raise _named(e, path) from None
         raise
     finally:
         TEMPORARY_FILES.discard(tmp)
 
 
+def _named(e: OSError, path: Path) -> OSError:
+    """A write's error (a full disk, a file too large, a read-only file system) named after
+    the output, as xz names it; ``e`` itself otherwise (it has a name, or is not a write's)."""
+    import errno
+    if e.filename is None and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS):
+        return type(e)(e.errno, e.strerror, str(path))
+    return e
+
+
 # the temporary files of the atomic writes in progress: what a signal handler removes before the
-# process ends (ubpe.cli: SIGTERM)
+# process ends (ubpe.cli: SIGINT, SIGTERM, SIGHUP)
 TEMPORARY_FILES: set[str] = set()
+# outputs that other processes (dask workers) are writing for this one: the handler removes
+# their temporary files too (``.NAME.*.tmp`` beside each, as atomic_writer names them)
+PENDING_OUTPUTS: set[str] = set()
+
+
+def remove_temporary_files() -> None:
+    """Remove the temporary files of the writes in progress, this process's and its workers'
+    (:data:`TEMPORARY_FILES`, :data:`PENDING_OUTPUTS`); errors are ignored."""
+    for out in list(PENDING_OUTPUTS):
+        p = Path(out)
+        TEMPORARY_FILES.update(str(t) for t in p.parent.glob(f".{glob.escape(p.name)}.*.tmp"))
+    for tmp in list(TEMPORARY_FILES):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        TEMPORARY_FILES.discard(tmp)
 
 
 # ------------------------------------------------------------ checksums

@@ -111,10 +111,6 @@ def run() -> None:
 def _terminate(signum: int, frame: Any) -> None:
     import os
 
-    from ubpe.serialization import TEMPORARY_FILES
-    for tmp in list(TEMPORARY_FILES):
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    from ubpe.serialization import remove_temporary_files
+    remove_temporary_files()
     os._exit(128 + signum)
