@@ -14,6 +14,7 @@ Version-1 files are read by ``codec_v1.py``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -125,46 +126,68 @@ def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
         raise ValueError(f"{len(columns):,} columns (channels), above the limit of "
                          f"{container.MAX_COLUMNS:,} that a container holds; a 2-D array is "
                          f"(n_channels, n_samples): is it transposed?")
-    sections: list[tuple[bytes, bytes]] = []
-    cols = []
+    coded: list[dict] = []  # per column: its entry's fields, payload and exceptions
+    exact: dict[int, dict] = {}  # the exact coding of the columns coded lossy
     for name, x in columns:
         x = np.asarray(x)
+        entry = {"name": str(name), "kind": "samples", "n": int(x.size), "dtype": x.dtype.str}
         if model is not None and model.has_codec(name, x):
             ints, config = model.map_channel(name, x)
-            payload = model.encode_channel(name, ints, level=level)
-            sections.append((b"C", payload))
-            cols.append({"name": str(name), "kind": "samples", "n": int(x.size),
-                         "dtype": x.dtype.str, "map": config, "max_error": 0.0,
-                         "payload": len(sections) - 1, "extra": None, "model": True})
+            coded.append({**entry, "map": config, "max_error": 0.0, "model": True,
+                          "_payload": model.encode_channel(name, ints, level=level), "_extra": b""})
             continue
-        x = np.asarray(x)
         if x.size > MAX_SAMPLES:
             raise ValueError(f"channel {name!r}: {x.size:,} samples, above the limit of "
                              f"{MAX_SAMPLES:,} per container (use compress_stream)")
-        ints, config, extra, bound = _map_column(name, x, quantizer, max_error)
-        plan = plans.get(str(name)) if plans else None
-        payload = encode_channel(ints, level=level, plan=plan, **(channel_options or {}))
-        if bound and quantizer is None:  # a lossy mapping that does not code smaller: exact
-            e_ints, e_config, e_extra, _ = _map_column(name, x, None, None)
-            e_payload = encode_channel(e_ints, level=level, plan=plan, **(channel_options or {}))
-            if len(e_payload) + len(e_extra) <= len(payload) + len(extra):
-                payload, config, extra, bound = e_payload, e_config, e_extra, 0.0
-        col: dict[str, Any] = {"name": str(name), "kind": "samples", "n": int(x.size),
-                               "dtype": x.dtype.str, "map": config, "max_error": bound,
-                               "payload": len(sections), "extra": None}
-        sections.append((b"C", payload))
-        if extra:
-            col["extra"] = len(sections)
-            sections.append((b"B", container.blob(extra)))
-        cols.append(col)
-    n_blobs = 0
-    for raw in blobs:
-        sections.append((b"B", container.blob(raw)))
-        n_blobs += 1
-    head = {**header, "columns": cols, "n_blobs": n_blobs}
-    if any(c.get("model") for c in cols):  # (the model is needed only where a column used it)
+        options = {"level": level, "plan": plans.get(str(name)) if plans else None,
+                   **(channel_options or {})}
+        c = _code_column(entry, x, quantizer, max_error, options)
+        if c["max_error"] and quantizer is None:  # a lossy column: exact where that is smaller
+            e = _code_column(entry, x, None, None, options)
+            exact[len(coded)] = e
+            c = e if _cost(e) <= _cost(c) else c
+        coded.append(c)
+    blobs = list(blobs)
+    head = {**header, "n_blobs": len(blobs)}
+    if any(c.get("model") for c in coded):  # (the model is needed only where a column used it)
         head["model"] = model.content_id()
-    return container.write_container(head, sections, sum(c["n"] for c in cols))
+    data = _container(head, coded, blobs)
+    if exact and any(c["max_error"] for c in coded):  # lossy that does not code smaller: exact
+        lossless = _container({k: v for k, v in head.items() if k != "max_error"},
+                              [exact.get(k, c) for k, c in enumerate(coded)], blobs)
+        if len(lossless) <= len(data):
+            return lossless
+    return data
+
+
+def _code_column(entry: dict, x: np.ndarray, quantizer: Quantizer | None,
+                 max_error: float | None, options: dict) -> dict:
+    """A column's header entry (``entry`` and its mapping) with its payload and exceptions."""
+    ints, config, extra, bound = _map_column(entry["name"], x, quantizer, max_error)
+    return {**entry, "map": config, "max_error": bound, "_extra": extra,
+            "_payload": encode_channel(ints, **options)}
+
+
+def _cost(c: dict) -> int:
+    """Bytes a coded column adds to a container, about (its header entry uncompressed)."""
+    return len(c["_payload"]) + len(c["_extra"]) + len(json.dumps(c["map"]))
+
+
+def _container(head: dict, coded: list[dict], blobs: list[bytes]) -> bytes:
+    """The container of the coded columns (:func:`encode_columns`) and raw ``blobs``."""
+    sections: list[tuple[bytes, bytes]] = []
+    cols = []
+    for c in coded:
+        col = {k: v for k, v in c.items() if not k.startswith("_")}
+        col.update(payload=len(sections), extra=None)
+        sections.append((b"C", c["_payload"]))
+        if c["_extra"]:
+            col["extra"] = len(sections)
+            sections.append((b"B", container.blob(c["_extra"])))
+        cols.append(col)
+    sections += [(b"B", container.blob(raw)) for raw in blobs]
+    return container.write_container({**head, "columns": cols}, sections,
+                                     sum(c["n"] for c in cols))
 
 
 def column_plans(header: dict, sections: list) -> dict:

@@ -620,11 +620,6 @@ def compress_path(path: str | Path, **options: Any) -> bytes:
     return encode_columns(chans, header, level=level, **opts)
 
 
-def _rounded(v: np.ndarray, q: int) -> np.ndarray:
-    """``v`` rounded to the nearest multiple of ``q`` (halves up), divided by ``q``."""
-    return np.floor_divide(v + q // 2, q)
-
-
 def _quantize_csv(parts: table.CsvParts, max_error: float) -> table.CsvParts:
     """Lossy CSV: each decimal column's values rounded to a multiple of ``q`` units of its
     last decimal, ``q = 2 h + 1``, ``h = floor(max_error 10**scale)`` (less one for decimals
@@ -649,7 +644,7 @@ def _quantize_csv(parts: table.CsvParts, max_error: float) -> table.CsvParts:
         if h < 1:
             continue
         q = 2 * h + 1
-        ints[col["values"]] = _rounded(ints[col["values"]], q) * q
+        ints[col["values"]] = np.floor_divide(ints[col["values"]] + q // 2, q) * q
         changed = True
     if not changed:
         return parts

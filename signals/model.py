@@ -677,10 +677,6 @@ class SignalModel:
         return m
 
 
-_QUANTIZER_DTYPES = {np.dtype(t).str for t in ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
-                                               "f2", "f4")}  # (the dtypes that round a codebook)
-
-
 def _check_quantizer(d, n_levels: int, where: str) -> None:
     """Check a quantizer's dict against ``n_levels`` before it allocates anything.
 
@@ -698,8 +694,6 @@ def _check_quantizer(d, n_levels: int, where: str) -> None:
     if not (isinstance(lossless, list) and len(lossless) == 1
             and isinstance(lossless[0], bool)):
         raise ValueError(f"{where}: 'lossless' must be one boolean")
-    if "dtype" in d and d["dtype"] not in _QUANTIZER_DTYPES:
-        raise ValueError(f"{where}: bad quantizer dtype {d['dtype']!r}")
 
     def number(v: Any) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

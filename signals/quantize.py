@@ -106,7 +106,6 @@ class Quantizer:
         fitted on (any other value is an error, never rounded).
     n_features_in_ : int
         Channels seen by :meth:`fit`.
-
     dtype_ : numpy.dtype
         The dtype the codebook's values are held in: float64 after
         :meth:`fit`, the data's after :meth:`round_to`.
@@ -287,11 +286,12 @@ class Quantizer:
         codes = np.empty(x2.shape, np.int32)
         for c, (row, edges, book, exact) in enumerate(zip(x2, self.bin_edges_, self.codebook_,
                                                           self.lossless_)):
-            # (exactly the fitted values where the codebook is those values: every integer of
-            # an integer channel, a constant's value; a constant saved before that rule, as a
-            # bin of width 1, keeps its bin)
-            exact = exact and (edges[0] == edges[-1] or bool(np.all(book == np.rint(book))))
-            lo, hi = (book[0], book[-1]) if exact else (edges[0], edges[-1])
+            # (exactly the fitted values: every integer of an integer channel, a constant's
+            # value; a float constant saved before this rule, as a bin of width 1 whose centre
+            # reloads a few ulps off, within 4 ulps of it, any other value refused)
+            tol = (4 * float(np.spacing(abs(book[0]))) if exact and len(book) == 1
+                   and edges[0] < edges[-1] and book[0] != np.rint(book[0]) else 0.0)
+            lo, hi = (book[0] - tol, book[-1] + tol) if exact else (edges[0], edges[-1])
             bad = (row < lo) | (row > hi)
             if bad.any():
                 i = int(np.argmax(bad))
@@ -299,7 +299,7 @@ class Quantizer:
                                  f"fitted range [{lo}, {hi}]")
             if exact:  # only the fitted values: anything else would come back changed
                 k = np.minimum(np.searchsorted(book, row), len(book) - 1)
-                bad = book[k] != row
+                bad = np.abs(book[k] - row) > tol
                 if bad.any():
                     i = int(np.argmax(bad))
                     what = (f"the constant {book[0]!r}" if len(book) == 1
@@ -408,7 +408,7 @@ class Quantizer:
         it rounds the codebook (absent: float64, as quantizers saved before it)."""
         d: dict[str, Any] = {"lossless": self.lossless_.tolist()}
         dtype = getattr(self, "dtype_", np.dtype(np.float64))
-        if _representable(np.array([0.1]), dtype)[0] != 0.1 and not self.lossless_.all():
+        if dtype != np.float64 and not self.lossless_.all():
             d["dtype"] = dtype.newbyteorder("<").str
         return d
 

@@ -703,3 +703,23 @@ def test_a_full_disk_is_named_after_the_output(tmp_path):
     src.write_text("a,b\n1,2\n3,4\n")
     r = run("compress", src, "-o", "/dev/full", "-f")
     assert r.exit_code == 1 and r.stderr.strip() == "ubpe: /dev/full: No space left on device"
+
+
+def test_column_names_with_colons_and_files_of_another_column_order(tmp_path):
+    """A column named 'acc:x' was taken for a 'file:column' channel: the model could not
+    encode even its own file. Files of the same columns in another order were not pooled."""
+    rng = np.random.default_rng(4)
+    a, b = tmp_path / "run1.csv", tmp_path / "run2.csv"
+    a.write_text("acc:x,acc:y\n" + "".join(f"{u},{v}\n" for u, v in rng.integers(0, 60, (400, 2))))
+    b.write_text("acc:y,acc:x\n" + "".join(f"{u},{v}\n" for u, v in rng.integers(0, 60, (400, 2))))
+    m, t = tmp_path / "m.json", tmp_path / "t.npz"
+    assert run("build", a, "-o", m, "--levels", 64, "--vocab-size", 128, "-q").exit_code == 0
+    assert run("encode", m, a, "-o", t, "-q").exit_code == 0
+    r = run("build", a, b, "-o", m, "--levels", 64, "--vocab-size", 128, "-f")
+    assert r.exit_code == 0 and "channels     2 (the same columns in every file" in r.stderr
+    for f in (a, b):
+        assert run("encode", m, f, "-o", t, "-q", "-f").exit_code == 0
+        out = run("decode", m, t, "-c", "-q")
+        got = np.loadtxt(out.stdout.splitlines(), delimiter=",", skiprows=1)
+        want = read_csv(f, columns=["acc:x", "acc:y"])
+        assert (got == np.stack(want.channels, axis=1)).all()

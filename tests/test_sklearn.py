@@ -190,3 +190,5 @@ def test_a_constant_saved_as_a_bin_of_width_1_still_encodes():
     old = {"kind": "uniform", "n_levels": 16, "lossless": [True], "range": [[-0.4, 0.6, 1]]}
     q = quantizer_from_dict(old)
     assert q.encode([0.1]).tolist() == [0] and q.to_dict() == old
+    with pytest.raises(ValueError, match="outside the fitted range"):  # (it took 0.45 as 0.1,
+        q.encode([0.45])                                               # "lossless")

@@ -84,7 +84,7 @@ def _inspect_document(doc: dict, where: str) -> None:
             echo(f"token length {lengths.mean():.2f} samples on average, longest {lengths.max():,}")
         echo(f"documents    {tok.n_documents_:,} in training"
              + (f", {model.doc_length:,} samples each" if model.doc_length else
-                ", one per channel"))
+                ", one per recording of a channel"))
         for name, q in zip(model.channel_names_, model.quantizers_):
             echo(f"  {name:<28} {q.kind}, {q.n_codes_[0]:,} codes, max error "
                  f"{q.max_error_[0]:.6g}" + (" (lossless)" if q.lossless_[0] else ""))

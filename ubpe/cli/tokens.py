@@ -13,7 +13,7 @@ import click
 import numpy as np
 
 import signals.formats
-from signals import SignalModel, read_csv
+from signals import CsvError, SignalModel, read_csv
 from signals.model import PACKET_SIZE, stage_lines
 from signals.table import encode_csv
 
@@ -121,7 +121,7 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
     # files of the same columns are recordings of the same channels: one channel per column
     # (the model then tokenizes any file of those columns); else each file's columns are its own
     # channels, named 'file:column'
-    pooled = len(files) > 1 and all(t.names == tables[0].names for t in tables)
+    pooled = len(files) > 1 and all(sorted(t.names) == sorted(tables[0].names) for t in tables)
     names, channels = [], []
     for f, t in zip(files, tables):
         prefix = f"{Path(f).stem}:" if len(files) > 1 and not pooled else ""
@@ -191,22 +191,28 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
 def _read_model_channels(model, files, **csv_options):
     """Read the model's channels (by name) from CSV files, in the model's order.
 
-    A model of columns (one file, or files of the same columns) reads them from one file,
-    any file that has them; a model of several files' own channels ('file:column') reads
-    each from the file it names."""
-    stems = {n.split(":")[0] for n in model.channel_names_ if ":" in n}
-    own = len(files) > 1 or any(Path(f).stem in stems for f in files) and \
-        all(":" in n for n in model.channel_names_)
-    if len(files) > 1 and not any(Path(f).stem in stems for f in files):
+    One file: the model's channels are its columns (a model built on one file, or on files
+    of the same columns). Several files: a model built on files of different columns, whose
+    channels are 'file:column', each read from the file it names."""
+    if len(files) == 1:
+        with input_path(files[0]) as path:
+            try:
+                t = read_csv(path, columns=list(model.channel_names_), **csv_options)
+            except CsvError:
+                stems = sorted({n.split(":")[0] for n in model.channel_names_ if ":" in n})
+                if len(stems) > 1 and all(":" in n for n in model.channel_names_):
+                    raise ValueError(
+                        f"the model was built on the files {', '.join(stems)}, each with channels "
+                        f"of its own ('file:column'): it encodes those files, given together; to "
+                        f"tokenize any file, build on files of the same columns") from None
+                raise
+        return list(t.channels)
+    prefixes = [f"{Path(f).stem}:" for f in files]
+    if not any(n.startswith(p) for n in model.channel_names_ for p in prefixes):
         raise ValueError(f"the model's channels are columns ({', '.join(model.channel_names_)}): "
                          f"encode one file at a time")
-    if not own and stems and all(":" in n for n in model.channel_names_):
-        raise ValueError(f"the model was built on the files {', '.join(sorted(stems))}, each with "
-                         f"channels of its own ('file:column'): it encodes those files, given "
-                         f"together; to tokenize any file, build on files of the same columns")
     by_name = {}
-    for f in files:
-        prefix = f"{Path(f).stem}:" if len(files) > 1 else ""
+    for f, prefix in zip(files, prefixes):
         with input_path(f) as path:
             t = read_csv(path, columns=[n[len(prefix):] for n in model.channel_names_
                                      if n.startswith(prefix)] or None, **csv_options)
