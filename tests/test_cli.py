@@ -703,6 +703,11 @@ def test_a_full_disk_is_named_after_the_output(tmp_path):
     src.write_text("a,b\n1,2\n3,4\n")
     r = run("compress", src, "-o", "/dev/full", "-f")
     assert r.exit_code == 1 and r.stderr.strip() == "ubpe: /dev/full: No space left on device"
+    with open("/dev/full", "wb") as full:  # (-c into a full disk blamed the input too)
+        p = subprocess.run([sys.executable, "-m", "ubpe", "compress", str(src), "-c"],
+                           stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert p.returncode == 1
+    assert p.stderr.strip() == "ubpe: standard output: No space left on device"
 
 
 def test_column_names_with_colons_and_files_of_another_column_order(tmp_path):

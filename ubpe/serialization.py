@@ -193,7 +193,7 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[Any]:
             with open(path, "wb") as special:
                 yield special
         except OSError as e:
-            raise _named(e, path) from None
+            raise output_error(e, path) from None
         return
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
@@ -214,13 +214,13 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[Any]:
         except FileNotFoundError:
             pass
         if isinstance(e, OSError):
-            raise _named(e, path) from None
+            raise output_error(e, path) from None
         raise
     finally:
         TEMPORARY_FILES.discard(tmp)
 
 
-def _named(e: OSError, path: Path) -> OSError:
+def output_error(e: OSError, path: Path | str) -> OSError:
     """A write's error (a full disk, a file too large, a read-only file system) named after
     the output, as xz names it; ``e`` itself otherwise (it has a name, or is not a write's)."""
     import errno

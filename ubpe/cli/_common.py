@@ -47,7 +47,7 @@ from typing import Any
 import click
 import numpy as np
 
-from ubpe.serialization import atomic_writer
+from ubpe.serialization import atomic_writer, output_error
 from ubpe.tokenizer import Tokenizer
 
 from . import BAD_INPUT, BadInput
@@ -423,8 +423,11 @@ def open_output(output: str) -> Iterator[Any]:
     """A binary file object for an output: a temporary file renamed to ``output`` when the
     block ends without error (with the umask), or standard output for ``"-"``."""
     if output == STDIO:
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
+        try:
+            yield sys.stdout.buffer
+            sys.stdout.buffer.flush()
+        except OSError as e:  # (a full disk behind a redirection: named, not the input)
+            raise output_error(e, "standard output") from None
         return
     with atomic_writer(output) as f:
         yield f
