@@ -12,6 +12,7 @@ channels, whose names are kept.
 
 from __future__ import annotations
 
+import contextvars
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -21,11 +22,18 @@ import numpy as np
 __all__ = ["as_channels", "warn_if_transposed"]
 
 
+# set (in this thread or task) by callers that pass (n_channels, n_samples) arrays on purpose,
+# such as the zarr codec's chunks of many channels
+AXIS_ORDER_KNOWN: contextvars.ContextVar[bool] = contextvars.ContextVar("AXIS_ORDER_KNOWN",
+                                                                        default=False)
+
+
 def warn_if_transposed(shape: tuple[int, ...], stacklevel: int = 3) -> None:
     """Warn (UserWarning) on a 2-D array read as ``(n_channels, n_samples)`` that has more
     channels than samples, and more than 64: most likely ``(n_samples, n_features)``, the
-    axis order of scikit-learn and of the quantizers, which would make each sample a channel."""
-    if len(shape) == 2 and shape[0] > shape[1] and shape[0] > 64:
+    axis order of scikit-learn and of the quantizers, which would make each sample a channel
+    (not where the caller set :data:`AXIS_ORDER_KNOWN`)."""
+    if len(shape) == 2 and shape[0] > shape[1] and shape[0] > 64 and not AXIS_ORDER_KNOWN.get():
         warnings.warn(f"a 2-D array of shape {shape} is read as (n_channels, n_samples): "
                       f"{shape[0]} channels of {shape[1]} samples. For (n_samples, n_features) "
                       f"data (each column a channel), pass its transpose", UserWarning,

@@ -71,6 +71,7 @@ from numcodecs.abc import Codec
 from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray, ndarray_copy
 
 import signals
+from signals.arraylike import AXIS_ORDER_KNOWN
 from signals.channel import check_level
 from signals.intmap import check_max_error
 
@@ -363,7 +364,11 @@ class UBPECodec(Codec):
                 out = bytes([COMPACT_VERSION << 4]) + shape + body
                 return out + zlib.crc32(out).to_bytes(4, "little")
         model = _load_model(self.model) if self.model is not None else None
-        payload = signals.compress(chans, max_error=max_error, level=self.level, model=model)
+        known = AXIS_ORDER_KNOWN.set(True)  # (a chunk's channels: no axis-order warning)
+        try:
+            payload = signals.compress(chans, max_error=max_error, level=self.level, model=model)
+        finally:
+            AXIS_ORDER_KNOWN.reset(known)
         head = bytes([FRAME_VERSION << 4]) + shape
         return head + zlib.crc32(head).to_bytes(4, "little") + payload
 

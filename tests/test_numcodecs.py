@@ -346,3 +346,15 @@ def test_zarr_v2_compressor(tmp_path):
     meta = json.loads((tmp_path / "v2.zarr" / ".zarray").read_text())
     assert meta["compressor"]["id"] == "ubpe"
     assert np.array_equal(zarr.open_array(tmp_path / "v2.zarr", mode="r")[:], x)
+
+
+def test_a_chunk_of_many_channels_does_not_warn_about_its_axes():
+    """The zarr codec's own (n_channels, n_samples) call of compress raised the warning meant
+    for users' transposed arrays (a chunk of 10 samples of 261 channels)."""
+    import warnings
+    x = np.cumsum(np.random.default_rng(2).normal(0, 1, (10, 261)), axis=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        back = UBPECodec().decode(UBPECodec().encode(x))
+    assert np.array_equal(np.asarray(back).reshape(x.shape), x)
+    assert not [w for w in caught if "is read as" in str(w.message)]
