@@ -123,7 +123,7 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
                              f"file, --max-error bounds the error of its decimal columns")
         return _compress_csv(data, path, max_error, csv_options, opts)
     if kind == "wav":
-        columns, head, tail, wav = _split_wav(data, path)
+        columns, head, tail, wav = split_wav(data, path)
         header = {"source": "wav", "wav": wav}
         return encode_columns(columns, header, blobs=[head, tail], max_error=max_error,
                               quantizer=quantizer, **opts)
@@ -708,7 +708,7 @@ def compress_packets_file(data: bytes, kind: str, model: Any, packet_size: int, 
                     f"not numbers at its scale{first}, such as nan, an empty cell or text; a "
                     f"packet stream holds numbers only: compress without --packet-size")
     elif kind == "wav":
-        columns = _split_wav(data, path)[0]
+        columns = split_wav(data, path)[0]
     elif kind in ("npy", "npz"):
         columns = _split_arrays(data, kind, path)[0]
     else:
@@ -868,8 +868,9 @@ def _wav_samples(wav: dict, columns: list) -> bytes:
     return samples.astype("<i4").view(np.uint8).reshape(*samples.shape, 4)[..., :3].tobytes()
 
 
-def _split_wav(data: bytes, path: str) -> tuple[list[tuple[str, np.ndarray]], bytes, bytes, dict]:
-    """PCM samples per channel, and the bytes before and after them."""
+def split_wav(data: bytes, path: str) -> tuple[list[tuple[str, np.ndarray]], bytes, bytes, dict]:
+    """A WAV file's channels (``(name, samples)``, in the sample types of ``_WAV_KINDS``), and the
+    bytes before and after its samples, and its description (rate, channels, bits, dtype)."""
     if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
         raise ValueError(f"{path}: not a RIFF/WAVE file")
     pos, fmt = 12, None

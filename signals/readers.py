@@ -346,9 +346,9 @@ def read_signal(path: str | Path, columns: list[str | int] | None = None,
             else:
                 raise CsvError(f"{path}: array {key!r} has shape {arr.shape}; expected 1-D or 2-D")
     else:  # a WAV file, read as ubpe compress reads it (every PCM and float kind it codes)
-        from .files import _split_wav
+        from .files import split_wav
         try:
-            cols = _split_wav(Path(path).read_bytes(), str(path))[0]
+            cols = split_wav(Path(path).read_bytes(), str(path))[0]
         except ValueError as e:
             raise CsvError(str(e)) from None
         names, chans = [n for n, _ in cols], [c for _, c in cols]

@@ -20,6 +20,10 @@ from typing import Any
 
 import click
 
+# BAD_INPUT: what a reader or loader may raise on bad input: one line on stderr and exit status
+# 1, never a traceback (the subcommands report each input themselves, see _common.run_jobs)
+from ubpe.serialization import BAD_INPUT
+
 # numpy's OpenBLAS starts a thread per CPU that spins for work at start-up (about 0.2 s of
 # CPU time a process on 2 CPUs, and a thread per CPU on larger machines), which the command
 # line never uses: its linear algebra is a few small solves in 'ubpe build'. Set before any
@@ -38,11 +42,6 @@ COMMANDS = {
     "plot": ("plot", "plot", "Draw PNG pictures of a signal's tokens, bits and residuals."),
     "aot": ("aot", "aot", "Compile the kernels ahead of time: processes start faster, in less memory."),
 }
-
-
-# what a reader or loader may raise on bad input: one line on stderr and exit status 1,
-# never a traceback (the subcommands report each input themselves, see _common.run_jobs)
-from ubpe.serialization import BAD_INPUT  # noqa: E402
 
 
 class BadInput(click.ClickException):

@@ -127,8 +127,8 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
         prefix = f"{Path(f).stem}:" if len(files) > 1 and not pooled else ""
         names += [prefix + n for n in t.names]
         channels += t.channels
-    twice = sorted({n for n in names if names.count(n) > 1}) if not pooled else \
-        sorted({n for n in tables[0].names if tables[0].names.count(n) > 1})
+    channel_names = tables[0].names if pooled else names
+    twice = sorted({n for n in channel_names if channel_names.count(n) > 1})
     if twice:
         raise ValueError(f"two channels would be named {twice[0]!r}: a model needs one name a "
                          f"channel (a file given twice, two files of one name in different "
