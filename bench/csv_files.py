@@ -7,6 +7,13 @@ alone, ubpe's channel payloads against pcodec (level 12) on the same columns
 given as float64. Run from the repository root::
 
     .venv/bin/python bench/csv_files.py [--out bench/csv_files.md]
+
+``--small``: the first 2, 8, 32 and 128 KiB (whole lines) of each file
+instead, where a short file of many columns pays for its columns' tables
+and layout: ubpe with its columns alone (``allow_verbatim=False``) and as
+it writes them (stored whole by zstd or LZMA2 where smaller), against
+``xz -9e``, ``zstd -19`` (the CLI's frame: content size and checksum) and
+``zpaq -m5``.
 """
 
 from __future__ import annotations
@@ -70,12 +77,51 @@ def numeric_columns(parts: table.CsvParts) -> tuple[list[str], list[np.ndarray]]
     return names, cols
 
 
+def small_files() -> list[str]:
+    """The table of ``--small``."""
+    import zstandard
+    lines = ["| file | first KiB | bytes | ubpe columns | ubpe | stored whole | xz -9e | zstd -19 "
+             "| zpaq -m5 | ubpe / best peer | columns / best peer | exact | compress s "
+             "(columns alone) |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for path in sorted(DATA.glob("*.csv")):
+        whole = path.read_bytes()
+        for kib in (2, 8, 32, 128):
+            raw = whole[:kib << 10]
+            raw = raw[:raw.rfind(b"\n") + 1]
+            t0 = time.perf_counter()
+            cols = signals.compress_file(raw, "csv", allow_verbatim=False)
+            t1 = time.perf_counter()
+            packed = signals.compress_file(raw, "csv")
+            t2 = time.perf_counter()
+            exact = signals.decompress_file(packed).data == raw
+            stored = signals.inspect(packed)["stored_whole"] or "no"
+            xz = len(lzma.compress(raw, preset=9 | lzma.PRESET_EXTREME))
+            zs = len(zstandard.ZstdCompressor(level=19, write_checksum=True).compress(raw))
+            zp = zpaq_size(raw)
+            best = min([xz, zs] + ([zp] if zp else []))
+            lines.append(f"| {path.name} | {kib} | {len(raw):,} | {len(cols):,} | {len(packed):,} "
+                         f"| {stored} | {xz:,} | {zs:,} | {zp if zp else 'n/a':,} | "
+                         f"{len(packed) / best:.3f} | {len(cols) / best:.3f} | "
+                         f"{'yes' if exact else 'NO'} | {t2 - t1:.3f} ({t1 - t0:.3f}) |")
+            print(lines[-1], file=sys.stderr, flush=True)
+            if len(raw) == len(whole):
+                break
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help="also write the table here (markdown)")
+    ap.add_argument("--small", action="store_true", help="the first 2-128 KiB of each file")
     args = ap.parse_args()
     if not DATA.is_dir():
         print(f"skipped: no dev data at {DATA}", file=sys.stderr)
+        return
+    if args.small:
+        text = "\n".join(small_files())
+        print(text)
+        if args.out:
+            args.out.write_text(text + "\n")
         return
     lines = ["| file | bytes | ubpe | xz -9e | zpaq -m5 | ubpe / xz | ubpe / zpaq | numeric cols: "
              "ubpe | pcodec 12 (f64) | ratio | exact | compress s |",

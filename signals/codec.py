@@ -236,6 +236,8 @@ def decode_columns(data: bytes, model: Any = None, *,
         or another one (the message names the id expected).
     """
     header, sections, n_values = container.read_container(data)
+    if header.get("verbatim"):  # (a CSV file stored whole: read_container's one section V)
+        return header, [], [container.read_verbatim(sections[0].body)]
     if n_values > max_values:
         raise SignalFormatError(f"the file declares {n_values:,} values, above max_values="
                                 f"{max_values:,}; pass a larger max_values to decode it")
@@ -498,6 +500,9 @@ def inspect(data: bytes) -> dict:
         everything is exact), ``meta`` (what :func:`compress` was given as
         ``meta``; ``{}`` if nothing), ``model`` (the content id of the model
         needed, or None), ``csv_columns`` (a CSV file's columns, else None),
+        ``stored_whole`` (for a small CSV file stored whole, because that was
+        smaller than coding its columns: the coder, ``"zstd"`` or
+        ``"lzma2"``; else None),
         ``wav`` (a WAV file's ``rate`` in Hz, ``n_channels``, ``bits`` per
         sample and sample ``dtype``, else None) and ``channels``: per column
         its ``name``, ``n_samples``, ``dtype``, ``mapping`` (in words:
@@ -513,6 +518,7 @@ def inspect(data: bytes) -> dict:
     if container.container_version(data) == 1:
         return inspect_v1(data)
     header, sections, n_values = container.read_container(data)
+    stored = container.verbatim_coder(sections[0].body) if header.get("verbatim") else None
     chans = []
     for k, c in enumerate(header["columns"]):
         _check_column(c, k, len(sections))
@@ -543,7 +549,7 @@ def inspect(data: bytes) -> dict:
     return {"format": "ubpe.signal", "version": container.VERSION, "bytes": len(data),
             "source": header.get("source"), "channels": chans, "model": header.get("model"),
             "max_error": max([float(bound)] + [c["max_error"] for c in chans]), "meta": meta,
-            "csv_columns": csv_columns,
+            "csv_columns": csv_columns, "stored_whole": stored,
             "wav": ({k: header["wav"].get(k) for k in ("rate", "n_channels", "bits", "dtype")}
                     if header.get("source") == "wav" and isinstance(header.get("wav"), dict)
                     else None),

@@ -13,6 +13,7 @@ raises :class:`SignalFormatError` naming the section and the byte offset.
 from __future__ import annotations
 
 import json
+import lzma
 import struct
 import zlib
 from collections.abc import Iterator
@@ -34,6 +35,7 @@ MAX_HEADER_BYTES = 64 << 20
 MAX_BLOB_BYTES = 1 << 30
 MAX_SAMPLES = 1 << 40
 MAX_COLUMNS = 65536
+MAX_VERBATIM_BYTES = 64 << 20  # a file stored whole (section V), decompressed
 
 # zstd raw-content dictionary for the header (docs/format.md, section 1):
 # the JSON keys of a typical header, so that a short recording pays a few
@@ -48,6 +50,7 @@ HEADER_DICT_V2 = zstandard.ZstdCompressionDict(
     dict_type=zstandard.DICT_TYPE_RAWCONTENT)
 
 SECTION_KINDS = b"HCBE"
+FLAG_STORED_WHOLE = 1  # flags bit 0: a CSV file stored whole (no sections)
 
 
 class SignalFormatError(FormatError):
@@ -221,6 +224,79 @@ def read_blob(body: bytes, what: str = "blob") -> bytes:
     return raw
 
 
+# ---------------------------------------------------------------- a file stored whole
+VERBATIM_CODERS = ("zstd", "lzma2")  # by their byte in a V section
+
+
+def _lzma2_filters(size: int) -> list[dict]:
+    # the dictionary spans the whole file (so a decoder needs no more memory than the file's
+    # size, at least LZMA2's least, 4 KiB); lc=1, lp=0, pb=0 suit text (CSV)
+    return [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME,
+             "dict_size": max(size, 4096), "lc": 1, "lp": 0, "pb": 0}]
+
+
+def write_stored_whole(raw: bytes) -> bytes:
+    """A version-2 container that stores a CSV file whole (flags bit 0; docs/format.md,
+    section 1): the preamble, ``source:u8 = 0`` (CSV), :func:`verbatim_body` and the CRC-32
+    of every byte before it."""
+    out = MAGIC + struct.pack("<HH", VERSION, FLAG_STORED_WHOLE) + b"\x00" + verbatim_body(raw)
+    return out + struct.pack("<I", zlib.crc32(out))
+
+
+def verbatim_body(raw: bytes) -> bytes:
+    """``raw`` coded by the smaller of zstd (level 19) and LZMA2 (raw, as xz's ``-9e``), as
+    ``coder:u8 raw_size:varint data`` (the body of a file stored whole).
+
+    Parameters
+    ----------
+    raw : bytes
+        At most :data:`MAX_VERBATIM_BYTES`.
+    """
+    if len(raw) > MAX_VERBATIM_BYTES:
+        raise ValueError(f"a file stored whole holds at most {MAX_VERBATIM_BYTES:,} bytes")
+    coded = [zstd_compress(raw), lzma.compress(raw, format=lzma.FORMAT_RAW,
+                                               filters=_lzma2_filters(len(raw)))]
+    k = min(range(len(coded)), key=lambda i: len(coded[i]))
+    return bytes([k]) + varint(len(raw)) + coded[k]
+
+
+def verbatim_coder(body: bytes) -> str:
+    """The general-purpose coder (``"zstd"`` or ``"lzma2"``) of a :func:`verbatim_body`."""
+    if not body or body[0] >= len(VERBATIM_CODERS):
+        raise SignalFormatError(f"file stored whole: unknown coder "
+                                f"{body[0] if body else None!r}")
+    return VERBATIM_CODERS[body[0]]
+
+
+def read_verbatim(body: bytes, what: str = "file stored whole") -> bytes:
+    """Inverse of :func:`verbatim_body`: the size is checked against
+    :data:`MAX_VERBATIM_BYTES` before anything is decompressed, and the data must decode to
+    exactly that size with nothing left over.
+
+    Raises
+    ------
+    SignalFormatError
+        On an unknown coder, a size above the limit, damaged data, or another size.
+    """
+    coder = verbatim_coder(body)
+    size, pos = read_varint(body, 1, what)
+    if size > MAX_VERBATIM_BYTES:
+        raise SignalFormatError(f"{what}: declares {size:,} bytes, above the limit of "
+                                f"{MAX_VERBATIM_BYTES:,}")
+    if coder == "zstd":
+        return zstd_decompress(body[pos:], size, what)
+    dec = lzma.LZMADecompressor(format=lzma.FORMAT_RAW, filters=[
+        {"id": lzma.FILTER_LZMA2, "dict_size": max(size, 4096)}])
+    try:
+        raw = dec.decompress(body[pos:], max_length=size)
+    except lzma.LZMAError as e:
+        raise SignalFormatError(f"{what}: damaged LZMA2 data ({e})") from None
+    if len(raw) != size or not dec.eof or dec.unused_data:
+        raise SignalFormatError(f"{what}: the LZMA2 data does not decode to the {size:,} bytes "
+                                f"declared, and end there")
+    return raw
+
+
 def container_version(data: bytes) -> int:
     """The format version of a container (checks the magic bytes only).
 
@@ -252,13 +328,9 @@ def iter_sections(data: bytes) -> Iterator[Section]:
         On a bad preamble, an unknown kind, a length past the end of the
         file, a checksum mismatch, bytes after ``E``, or a missing ``E``.
     """
-    container_version(data)
     pos = len(MAGIC) + 4
-    if len(data) < pos:
-        raise SignalFormatError("truncated file: shorter than its fixed header")
-    (flags,) = struct.unpack_from("<H", data, len(MAGIC) + 2)
-    if flags:
-        raise SignalFormatError(f"unknown flags {flags:#06x} at byte {len(MAGIC) + 2}")
+    if _flags(data):
+        raise SignalFormatError("a file stored whole has no sections")
     while True:
         if pos + 9 > len(data):
             raise SignalFormatError(f"truncated file: no complete section at byte {pos} "
@@ -284,17 +356,44 @@ def iter_sections(data: bytes) -> Iterator[Section]:
             return
 
 
+def _flags(data: bytes) -> int:
+    """The flags of a version-2 container (preamble checked): 0, or :data:`FLAG_STORED_WHOLE`."""
+    container_version(data)
+    if len(data) < len(MAGIC) + 4:
+        raise SignalFormatError("truncated file: shorter than its fixed header")
+    (flags,) = struct.unpack_from("<H", data, len(MAGIC) + 2)
+    if flags not in (0, FLAG_STORED_WHOLE):
+        raise SignalFormatError(f"unknown flags {flags:#06x} at byte {len(MAGIC) + 2}")
+    return flags
+
+
 def read_container(data: bytes) -> tuple[dict, list[Section], int]:
     """Check a version-2 container; returns its header, ``C``/``B`` sections and value count.
 
     The section kinds are checked against the header's ``sections`` list,
-    and the end section's count against the sections read.
+    and the end section's count against the sections read. A file stored
+    whole gives the header ``{"source": "csv", "verbatim": True, "columns":
+    [], "sections": ["V"]}`` and one section ``V``, the body that
+    :func:`read_verbatim` decodes (its CRC checked here).
 
     Raises
     ------
     SignalFormatError
         On any inconsistency (see :func:`iter_sections`).
     """
+    if _flags(data) == FLAG_STORED_WHOLE:
+        start = len(MAGIC) + 4
+        if len(data) < start + 1 + 4:
+            raise SignalFormatError("truncated file: shorter than a file stored whole")
+        (crc,) = struct.unpack_from("<I", data, len(data) - 4)
+        if zlib.crc32(data[:-4]) != crc:
+            raise SignalFormatError("checksum mismatch in the file stored whole: the file is "
+                                    "corrupted (or truncated)")
+        if data[start] != 0:
+            raise SignalFormatError(f"file stored whole: unknown source {data[start]} at byte "
+                                    f"{start}")
+        return ({"source": "csv", "verbatim": True, "columns": [], "sections": ["V"]},
+                [Section(b"V", data[start + 1:-4], start + 1)], 0)
     sections = list(iter_sections(data))
     if sections[0].kind != b"H":
         raise SignalFormatError(f"the first section (byte {sections[0].offset}) is not the header")

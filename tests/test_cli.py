@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import signals
 from signals import SignalModel, read_csv
 from ubpe.cli import main
 from ubpe.cli._common import csv_text, same_file, strip_suffix_name, suffix_name
@@ -260,6 +262,17 @@ def csv_file(tmp_path):
     return p
 
 
+@pytest.fixture
+def columns_csv(tmp_path):
+    """A CSV whose columns code smaller than the whole file does under zstd or LZMA2 (a random
+    walk: no repeats for them to find; ``csv_file`` repeats every 63 rows)."""
+    p = tmp_path / "walk.csv"
+    w = np.cumsum(np.random.default_rng(0).integers(-3, 4, 1000))
+    p.write_text("time,a,b\n" + "".join(f"2024-01-0{i % 9 + 1},{w[i]},{i * i % 7}\n"
+                                        for i in range(1000)))
+    return p
+
+
 def test_output_equal_to_input_is_refused_even_with_force(tmp_path, csv_file):
     # issue 13, item 1: 'ubpe compress in.csv -o in.csv' destroyed its input
     before = csv_file.read_bytes()
@@ -344,8 +357,27 @@ def test_stdin_and_stdout(tmp_path, csv_file):
     r = runner.invoke(main, ["compress", str(csv_file), "-o", "-", "-q"])
     assert r.exit_code == 0 and r.stdout_bytes[:8] == MAGIC
     r = runner.invoke(main, ["inspect", "-"], input=packed)
-    assert r.exit_code == 0 and "source       csv" in r.stdout
-    assert "3, 600 values" in r.stdout and "timestamp" in r.stdout
+    assert r.exit_code == 0 and "source       csv, stored whole (" in r.stdout
+
+
+def test_a_small_csv_stored_whole_where_that_is_smaller(tmp_path, csv_file, columns_csv):
+    """A CSV file that repeats itself (``csv_file``: every 63 rows) is stored whole by zstd or
+    LZMA2, and says so; one whose columns code smaller keeps them."""
+    raw = csv_file.read_bytes()
+    r = run("compress", csv_file)
+    assert r.exit_code == 0, r.output
+    packed = (tmp_path / "in.csv.ubpe").read_bytes()
+    columns = signals.compress_file(raw, "csv", allow_verbatim=False)
+    assert len(packed) < len(columns)
+    assert re.search(r"in.csv: 3,\d{3} -> \d+ bytes \(\d+.\d\dx, csv, stored whole \((zstd|lzma2)\): "
+                     r"smaller than coding its columns\) lossless; wrote", r.stderr), r.stderr
+    r = run("inspect", tmp_path / "in.csv.ubpe")
+    assert "stored whole" in r.stdout and "every byte exact" in r.stdout
+    assert run("decompress", tmp_path / "in.csv.ubpe", "-c").stdout_bytes == raw
+    r = run("compress", columns_csv)
+    assert "x, csv, 3 columns, 3,000 values) lossless; wrote" in r.stderr, r.stderr
+    r = run("inspect", tmp_path / "walk.csv.ubpe")
+    assert "3, 3,000 values" in r.stdout and "timestamp" in r.stdout
 
 
 def read_csv_text(text):
@@ -386,16 +418,16 @@ def test_bad_inputs_exit_1_after_trying_every_input(tmp_path, csv_file):
     assert r.exit_code == 1 and "Traceback" in r.stderr  # -v shows the details
 
 
-def test_compress_summary_and_warnings(tmp_path, csv_file):
-    r = run("compress", csv_file)
+def test_compress_summary_and_warnings(tmp_path, columns_csv):
+    r = run("compress", columns_csv)
     assert r.exit_code == 0, r.output
     assert r.stdout == ""
     assert "warning: " not in r.stderr  # every column is kept, the date column too
-    assert "x, csv, 3 columns, 600 values) lossless; wrote" in r.stderr
+    assert "x, csv, 3 columns, 3,000 values) lossless; wrote" in r.stderr
     assert "wall time" not in r.stderr
-    r = run("compress", csv_file, "-f", "-v")
+    r = run("compress", columns_csv, "-f", "-v")
     assert "wall time" in r.stderr and "lossless" in r.stderr
-    r = run("compress", csv_file, "-f", "-q")
+    r = run("compress", columns_csv, "-f", "-q")
     assert r.output == ""
 
 

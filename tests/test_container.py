@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import zstandard
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import signals
 from signals import container
@@ -124,3 +126,71 @@ def test_version_0_is_called_damaged_not_newer():
     data[8:10] = b"\x00\x00"
     with pytest.raises(SignalFormatError, match="version 0 does not exist"):
         signals.decompress(bytes(data))
+
+
+# ------------------------------------------------------------ a small CSV file stored whole
+def whole(body: bytes, source: int = 0) -> bytes:
+    """A file stored whole (flags bit 0) around ``body``, with a valid checksum."""
+    out = container.MAGIC + struct.pack("<HH", 2, container.FLAG_STORED_WHOLE) + bytes([source])
+    return out + body + struct.pack("<I", zlib.crc32(out + body))
+
+
+def whole_refused(data: bytes, match: str) -> None:
+    tracemalloc.start()
+    try:
+        with pytest.raises(SignalFormatError, match=match):
+            signals.decompress_file(data)
+        assert tracemalloc.get_traced_memory()[1] < 4 << 20
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_csv_file_stored_whole_is_given_back_and_described():
+    text = b"t,v\n" + b"".join(b"%d,%d\n" % (t, t % 4) for t in range(40))
+    data = signals.compress_file(text, "csv")
+    assert data[:12] == container.MAGIC + b"\x02\x00\x01\x00"
+    assert data == whole(container.verbatim_body(text))  # (preamble, source 0, body, CRC)
+    assert len(data) < len(signals.compress_file(text, "csv", allow_verbatim=False))
+    assert signals.decompress_file(data).data == text
+    info = signals.inspect(data)
+    assert info["stored_whole"] in ("zstd", "lzma2") and info["channels"] == []
+    with pytest.raises(ValueError, match="holds a CSV file"):
+        signals.decompress(data)
+    for k in range(len(data)):  # every byte under the checksum
+        bad = bytearray(data)
+        bad[k] ^= 0x10
+        with pytest.raises(SignalFormatError):
+            signals.decompress_file(bytes(bad))
+    for n in range(len(data)):
+        with pytest.raises(SignalFormatError):
+            signals.decompress_file(data[:n])
+
+
+def test_a_csv_file_stored_whole_checks_what_it_declares():
+    import lzma
+    text = b"a,b\n1,2\n"
+    lz = lzma.compress(text, format=lzma.FORMAT_RAW, filters=container._lzma2_filters(len(text)))
+    assert signals.decompress_file(whole(b"\x01" + container.varint(len(text)) + lz)).data == text
+    # a size above the limit: refused before anything is decompressed
+    whole_refused(whole(b"\x01" + container.varint(1 << 40) + lz), "above the limit")
+    whole_refused(whole(b"\x01" + container.varint(len(text) + 1) + lz), "does not decode")
+    whole_refused(whole(b"\x01" + container.varint(len(text) - 1) + lz), "does not decode")
+    whole_refused(whole(b"\x01" + container.varint(len(text)) + lz + b"\x00"), "does not decode")
+    whole_refused(whole(b"\x01" + container.varint(len(text)) + lz[:-1]), "does not decode")
+    whole_refused(whole(b"\x01" + container.varint(len(text)) + b"\xff" * 8), "damaged LZMA2")
+    z = zstandard.ZstdCompressor(write_content_size=True).compress(text)
+    assert signals.decompress_file(whole(b"\x00" + container.varint(len(text)) + z)).data == text
+    whole_refused(whole(b"\x00" + container.varint(len(text) - 1) + z), "above the limit")
+    whole_refused(whole(b"\x02" + container.varint(len(text)) + z), "unknown coder")
+    whole_refused(whole(b""), "unknown coder")
+    whole_refused(whole(b"\x00" + container.varint(len(text)) + z, source=1), "unknown source")
+    whole_refused(container.MAGIC + b"\x02\x00\x02\x00", "unknown flags")
+
+
+@given(st.binary(max_size=3000))
+@settings(max_examples=60, deadline=None)
+def test_any_small_file_given_as_csv_round_trips_either_way(raw):
+    data = signals.compress_file(raw, "csv")
+    assert signals.decompress_file(data).data == raw
+    columns = signals.compress_file(raw, "csv", allow_verbatim=False)
+    assert len(data) <= len(columns)

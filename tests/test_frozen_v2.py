@@ -32,6 +32,20 @@ def test_csv_container_gives_back_the_bytes():
                         b"2024-01-02,-0.25,\"a,b\"\r\n2024-01-03,NaN,ok\r\n")
 
 
+def test_csv_files_stored_whole():
+    """Flags bit 0 (added within format v2): a small CSV file coded whole, by LZMA2 or zstd."""
+    for name, coder, text in (
+            ("container_v2_whole_lzma2.ubpe", "lzma2",
+             b"# station 7\r\ndate,temp,flag\r\n2024-01-01,1.50,ok\r\n"
+             b"2024-01-02,-0.25,\"a,b\"\r\n2024-01-03,NaN,ok\r\n"),
+            ("container_v2_whole_zstd.ubpe", "zstd",
+             b"t,v\n" + b"".join(b"%d,%d\n" % (t, t * t % 11) for t in range(50)))):
+        data = (FROZEN / name).read_bytes()
+        assert signals.inspect(data)["stored_whole"] == coder
+        got = signals.decompress_file(data)
+        assert got.kind == "csv" and got.data == text
+
+
 def test_stream_v2():
     with open(FROZEN / "stream_v2.ubps", "rb") as f:
         chunks = list(signals.decompress_stream(f))

@@ -203,6 +203,11 @@ def _load_container(data):
     return _arrays(decompress(data))
 
 
+def _load_file(data):
+    from signals import decompress_file
+    return decompress_file(data).data
+
+
 def _load_zarr_chunk(data):
     from signals.numcodecs_codec import UBPECodec
     x = UBPECodec().decode(data)
@@ -504,6 +509,9 @@ def make_targets() -> list[Target]:
                 Target("stream_v1", (FROZEN / "stream_v1.ubps").read_bytes(), _load_stream,
                        _never, known=KNOWN["stream"]),
                 Target("csv_stream", _csv_stream(), _load_csv_stream, _always)]
+    targets += [Target(f"csv_whole_{coder}",
+                       (FROZEN / f"container_v2_whole_{coder}.ubpe").read_bytes(),
+                       _load_file, _always) for coder in ("zstd", "lzma2")]
     return targets + packet_targets() + _zarr_chunks()
 
 

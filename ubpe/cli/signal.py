@@ -135,6 +135,10 @@ def _inspect_container(data: bytes) -> None:
     info = signals.inspect(data)
     n = sum(ch["n_samples"] for ch in info["channels"])
     echo(f"format       ubpe.signal, version {info['version']}, {info['bytes']:,} bytes")
+    if info.get("stored_whole"):
+        echo(f"source       {info['source']}, stored whole ({info['stored_whole']}): smaller "
+             f"than coding its columns; every byte exact")
+        return
     if info["version"] >= 2:
         echo(f"source       {info['source']}" + (f", model {info['model']}" if info.get("model")
                                                  else ""))
@@ -378,9 +382,10 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
         where = "standard output" if job.output == STDIO else job.output
         # (raw is empty where compress_path read the file itself; standard input is all in raw)
         size = len(raw) if job.source == STDIO else len(raw) or Path(job.source).stat().st_size
+        what = (f"stored whole ({info['stored_whole']}): smaller than coding its columns"
+                if info.get("stored_whole") else f"{len(info['channels'])} columns, {n:,} values")
         report.info(f"{job.name}: {size:,} -> {len(data):,} bytes "
-                    f"({size / max(len(data), 1):.2f}x, {kind}, {len(info['channels'])} "
-                    f"columns, {n:,} values) "
+                    f"({size / max(len(data), 1):.2f}x, {kind}, {what}) "
                     + ("lossless" if worst == 0 else f"max error {worst:.6g}")
                     + (f"; not kept (not numeric): {', '.join(skipped)}" if skipped else "")
                     + f"; wrote {where}")

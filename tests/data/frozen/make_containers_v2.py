@@ -25,6 +25,10 @@ TEETH = np.array([t % 50 * 7 + t * 13 % 3 for t in range(800)], np.int16)  # mod
 CSV_ROWS = b"".join(b"%d,%d.%d\n" % (t, t % 7, t % 10) for t in range(60))
 
 
+# added with small CSV files stored whole (container flags bit 0), same format v2
+SQUARES_CSV = b"t,v\n" + b"".join(b"%d,%d\n" % (t, t * t % 11) for t in range(50))  # zstd
+
+
 CHUNK = (np.arange(600, dtype="<i2") % 37 * 3 - 50).reshape(300, 2)
 FLOAT_CHUNK = np.array([[0.5, -1.25], [2.0, 3.75], [np.nan, -0.0]])  # framing version 4
 
@@ -91,6 +95,16 @@ def write_additions() -> None:
                                       frame_bytes=200, level=1)
     (HERE / "csv_stream_v2.ubps").write_bytes(buf.getvalue())
 
+def write_stored_whole() -> None:
+    """The two coders of a CSV file stored whole: LZMA2 (``CSV``) and zstd (``SQUARES_CSV``)."""
+    for name, text, coder in (("container_v2_whole_lzma2.ubpe", CSV, "lzma2"),
+                              ("container_v2_whole_zstd.ubpe", SQUARES_CSV, "zstd")):
+        if not (HERE / name).exists():
+            data = signals.compress_file(text, "csv")
+            assert signals.inspect(data)["stored_whole"] == coder
+            (HERE / name).write_bytes(data)
+
+
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
     (HERE / "container_v2_int16.ubpe").write_bytes(signals.compress(np.stack([SQUARES, SAW])))
@@ -104,3 +118,4 @@ if __name__ == "__main__":
     model.save(HERE / "signal_model_v3.json")
     (HERE / "packet_v2.bin").write_bytes(model.compress_packet(ramp[:256]))
     write_additions()
+    write_stored_whole()
