@@ -610,39 +610,69 @@ class ByteTokenizer:
             ends = char_of_byte[ends - 1] + 1
         return ids.tolist(), np.column_stack([starts, ends]).astype(np.int64)
 
-    def encode_iterable(self, chunks: Iterable[str], **kwargs) -> Iterator[int]:
+    def encode_iterable(self, chunks: Iterable[str], *,
+                        allowed_special: AbstractSet[str] | str = frozenset(),
+                        disallowed_special: Collection[str] | str = "all") -> Iterator[int]:
         """Encode a stream of text chunks (a file's lines, say) lazily.
 
-        Yields the same ids as ``encode("".join(chunks))`` while holding only
-        a few pre-tokens of text back: the last two pre-tokens of what has
-        been read may still change with the text that follows, everything
-        before them cannot.
+        Yields the same ids as ``encode("".join(chunks), ...)`` while holding
+        back only what the text that follows may still change: the last two
+        pre-tokens, a special token that a longer one may still extend, and
+        the start of what may be a special token. Each pre-token is cut once
+        (the held text is cut again only when it has doubled: a chunk at a
+        time of one long pre-token costs linear time).
+
+        Raises
+        ------
+        ValueError
+            As :meth:`encode`, when the text read so far holds a disallowed
+            special token.
         """
         self._check_fitted()
-        buf = ""
+        kw: dict[str, Any] = {"allowed_special": allowed_special,
+                              "disallowed_special": disallowed_special}
+        buf, next_try = "", 0
         for chunk in chunks:
             buf += chunk
-            cut = self._safe_cut(buf)
+            if len(buf) < next_try:
+                continue
+            cut, ids = self._stable_prefix(buf, **kw)
             if cut:
-                yield from self.encode(buf[:cut], **kwargs)
-                buf = buf[cut:]
+                yield from ids
+                buf, next_try = buf[cut:], 0
+            else:
+                next_try = 2 * len(buf)
         if buf:
-            yield from self.encode(buf, **kwargs)
+            yield from self.encode(buf, **kw)
 
-    def _safe_cut(self, text: str) -> int:
-        """A prefix length after which more text cannot change the encoding.
-
-        All but the last two pre-tokens, and never right after the start of
-        what could be a special token (it may complete in the next chunk).
-        """
-        pieces = self.pretokenize(text)
+    def _stable_prefix(self, buf: str, **kw) -> tuple[int, list[int]]:
+        """``(cut, ids)``: a prefix of ``buf`` that no text after it can encode otherwise, and
+        its ids (0 and [] if none)."""
+        allowed = self._check_special(buf, kw["allowed_special"], kw["disallowed_special"])
+        longest = max((len(t) for t in self.special_tokens), default=0)
+        done, pos, ordinary_end = 0, 0, len(buf)
+        for segment, special in self._split_specials(buf, allowed):
+            if special:
+                if pos + longest <= len(buf):  # (no longer special token can extend it)
+                    done = pos + len(segment)
+                else:
+                    ordinary_end = pos
+                    break
+            pos += len(segment)
+        ids = self._encode_array(buf[:done], allowed, ()).tolist() if done else []
+        # the ordinary text after it: its pre-tokens in this buffer, the last two held back
+        pieces = self.pretokenize(buf[done:ordinary_end])
         if len(pieces) <= 2:
-            return 0
-        cut = len(text) - len(pieces[-1]) - len(pieces[-2])
-        for s in self.special_tokens:
-            if any(text[:cut].endswith(s[:k]) for k in range(1, len(s))):
-                return 0
-        return cut
+            return done, ids
+        cut = ordinary_end - len(pieces[-1]) - len(pieces[-2])
+        if any(buf[:cut].endswith(t[:k]) for t in self.special_tokens for k in range(1, len(t))):
+            return done, ids  # (a special token may start before the cut and end after it)
+        data = buf[done:cut].encode("utf-8")
+        bounds = np.zeros(len(pieces) - 1, np.int64)
+        np.cumsum([len(p.encode("utf-8")) for p in pieces[:-2]], out=bounds[1:])
+        ids += _bytebpe.encode_pieces(np.frombuffer(data, np.uint8), bounds,
+                                      *self._kernel_args).tolist()
+        return cut, ids
 
     # -------------------------------------------------------------- decode
     def token_lengths(self) -> np.ndarray:
