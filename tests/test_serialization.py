@@ -116,6 +116,21 @@ def test_frozen_checksummed_files(name, v1, v2, cls):
         assert b.content_id() == FROZEN_IDS[name]
 
 
+def test_text_tokenizer_v2_requires_its_checksum(tmp_path):
+    """Version 1 text tokenizers were written without a checksum at first, so a v1 file may lack
+    one; a file whose checksum lines were deleted then loaded as if never checked. Version 2
+    (written since) requires it; v1 files still load."""
+    doc = json.loads((FROZEN / "byte_tokenizer_v2.json").read_text())
+    assert doc["version"] == 2 and doc["content_id"] == FROZEN_IDS["byte_tokenizer"]
+    assert ByteTokenizer.load(FROZEN / "byte_tokenizer_v2.json").encode("lowest newer") == \
+        [257, 101, 115, 116, 32, 110, 259, 101, 114]
+    doc["special_tokens"] = {"<|end|>": 999}
+    del doc["checksum"], doc["content_id"]
+    (tmp_path / "edited.json").write_text(json.dumps(doc))
+    with pytest.raises(FormatError, match="checksum"):
+        ByteTokenizer.load(tmp_path / "edited.json")
+
+
 # ------------------------------------------------------------------ checksums
 def _leaves(obj, path=()):
     if isinstance(obj, dict):

@@ -1,5 +1,6 @@
 """The byte-level text adapter, its interchange with tiktoken and Hugging Face, its CLI."""
 
+import base64
 from pathlib import Path
 
 import numpy as np
@@ -141,6 +142,10 @@ def test_bad_ranks_files(tmp_path):
     p.write_text("not-base64!! 0\n")
     with pytest.raises(FormatError, match="line 1: expected 'base64-token rank'"):
         ByteTokenizer.from_tiktoken(p)
+    lines = [f"{base64.b64encode(bytes([i])).decode()} {i}" for i in range(256)]
+    p.write_text("\n".join(lines + ["YWI= 99999999999999999999999"]) + "\n")
+    with pytest.raises(FormatError, match="line 257: .*outside 0..2"):  # (an OverflowError)
+        ByteTokenizer.from_tiktoken(p)
     with pytest.raises(FormatError, match="ranks must be 0..n-1"):
         ByteTokenizer.from_tiktoken({bytes([b]): b + 1 for b in range(256)})
 
@@ -158,9 +163,10 @@ def test_encode_iterable_matches_encode(shakespeare_tok, cuts):
 _PIECES = ["\n", "\n\n", "   ", " ", "A", "B", "'s", "'", "s", " x", "12", "\r\n", "é", "<|", EOT]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=600, deadline=None)
 @example(parts=["A", "\n\n", "B", "\n"], cuts=[], special=False)
 @example(parts=[EOT, "'", "s", " x"], cuts=[len(EOT) + 1], special=True)
+@example(parts=["\n", "\n", EOT], cuts=[3], special=True)
 @given(parts=st.lists(st.sampled_from(_PIECES), max_size=30),
        cuts=st.lists(st.integers(0, 200), max_size=12), special=st.booleans())
 def test_encode_iterable_matches_encode_at_blank_lines_and_special_tokens(
@@ -207,6 +213,53 @@ def test_file_chunks_count_the_pretokens_of_the_whole_text(tmp_path, monkeypatch
     monkeypatch.setattr(ut, "_chunks", lambda p, s: chunks_of(p, s, size=997))
     want = tok._count_bytes([text])
     assert ut._count_files(tok, [path], 1) == want and ut._count_files(tok, [path], 2) == want
+
+
+@pytest.mark.parametrize("special", ["\nA", "\nHuman:", "e\nA"])
+def test_file_chunks_never_cut_a_special_token_that_holds_a_newline(tmp_path, monkeypatch,
+                                                                     special):
+    """A cut after a newline fell inside the special token "\nA" (`ubpe text train` failed
+    with "ubpe: b'A'", a KeyError), and "\nHuman:" was counted as ordinary text."""
+    import ubpe.text as ut
+    text = "header\n" + "A line of text here\nHuman: hi there\n" * 300
+    path = tmp_path / "t.txt"
+    path.write_bytes(text.encode())
+    tok = ByteTokenizer(300, pattern="gpt2", special_tokens=[special])
+    tok.count_pretokens([])
+    chunks_of = ut._chunks
+    for size in (97, 211, 997):
+        chunks = list(chunks_of(path, [special], size=size))
+        assert len(chunks) > 5 and "".join(c for c, _ in chunks) == text
+        monkeypatch.setattr(ut, "_chunks", lambda p, s, n=size: chunks_of(p, s, size=n))
+        assert ut._count_files(tok, [path], 1) == tok._count_bytes([text])
+
+
+def test_allowed_special_tokens_inside_a_longer_one_that_is_not_allowed():
+    """Split at the allowed tokens alone: "<|im|><|end|>" (itself a special token, not allowed)
+    hid the two allowed ones, and 13 byte ids came out."""
+    tok = ByteTokenizer(300, special_tokens=["<|im|>", "<|end|>", "<|im|><|end|>"],
+                        progress=False).fit(["hello world"] * 9)
+    im, end, both = (tok.special_tokens_[t] for t in ("<|im|>", "<|end|>", "<|im|><|end|>"))
+    text = "a<|im|><|end|>b"
+    assert tok.encode(text, allowed_special={"<|im|>", "<|end|>"}, disallowed_special=()) \
+        == tok.encode("a") + [im, end] + tok.encode("b")
+    assert tok.encode(text, allowed_special="all") == tok.encode("a") + [both] + tok.encode("b")
+    # a disallowed token is found inside an allowed one too (as tiktoken's check does)
+    with pytest.raises(ValueError, match="'<\\|im\\|>' at character 1"):
+        tok.encode(text, allowed_special={"<|im|><|end|>"})
+    with pytest.raises(ValueError, match="'<\\|end\\|>' at character 7"):
+        tok.encode(text, allowed_special={"<|im|><|end|>", "<|im|>"})
+    assert tok.decode(tok.encode(text, allowed_special={"<|end|>"}, disallowed_special=())) == text
+
+
+def test_tiktoken_habits_for_special_tokens(shakespeare_tok):
+    eot = shakespeare_tok.special_tokens_[EOT]
+    assert shakespeare_tok.encode_single_token(EOT) == eot
+    assert shakespeare_tok.encode_single_token(EOT.encode()) == eot  # (a KeyError, as bytes)
+    with pytest.raises(ValueError, match="write {'<|endoftext|>'}"):  # (read letter by letter)
+        shakespeare_tok.encode(EOT, allowed_special=EOT)
+    with pytest.raises(ValueError, match="got the string"):
+        shakespeare_tok.encode(EOT, disallowed_special=EOT)
 
 
 def test_save_load_and_parallel_files(tmp_path):
@@ -360,9 +413,13 @@ def test_exports_refuse_what_the_other_engine_reads_otherwise(tmp_path):
         tok.to_tiktoken()
     from ubpe.text import to_oniguruma
     assert to_oniguruma(r"\s+$|\s+(?!\S)|\S+") == r"\s+\Z|\s+(?!\S)|\S+"
-    for pat in (r"(?s).{1,3}", r"\h+|\S", r"\X", r"(?m)^a|."):
+    # (\w and \b: Oniguruma's word characters include ² and ½; "ma²" was one pre-token in
+    # the exported tokenizer.json, two in ubpe and tiktoken)
+    for pat in (r"(?s).{1,3}", r"\h+|\S", r"\X", r"(?m)^a|.", r"\w+|[^\w\s]+|\s+",
+                r"\b\w+\b|\W", r"[\h]+|.", r"\Bx|."):
         with pytest.raises(ValueError, match="Oniguruma"):
             to_oniguruma(pat)
+    assert to_oniguruma(r"[\b\s]|\p{L}+") == r"[\b\s]|\p{L}+"
     pytest.importorskip("tokenizers")
     from tokenizers import Tokenizer as HF
     pat = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+$|\s+(?!\S)|\s"""

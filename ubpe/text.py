@@ -37,7 +37,7 @@ from .serialization import FormatError, read_document, write_document
 from .tokenizer import NotFittedError, Tokenizer
 
 FORMAT = "ubpe.text-tokenizer"
-VERSION = 1
+VERSION = 2  # 1: checksum optional (written without one at first); 2: checksum required
 
 #: Named pre-tokenization patterns (from tiktoken's ``openai_public`` and
 #: llama.cpp's ``LLAMA_VOCAB_PRE_TYPE_LLAMA3``).
@@ -79,6 +79,9 @@ DEFAULT_THREADS = 8
 
 
 def _as_set(value, specials: frozenset) -> frozenset:
+    if isinstance(value, str) and value != "all":
+        raise ValueError(f"expected a set of special tokens or 'all', got the string {value!r} "
+                         f"(write {{{value!r}}} for that one token)")
     return specials if value == "all" else frozenset(value)
 
 
@@ -164,9 +167,7 @@ class ByteTokenizer:
             self._regex = regex.compile(pat) if pat is not None else None
         except regex.error as e:
             raise ValueError(f"invalid pre-tokenization pattern {pat!r}: {e}") from None
-        specials = sorted(self.special_tokens, key=len, reverse=True)
-        self._special_regex = (regex.compile("|".join(regex.escape(s) for s in specials))
-                               if specials else None)
+        self._special_regexes: dict[frozenset, regex.Pattern] = {}
         kind = self.compiled_pattern
         self._kind = -1 if kind is None else _pretokenize.KINDS[kind]
 
@@ -212,14 +213,23 @@ class ByteTokenizer:
             return _pretokenize.split(text, self.compiled_pattern)  # type: ignore[arg-type]
         return self._regex_pieces(text)
 
-    def _split_specials(self, text: str, allowed) -> list[tuple[str, bool]]:
+    def _special_regex(self, tokens: frozenset) -> regex.Pattern:
+        """A regex of these special tokens, longest first (as tiktoken's, of the allowed or
+        the disallowed ones alone: a longer token that is not in the set hides none of them)."""
+        self._ensure_compiled()
+        found = self._special_regexes.get(tokens)
+        if found is None:
+            alternatives = sorted(tokens, key=lambda t: (-len(t), t))
+            found = regex.compile("|".join(regex.escape(t) for t in alternatives))
+            self._special_regexes[tokens] = found
+        return found
+
+    def _split_specials(self, text: str, allowed: frozenset) -> list[tuple[str, bool]]:
         """Cut text at the allowed special tokens: (segment, is_special) pairs."""
-        if not allowed or self._special_regex is None or not any(s in text for s in allowed):
+        if not allowed or not any(s in text for s in allowed):
             return [(text, False)] if text else []
         out, pos = [], 0
-        for m in self._special_regex.finditer(text):
-            if m.group() not in allowed:
-                continue
+        for m in self._special_regex(allowed).finditer(text):
             if m.start() > pos:
                 out.append((text[pos:m.start()], False))
             out.append((m.group(), True))
@@ -396,14 +406,14 @@ class ByteTokenizer:
         if unknown:
             raise ValueError(f"not special tokens of this model: {sorted(unknown)}")
         disallowed = (specials - allowed if disallowed_special == "all"
-                      else frozenset(disallowed_special))
-        if disallowed and self._special_regex is not None and any(s in text for s in disallowed):
-            for m in self._special_regex.finditer(text):
-                if m.group() in disallowed:
-                    raise ValueError(
-                        f"text contains the special token {m.group()!r} at character "
-                        f"{m.start()}; pass allowed_special to encode it as a special token, "
-                        f"or disallowed_special=() to encode it as ordinary text")
+                      else _as_set(disallowed_special, specials))
+        if disallowed and any(s in text for s in disallowed):
+            m = self._special_regex(frozenset(disallowed)).search(text)
+            assert m is not None
+            raise ValueError(
+                f"text contains the special token {m.group()!r} at character "
+                f"{m.start()}; pass allowed_special to encode it as a special token, "
+                f"or disallowed_special=() to encode it as ordinary text")
         return allowed
 
     def _encode_array(self, text: str, allowed_special, disallowed_special) -> np.ndarray:
@@ -558,9 +568,10 @@ class ByteTokenizer:
         """
         self._check_fitted()
         if isinstance(text_or_bytes, str):
-            if text_or_bytes in self.special_tokens_:
-                return self.special_tokens_[text_or_bytes]
             text_or_bytes = text_or_bytes.encode("utf-8")
+        special = {s.encode("utf-8"): i for s, i in self.special_tokens_.items()}
+        if bytes(text_or_bytes) in special:  # (a special token, given as text or bytes)
+            return special[bytes(text_or_bytes)]
         data = np.frombuffer(text_or_bytes, np.uint8)
         if data.size:
             ids = _bytebpe.encode_pieces(data, np.array([0, data.size], np.int64),
@@ -662,14 +673,21 @@ class ByteTokenizer:
         ids = self._encode_array(buf[:done], allowed, ()).tolist() if done else []
         # the ordinary text after it: its pre-tokens in this buffer, the last two held back
         pieces = self.pretokenize(buf[done:ordinary_end])
-        if len(pieces) <= 2:
+        keep = len(pieces) - 2
+        # a special token after the cut ends the ordinary text there, and a run of whitespace
+        # at the end of a text is cut otherwise (gpt2's \s++$: "\n\n" before it is one
+        # pre-token, two before "<"): then the cut also follows a pre-token that ends in
+        # something else
+        while allowed and keep > 0 and pieces[keep - 1][-1:].isspace():
+            keep -= 1
+        if keep <= 0:
             return done, ids
-        cut = ordinary_end - len(pieces[-1]) - len(pieces[-2])
+        cut = ordinary_end - sum(len(p) for p in pieces[keep:])
         if any(buf[:cut].endswith(t[:k]) for t in self.special_tokens for k in range(1, len(t))):
             return done, ids  # (a special token may start before the cut and end after it)
         data = buf[done:cut].encode("utf-8")
-        bounds = np.zeros(len(pieces) - 1, np.int64)
-        np.cumsum([len(p.encode("utf-8")) for p in pieces[:-2]], out=bounds[1:])
+        bounds = np.zeros(keep + 1, np.int64)
+        np.cumsum([len(p.encode("utf-8")) for p in pieces[:keep]], out=bounds[1:])
         ids += _bytebpe.encode_pieces(np.frombuffer(data, np.uint8), bounds,
                                       *self._kernel_args).tolist()
         return cut, ids
@@ -1090,7 +1108,11 @@ _POSSESSIVE_INTERVAL = regex.compile(r"\{\d+(?:,\d*)?\}\+")
 _ONIG_ANCHORS = {"^": r"\A", "$": r"\Z", r"\Z": r"\z"}
 _ONIG_DIFFERENT = {r"\h": "a hex digit", r"\H": "not a hex digit", r"\N": "not a newline",
                    r"\X": "an extended grapheme cluster by another table", r"\R": "a line break",
-                   r"\K": "keep", r"\G": "the search start"}
+                   r"\K": "keep", r"\G": "the search start",
+                   r"\w": "a word character: other numbers such as ² and ½ too",
+                   r"\W": "not a word character: other numbers such as ² and ½ excluded",
+                   r"\b": "a word boundary, by its own \\w", r"\B": "not a word boundary, by its own \\w"}
+_ONIG_DIFFERENT_IN_CLASS = (r"\w", r"\W", r"\h", r"\H")  # (\b is a backspace in both)
 
 
 def to_oniguruma(pattern: str) -> str:
@@ -1124,7 +1146,9 @@ def to_oniguruma(pattern: str) -> str:
         On a construct that Oniguruma reads otherwise and that has no
         translation here: inline flags other than ``i`` and ``x`` (its ``m``
         is Python's ``s``), ``\\h``, ``\\H``, ``\\N``, ``\\X``, ``\\R``,
-        ``\\K``, ``\\G``.
+        ``\\K``, ``\\G``, and ``\\w``, ``\\W``, ``\\b``, ``\\B`` (Oniguruma's
+        word characters include the other numbers, such as ² and ½), in a
+        character class too.
     """
     out, pos = [], 0
     while pos < len(pattern):
@@ -1148,7 +1172,14 @@ def to_oniguruma(pattern: str) -> str:
                 atom = _ONIG_ANCHORS[atom]
             elif atom in _ONIG_DIFFERENT:
                 raise ValueError(f"the pattern's {atom}: Oniguruma reads it otherwise "
-                                 f"({_ONIG_DIFFERENT[atom]})")
+                                 f"({_ONIG_DIFFERENT[atom]}); write the classes it means "
+                                 f"with \\p{{...}}")
+            elif atom.startswith("["):
+                for e in regex.findall(r"\\.", atom):
+                    if e in _ONIG_DIFFERENT_IN_CLASS:
+                        raise ValueError(f"the pattern's {e} in {atom}: Oniguruma reads it "
+                                         f"otherwise ({_ONIG_DIFFERENT[e]}); write the classes "
+                                         f"it means with \\p{{...}}")
         pos = m.end()
         q = _POSSESSIVE_INTERVAL.match(pattern, pos) if atom not in "|*+?{}" else None
         if q:
@@ -1225,6 +1256,8 @@ def _read_ranks_slow(path: str | os.PathLike) -> dict[bytes, int]:
             try:
                 token, rank = line.split()
                 ranks[base64.b64decode(token, validate=True)] = int(rank)
+                if not 0 <= int(rank) < 2**31:
+                    raise ValueError(f"rank {int(rank)} is outside 0..2**31-1")
             except ValueError as e:
                 raise FormatError(f"{path}, line {n}: expected 'base64-token rank' ({e})") \
                     from None
@@ -1249,7 +1282,7 @@ def _read_ranks(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.nda
     values = _B64[chars]
     try:
         ranks = np.array(rank_text).astype(np.int64)
-    except ValueError:
+    except (ValueError, OverflowError):
         ranks = None
     # padding: at most two '=' at the end of each token, none elsewhere
     ends = np.cumsum(lengths)
@@ -1291,6 +1324,17 @@ def _last_cut(text: str, lo: int, specials: regex.Pattern | None) -> int:
     return cut
 
 
+def _before_special(text: str, cut: int, special_tokens) -> int:
+    """``cut``, or the start of a special token that spans it (a newline inside one), or of
+    one that the text's end cuts off (the next block may complete it): no special token is
+    cut in two."""
+    for s in special_tokens:
+        for k in range(max(0, cut - len(s) + 1), cut):
+            if text.startswith(s, k) or (len(text) - k < len(s) and s.startswith(text[k:])):
+                return _before_special(text, k, special_tokens)
+    return cut
+
+
 def _chunks(path, special_tokens, size=1 << 22) -> Iterator[tuple[str, str]]:
     """Read a UTF-8 file in pieces cut where no pre-token can span the cut: ``(piece,
     lookahead)`` pairs, ``lookahead`` the character after a cut at a newline ("" after the
@@ -1304,9 +1348,10 @@ def _chunks(path, special_tokens, size=1 << 22) -> Iterator[tuple[str, str]]:
     whose own pre-token is then left out (:func:`_count_piece`).
     """
     newline_special = any("\n" in s for s in special_tokens)
-    boundary = regex.compile("|".join([r"\n(?=\S)"] + [regex.escape(s) for s in special_tokens]))
-    specials = (regex.compile("|".join(regex.escape(s) for s in special_tokens))
-                if special_tokens else None)
+    by_length = [regex.escape(s) for s in sorted(special_tokens, key=lambda t: (-len(t), t))]
+    # (the special tokens first: a newline that starts one is not a cut)
+    boundary = regex.compile("|".join(by_length + [r"\n(?=\S)"]))
+    specials = regex.compile("|".join(by_length)) if special_tokens else None
     decoder = codecs.getincrementaldecoder("utf-8")()
     offset = 0  # bytes read
     with open(path, "rb") as f:
@@ -1332,6 +1377,7 @@ def _chunks(path, special_tokens, size=1 << 22) -> Iterator[tuple[str, str]]:
                     cut = m.start() + 1 if m.group() == "\n" else m.start()
             else:
                 cut = _last_cut(text, lo, specials)
+            cut = _before_special(text, cut, special_tokens)
             if cut <= 0:
                 rest = text
                 continue
