@@ -22,7 +22,9 @@ Encoded chunk (framing version 4: a small framing around a ``.ubpe`` container):
 
     byte 0     FRAME_VERSION << 4
     byte 1     dtype index in _DTYPES (byte order included)
-    byte 2     ndim, then the chunk shape as LEB128 varints
+    byte 2     ndim | FORTRAN_FLAG (0x80: the chunk was given in Fortran order,
+               as zarr v2's order="F" gives it, and is given back so; added
+               within versions 3 and 4), then the chunk shape as LEB128 varints
     crc32      4 bytes, little-endian, of the bytes above (the container
                checks its own)
     payload    a .ubpe container of the chunk's channels (signals.compress)
@@ -35,7 +37,8 @@ model: everything a container's header would say is in the array's
 metadata, so the chunk holds only the channel payloads)::
 
     byte 0     COMPACT_VERSION << 4
-    byte 1     dtype index, byte 2 ndim, then the shape as LEB128 varints
+    byte 1     dtype index, byte 2 ndim | FORTRAN_FLAG, then the shape as
+               LEB128 varints
     per channel (time along ``axis``, the other axes flattened):
                zigzag(step) << 1 | tail flag, zigzag(offset) (LEB128 varints:
                x = step * v + offset); with the flag, the length of the
@@ -73,6 +76,7 @@ from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray, ndarray_co
 import signals
 from signals.arraylike import AXIS_ORDER_KNOWN
 from signals.channel import check_level
+from signals.codec import MAX_VALUES
 from signals.intmap import check_max_error
 
 __all__ = ["UBPECodec", "UBPEZarrCodec", "model_config"]  # noqa: F822 (UBPEZarrCodec: __getattr__)
@@ -81,6 +85,7 @@ FRAME_VERSION = 4
 COMPACT_VERSION = 3
 OLD_FRAME_VERSION = 2  # version 4 without the framing's crc32 (read only)
 TAIL_RUN = 64  # a trailing run of one value at least this long is not coded
+FORTRAN_FLAG = 0x80  # in byte 2, beside ndim
 _DTYPES = ("|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8",
            ">i2", ">u2", ">i4", ">u4", ">i8", ">u8", ">f2", ">f4", ">f8")
 _models: dict[str, Any] = {}
@@ -222,6 +227,9 @@ def _read_compact(data: bytes, pos: int, n_chans: int, n: int, dtype: np.dtype) 
     """The (n_chans, n) values of a compact body, checked against ``dtype``'s range."""
     from signals.channel import decode_channel
     info = np.iinfo(dtype)
+    if n_chans > len(data) - pos or n_chans * n > MAX_VALUES:  # (before the allocation)
+        raise signals.SignalFormatError(f"ubpe codec: the chunk's shape declares {n_chans:,} "
+                                        f"channels of {n:,} samples in {len(data) - pos:,} bytes")
     out = np.empty((n_chans, n), dtype)
     for j in range(n_chans):
         (zs, zo), pos = _read_varints(data, pos, 2)
@@ -352,11 +360,17 @@ class UBPECodec(Codec):
         if dt not in _DTYPES:
             raise TypeError(f"ubpe codec: unsupported dtype {arr.dtype} (bool, integers and "
                             f"floats up to 64 bits)")
+        if arr.ndim and not -arr.ndim <= self.axis < arr.ndim:
+            raise np.exceptions.AxisError(self.axis, arr.ndim, "ubpe codec")
         native = arr.astype(arr.dtype.newbyteorder("="), copy=False)
         if native.dtype == np.bool_:
             native = native.view(np.uint8)
         chans = self._channels(native)
-        shape = bytes([_DTYPES.index(dt), arr.ndim]) + _varints(list(arr.shape))
+        # a chunk in Fortran order (zarr v2's order="F") comes back in Fortran order: numcodecs
+        # hands its codecs the memory as it lies, and zarr reads it back in that order
+        fortran = arr.ndim > 1 and arr.flags.f_contiguous and not arr.flags.c_contiguous
+        shape = bytes([_DTYPES.index(dt), arr.ndim | (FORTRAN_FLAG if fortran else 0)]) \
+            + _varints(list(arr.shape))
         max_error = None if arr.dtype == np.bool_ else self.max_error  # (a bound of 1 would keep no bit)
         if self.model is None and max_error is None and chans.dtype.kind in "iu":
             body = _compact_channels(chans, self.level)
@@ -412,7 +426,8 @@ class UBPECodec(Codec):
                 raise signals.SignalFormatError("ubpe codec: checksum mismatch in a compact chunk "
                                                 "(the chunk is corrupted)")
             data = data[:-4]
-        shape_l, pos = _read_varints(data, 3, data[2])
+        fortran, ndim = bool(data[2] & FORTRAN_FLAG), data[2] & ~FORTRAN_FLAG
+        shape_l, pos = _read_varints(data, 3, ndim)
         if version == FRAME_VERSION:
             if zlib.crc32(data[:pos]).to_bytes(4, "little") != data[pos:pos + 4]:
                 raise signals.SignalFormatError("ubpe codec: checksum mismatch in a chunk's "
@@ -442,9 +457,11 @@ class UBPECodec(Codec):
         chans = vals.reshape(n_chans, n_samples).astype(code_dtype, copy=False)
         if native == np.bool_:
             chans = chans.view(np.bool_)
-        result = self._unchannels(chans, shape).astype(dtype, order="C")
+        result = self._unchannels(chans, shape).astype(dtype, order="F" if fortran else "C")
         if out is not None:
             return ndarray_copy(result, out)
+        if fortran:
+            return result if result.flags.f_contiguous else result.copy(order="F")
         return result if result.flags.c_contiguous else result.copy(order="C")
 
 

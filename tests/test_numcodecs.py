@@ -348,6 +348,46 @@ def test_zarr_v2_compressor(tmp_path):
     assert np.array_equal(zarr.open_array(tmp_path / "v2.zarr", mode="r")[:], x)
 
 
+@pytest.mark.parametrize("codec", [UBPECodec(), UBPECodec(max_error=0.5), UBPECodec(axis=1)])
+def test_zarr_v2_in_fortran_order(tmp_path, codec):
+    """zarr v2's order="F" read every chunk back transposed (zarr reads a codec's output in its
+    memory order), and a partial write then stored the transposed chunk for good."""
+    zarr = pytest.importorskip("zarr")
+    x = np.arange(24 * 5, dtype="<i2").reshape(24, 5) * 7 % 31
+    z = zarr.create_array(tmp_path / "f.zarr", shape=x.shape, chunks=(8, 5), dtype=x.dtype,
+                          zarr_format=2, order="F", compressors=codec)
+    z[:] = x
+    z[3, 1] = -1
+    x[3, 1] = -1
+    assert np.array_equal(zarr.open_array(tmp_path / "f.zarr", mode="r")[:], x)
+    f = np.asfortranarray(x[:8])
+    back = codec.decode(codec.encode(f))
+    assert np.array_equal(back, f) and back.flags.f_contiguous
+    out = np.empty((8, 5), "<i2", order="F")
+    codec.decode(codec.encode(f), out=out)
+    assert np.array_equal(out, f)
+    assert codec.decode(codec.encode(x[:8])).flags.c_contiguous
+
+
+def test_a_forged_compact_shape_is_refused_before_its_allocation():
+    """A 39-byte chunk declaring 10 x 2**31 samples (its CRC recomputed) raised MemoryError."""
+    from signals.numcodecs_codec import _varints
+    c = UBPECodec()
+    enc = c.encode(np.arange(10, dtype="i8"))
+    body = enc[3 + len(_varints([10])):-4]
+    bad = bytes([enc[0], enc[1], 2]) + _varints([10, 2**31]) + body
+    with pytest.raises(SignalFormatError, match="declares 2,147,483,648 channels"):
+        c.decode(bad + zlib.crc32(bad).to_bytes(4, "little"))
+
+
+def test_an_axis_outside_the_chunk_is_an_error():
+    x = np.arange(64, dtype="i4").reshape(8, 8)
+    for axis in (2, 5, -3):
+        with pytest.raises(np.exceptions.AxisError):  # (wrapped to another axis before)
+            UBPECodec(axis=axis).encode(x)
+    assert np.array_equal(UBPECodec(axis=5).decode(UBPECodec(axis=1).encode(x)), x)  # old chunks
+
+
 def test_a_chunk_of_many_channels_does_not_warn_about_its_axes():
     """The zarr codec's own (n_channels, n_samples) call of compress raised the warning meant
     for users' transposed arrays (a chunk of 10 samples of 261 channels)."""
