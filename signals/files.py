@@ -607,7 +607,8 @@ def compress_path(path: str | Path, **options: Any) -> bytes:
     ----------
     path : str or Path
     **options
-        As for :func:`compress_file` (``csv_options`` applies to CSV only).
+        As for :func:`compress_file`; of ``csv_options``, ``columns`` and
+        ``exclude`` also pick the channels of a recording.
 
     A file of none of these suffixes is read by its first bytes (WAV, NumPy,
     else CSV), as the command line reads one.
@@ -629,7 +630,9 @@ def compress_path(path: str | Path, **options: Any) -> bytes:
     if suffix not in formats.SUFFIXES:  # (by its first bytes, as the command line reads it)
         data = path.read_bytes()
         return compress_file(data, kind_of(path, data), path=str(path), **options)
-    rec = formats.read_recording(path)
+    picked = options.get("csv_options") or {}  # (its columns and exclude pick channels here too)
+    rec = formats.read_recording(path, columns=picked.get("columns"),
+                                 exclude=picked.get("exclude"))
     opts = {k: v for k, v in options.items() if k not in ("csv_options", "path")}
     chans = [(n, np.asarray(c)) for n, c in zip(rec.names, rec.channels)]
     level = opts.pop("level", DEFAULT_LEVEL)

@@ -119,6 +119,27 @@ def _compress_task(source: str, output: str, columns: list | None, exclude: list
             "seconds": time.perf_counter() - t0, "worker": worker}
 
 
+def _file_id(p: Path) -> tuple[int, int] | None:
+    try:
+        st = p.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _check_outputs(srcs: list[Path], outs: list[Path], force: bool) -> None:
+    """No output is an input (by path, link or inode), and none exists unless ``force``."""
+    inputs = {s.resolve(): s for s in srcs}
+    ids = {i: s for s in srcs if (i := _file_id(s)) is not None}
+    for o in outs:
+        i = _file_id(o)
+        s = inputs.get(o.resolve()) or (ids.get(i) if i is not None else None)
+        if s is not None:
+            raise ValueError(f"{o} is the input {s}: an output never overwrites an input")
+        if i is not None and not force:
+            raise FileExistsError(f"{o} exists; pass force=True to overwrite it")
+
+
 def _output_for(source: Path, out_dir: Path | None, suffix: str) -> Path:
     return (out_dir or source.parent) / (source.name + suffix)
 
@@ -127,7 +148,8 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
                    outputs: Sequence[str | Path] | None = None, suffix: str = ".ubpe",
                    scheduler: Any = None, workers: int | None = None, processes: bool = True,
                    columns: list | None = None, exclude: list | None = None,
-                   errors: str = "raise", **options: Any) -> list[dict[str, Any]]:
+                   errors: str = "raise", force: bool = False,
+                   **options: Any) -> list[dict[str, Any]]:
     """Compress many files on a Dask cluster, one task per file.
 
     Parameters
@@ -149,6 +171,9 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
         A file that cannot be compressed (unreadable, malformed, of no known
         kind): raise its error once every task has ended, or give its entry
         as ``{"source", "output", "error"}`` (the exception) and go on.
+    force : bool, default False
+        Overwrite outputs that exist (as ``xz -f``). An output that is one of
+        the inputs is refused even so.
     **options
         Passed to :func:`signals.files.compress_path` (``level``, ``max_error``,
         ``csv_options``...): CSV, WAV and NumPy files come back byte for byte.
@@ -165,10 +190,13 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
     Raises
     ------
     ValueError
-        If ``outputs`` does not match ``sources`` or two sources map to the
-        same output, or ``errors`` is neither; the first failed file's error
+        If ``outputs`` does not match ``sources``, two sources map to the
+        same output or an output is an input, or ``errors`` is neither (all
+        before any task starts); the first failed file's error
         otherwise, with ``errors="raise"`` (after every task has ended;
         outputs already written stay, and no output is partial).
+    FileExistsError
+        If an output exists and ``force`` is False (before any task starts).
     """
     if errors not in ("raise", "report"):
         raise ValueError(f"errors must be 'raise' or 'report', got {errors!r}")
@@ -184,6 +212,7 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
         outs = [_output_for(s, od, suffix) for s in srcs]
     if len({o.resolve() for o in outs}) != len(outs):  # (out.ubpe and /abs/out.ubpe are one)
         raise ValueError("two sources map to the same output file")
+    _check_outputs(srcs, outs, force)
     if not srcs:
         return []
     from ubpe.serialization import PENDING_OUTPUTS

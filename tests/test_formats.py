@@ -107,6 +107,26 @@ def test_parquet_and_arrow(tmp_path, ecg_digital):
     assert read_recording(tmp_path / "ecg.parquet", exclude=["t"]).names == ["MLII"]
 
 
+def test_columns_and_exclude_pick_a_recordings_channels_when_compressed(tmp_path, ecg_digital):
+    """--exclude (and compress_files' exclude=) was dropped for Parquet, EDF and WFDB files:
+    every channel was compressed."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet
+    from click.testing import CliRunner
+
+    from signals.files import compress_path
+    from ubpe.cli import main
+    x = ecg_digital.astype(np.int16)
+    pyarrow.parquet.write_table(pa.table({"a": x, "b": x * 3}), tmp_path / "t.parquet")
+    for picked in ({"exclude": ["b"]}, {"columns": ["a"]}):
+        data = compress_path(tmp_path / "t.parquet", csv_options=picked)
+        assert [c["name"] for c in signals.inspect(data)["channels"]] == ["a"]
+    r = CliRunner().invoke(main, ["compress", str(tmp_path / "t.parquet"), "--exclude", "b",
+                                  "-c"])
+    assert r.exit_code == 0, r.output
+    assert [c["name"] for c in signals.inspect(r.stdout_bytes)["channels"]] == ["a"]
+
+
 def test_csv_through_read_signal(ecg_csv):
     r = read_recording(ecg_csv)
     assert r.names and r.units == [None] * len(r.names) and r.scaling == [None] * len(r.names)

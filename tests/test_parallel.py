@@ -56,6 +56,30 @@ def test_a_failed_file_leaves_no_partial_output(client, files, tmp_path):
     assert names == ["rec0.npz.ubpe"]  # the good one written whole, no temporary file left
 
 
+def test_an_output_never_overwrites_an_input_nor_an_existing_file(files, tmp_path):
+    """outputs=[the other input, ...] replaced that recording with the first's container, and
+    an existing output was overwritten without a word."""
+    a, b = tmp_path / "a.npz", tmp_path / "b.npz"
+    a.write_bytes(files[0].read_bytes())
+    b.write_bytes(files[1].read_bytes())
+    before = b.read_bytes()
+    (tmp_path / "hard.npz").hardlink_to(b)
+    for outs in ([b, tmp_path / "b.ubpe"], [tmp_path / "x.ubpe", tmp_path / "." / "a.npz"],
+                 [tmp_path / "hard.npz", tmp_path / "y.ubpe"]):
+        for force in (False, True):
+            with pytest.raises(ValueError, match="is the input"):
+                compress_files([a, b], outputs=outs, force=force, processes=False, workers=1)
+    assert b.read_bytes() == before and not (tmp_path / "b.ubpe").exists()
+    (tmp_path / "b.npz.ubpe").write_bytes(b"keep")
+    with pytest.raises(FileExistsError, match="b.npz.ubpe exists"):
+        compress_files([a, b], processes=False, workers=1)
+    assert (tmp_path / "b.npz.ubpe").read_bytes() == b"keep"
+    assert not (tmp_path / "a.npz.ubpe").exists()  # (refused before any task)
+    done = compress_files([a, b], force=True, processes=False, workers=1)
+    assert [len(r["output"]) > 0 for r in done] == [True, True]
+    assert (tmp_path / "b.npz.ubpe").read_bytes()[:8] == b"UBPE-SIG"
+
+
 def test_outputs_must_be_distinct(files, tmp_path):
     with pytest.raises(ValueError, match="same output"):
         compress_files(files[:2], outputs=[tmp_path / "x", tmp_path / "x"])

@@ -319,7 +319,8 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
         jobs = [j for j in jobs if j.refused is None]
         done = compress_files([j.source for j in jobs], outputs=[j.output for j in jobs],
                               scheduler=scheduler, workers=workers, level=level,
-                              max_error=max_error, csv_options=csv_options, errors="report")
+                              max_error=max_error, csv_options=csv_options, errors="report",
+                              force=True)  # (the jobs' own checks refused what exists without -f)
         for r in done:
             if "error" in r:
                 report.error(r["source"], r["error"])
@@ -335,7 +336,9 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
             raw = b""
             kind = Path(job.source).suffix.lstrip(".")
             data = signals.files.compress_path(job.source, level=level, max_error=max_error,
-                                               quantizer=q, model=model)
+                                               quantizer=q, model=model,
+                                               csv_options={"columns": csv_options["columns"],
+                                                            "exclude": csv_options["exclude"]})
         else:
             src = open_input(job.source)
             try:
