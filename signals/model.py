@@ -48,6 +48,11 @@ def _check_packet_size(size: Any) -> int:
     return size
 
 
+def _check_errors(errors: str) -> None:
+    if errors not in ("raise", "keep"):
+        raise ValueError(f"errors must be 'raise' or 'keep', got {errors!r}")
+
+
 class SignalModel:
     """Quantize each channel, then tokenize all channels with one UBPE vocabulary.
 
@@ -393,7 +398,13 @@ class SignalModel:
             "raise": the first damaged packet raises; "keep": its
             :class:`SignalFormatError` takes its place in the list, and the
             other packets still decode.
+
+        Raises
+        ------
+        ValueError
+            If ``errors`` is neither.
         """
+        _check_errors(errors)
         return self._decoded(list(packets), errors)
 
     def _decoded(self, coded: list[bytes], errors: str = "raise", first: int = 0) -> list:
@@ -440,20 +451,32 @@ class SignalModel:
                 yield from self.compress_packets(batch)
         return _packets.write_packet_stream(coded(), fileobj, self.model_id())
 
-    def read_packet_stream(self, fileobj: IO[bytes]) -> Iterator[np.ndarray]:
-        """Yield the decoded packets of a stream written by :meth:`write_packet_stream`.
+    def read_packet_stream(self, fileobj: IO[bytes], *, errors: str = "raise"
+                           ) -> Iterator[np.ndarray | SignalFormatError]:
+        """Yield the decoded packets of a stream written by :meth:`write_packet_stream`
+        (or of several such streams, one after the other).
 
-        A corrupted packet raises when it is reached (its message names its
-        index in the stream); a stream made with another model raises at once,
-        naming both ids. The packets are decoded as :meth:`decompress_packets`
-        decodes them, in batches (``signals.packets.stream_batches``: at most
-        ``STREAM_BATCH`` packets and ``STREAM_SAMPLES`` samples).
+        A stream made with another model raises at once, naming both ids.
+        The packets are decoded as :meth:`decompress_packets` decodes them, in
+        batches (``signals.packets.stream_batches``: at most ``STREAM_BATCH``
+        packets and ``STREAM_SAMPLES`` samples).
+
+        Parameters
+        ----------
+        fileobj : binary file
+        errors : {"raise", "keep"}
+            A corrupted packet (its check fails): "raise" raises when it is
+            reached (the message names its index in the stream); "keep" yields
+            its :class:`SignalFormatError` in its place and goes on with the
+            next packets. Damage to the stream's framing (a packet's length,
+            the end marker) raises either way.
         """
+        _check_errors(errors)
         first = 0
         for batch in _packets.stream_batches(_packets.read_packet_stream(fileobj, self.model_id()),
                                              len(self._codec_models()[0])):
             for x in self._decoded(batch, "keep", first):
-                if isinstance(x, SignalFormatError):
+                if isinstance(x, SignalFormatError) and errors == "raise":
                     raise x
                 yield x
             first += len(batch)

@@ -430,6 +430,10 @@ def write_packet_stream(packets: Iterable[bytes], fileobj: IO[bytes], model_id: 
 def read_packet_stream(fileobj: IO[bytes], model_id: bytes) -> Iterator[bytes]:
     """The packets of a packet stream, in order, checked against ``model_id``.
 
+    Streams written one after the other (``cat a b``) are read as one, as
+    xz and zstd read concatenated files; anything else after an end marker
+    is an error.
+
     Yields
     ------
     bytes
@@ -440,38 +444,49 @@ def read_packet_stream(fileobj: IO[bytes], model_id: bytes) -> Iterator[bytes]:
     ------
     SignalFormatError
         On a foreign stream, a stream made with another model (names both
-        ids), or one that ends before its end marker.
+        ids), one that ends before its end marker, or bytes after an end
+        marker that do not start another stream.
     """
-    head = fileobj.read(len(PACKET_STREAM_MAGIC) + 2 + 16)
-    if len(head) < len(PACKET_STREAM_MAGIC) + 18 or not head.startswith(PACKET_STREAM_MAGIC):
-        raise SignalFormatError("not a ubpe packet stream (bad magic bytes)")
-    (version,) = struct.unpack_from("<H", head, len(PACKET_STREAM_MAGIC))
-    if version != VERSION:
-        raise SignalFormatError(f"packet stream version {version} is not one this ubpe reads")
-    stream_id = head[-16:]
-    if stream_id != model_id:
-        raise SignalFormatError(f"the packet stream was made with model {stream_id.hex()}, "
-                                f"not with the model given ({model_id.hex()})")
-    k = 0
-    while True:
-        size = _read_stream_varint(fileobj, k)
-        if size == 0:
-            tail = fileobj.read(12)
-            if len(tail) < 12 or struct.unpack("<I", tail[8:])[0] != zlib.crc32(tail[:8],
-                                                                                 zlib.crc32(model_id)):
-                raise SignalFormatError("truncated or corrupted end marker of the packet stream")
-            if struct.unpack("<Q", tail[:8])[0] != k:
-                raise SignalFormatError(f"the end marker declares "
-                                        f"{struct.unpack('<Q', tail[:8])[0]} packets, {k} were read")
+    n_head = len(PACKET_STREAM_MAGIC) + 2 + 16
+    k = 0  # packets read, over every stream
+    for n_stream in itertools.count():
+        head = fileobj.read(n_head)
+        if n_stream and not head:
             return
-        if size > 1 << 30:
-            raise SignalFormatError(f"packet {k} declares {size:,} bytes")
-        p = fileobj.read(size)
-        if len(p) < size:
-            raise SignalFormatError(f"truncated packet stream: packet {k} has {len(p)} of "
-                                    f"{size} bytes")
-        yield p
-        k += 1
+        if len(head) < n_head or not head.startswith(PACKET_STREAM_MAGIC):
+            raise SignalFormatError(
+                "not a ubpe packet stream (bad magic bytes)" if not n_stream else
+                f"bytes after the end marker of the packet stream (after {k} packets) that do "
+                f"not start another stream")
+        (version,) = struct.unpack_from("<H", head, len(PACKET_STREAM_MAGIC))
+        if version != VERSION:
+            raise SignalFormatError(f"packet stream version {version} is not one this ubpe reads")
+        stream_id = head[-16:]
+        if stream_id != model_id:
+            raise SignalFormatError(f"the packet stream was made with model {stream_id.hex()}, "
+                                    f"not with the model given ({model_id.hex()})")
+        first = k
+        while True:
+            size = _read_stream_varint(fileobj, k)
+            if size == 0:
+                tail = fileobj.read(12)
+                if len(tail) < 12 or struct.unpack("<I", tail[8:])[0] != zlib.crc32(
+                        tail[:8], zlib.crc32(model_id)):
+                    raise SignalFormatError("truncated or corrupted end marker of the packet "
+                                            "stream")
+                if struct.unpack("<Q", tail[:8])[0] != k - first:
+                    raise SignalFormatError(f"the end marker declares "
+                                            f"{struct.unpack('<Q', tail[:8])[0]} packets, "
+                                            f"{k - first} were read")
+                break
+            if size > 1 << 30:
+                raise SignalFormatError(f"packet {k} declares {size:,} bytes")
+            p = fileobj.read(size)
+            if len(p) < size:
+                raise SignalFormatError(f"truncated packet stream: packet {k} has {len(p)} of "
+                                        f"{size} bytes")
+            yield p
+            k += 1
 
 
 def _read_stream_varint(fileobj: IO[bytes], k: int) -> int:

@@ -119,6 +119,21 @@ def test_packet_stream_end_marker_and_wrong_model(ecg_model, ecg_counts):
         list(other.read_packet_stream(io.BytesIO(buf.getvalue())))
 
 
+def test_packet_streams_one_after_the_other_and_bytes_after_the_end(ecg_model, ecg_counts):
+    """Bytes after the end marker were ignored: `cat a.pkt b.pkt` decoded a.pkt alone, and
+    junk after it passed; now concatenated streams are read as one (as xz and zstd read
+    concatenated files) and anything else is an error."""
+    packets = [ecg_counts[i:i + 256] for i in range(70_000, 71_280, 256)]
+    a, b = io.BytesIO(), io.BytesIO()
+    ecg_model.write_packet_stream(packets[:3], a)
+    ecg_model.write_packet_stream(packets[3:], b)
+    got = list(ecg_model.read_packet_stream(io.BytesIO(a.getvalue() + b.getvalue())))
+    assert len(got) == 5 and all(np.array_equal(x, y) for x, y in zip(got, packets))
+    for junk in (b"x", b"\x00" * 30, b.getvalue()[:-1]):
+        with pytest.raises(SignalFormatError, match="after the end marker|truncated"):
+            list(ecg_model.read_packet_stream(io.BytesIO(a.getvalue() + junk)))
+
+
 def test_packet_stream_decodes_in_bounded_batches(ecg_model, ecg_counts, monkeypatch):
     """read_packet_stream decodes its packets in batches (at most STREAM_BATCH packets and
     STREAM_SAMPLES declared samples): the packets of every batch come back in order, and a
@@ -144,6 +159,14 @@ def test_packet_stream_decodes_in_bounded_batches(ecg_model, ecg_counts, monkeyp
     assert all(np.array_equal(next(it), packets[j]) for j in range(5))
     with pytest.raises(SignalFormatError, match="^packet 5: packet check failed"):
         next(it)
+    # errors="keep": the damaged packet's error in its place, and the packets after it
+    kept = list(ecg_model.read_packet_stream(io.BytesIO(bytes(bad)), errors="keep"))
+    assert isinstance(kept[5], SignalFormatError) and len(kept) == len(packets)
+    assert all(np.array_equal(kept[j], packets[j]) for j in range(len(packets)) if j != 5)
+    with pytest.raises(ValueError, match="errors must be"):
+        list(ecg_model.read_packet_stream(io.BytesIO(data), errors="ignore"))
+    with pytest.raises(ValueError, match="errors must be"):
+        ecg_model.decompress_packets(raw, errors="ignore")
     # a stream cut inside packet 7: the packets before it, then the error
     cut = ecg_model.read_packet_stream(io.BytesIO(data[:data.index(raw[7]) + 2]))
     assert all(np.array_equal(next(cut), packets[j]) for j in range(7))
