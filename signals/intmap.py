@@ -980,4 +980,6 @@ def describe(config: dict[str, Any]) -> str:
         return f"max error {config.get('max_error')!r} ({dtype}, step {config.get('step')!r}){exc}"
     if kind == "int_quantize":
         return f"max error {config.get('max_error')!r} ({dtype}, bins of {config.get('step')})"
+    if kind == "model":  # (a column coded against a trained model: SignalModel.map_channel)
+        return "lossless, mapped and coded by the model"
     return f"unknown mapping {kind!r}"

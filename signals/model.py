@@ -184,7 +184,8 @@ class SignalModel:
         self.codec_report_: list[dict] = []
         if self.codec:
             groups: dict[str, list[np.ndarray]] = {}
-            pairs = zip(self.channel_names_, arrays) if codec_channels is None else \
+            # (each array under its own name: channel_names_ holds a repeated name once)
+            pairs = zip([str(n) for n in given], arrays) if codec_channels is None else \
                 [(str(n), np.asarray(c)) for n, c in codec_channels]
             for name, c in pairs:
                 groups.setdefault(name, []).append(c)
@@ -192,6 +193,7 @@ class SignalModel:
                 self._fit_codec(name, cs)
                 if name in self.codec_ and codec_scales and name in codec_scales:
                     self.codec_[name]["csv_scale"] = int(codec_scales[name])
+        self._fitted_params = self.get_params()  # (what to_dict writes until the next fit)
         self._id: str | None = None
         return self
 
@@ -569,7 +571,8 @@ class SignalModel:
     def to_dict(self) -> dict:
         """The fitted model as a JSON-ready document (what :meth:`save` writes, unsealed)."""
         self._check_fitted()
-        params = {k: v for k, v in self.get_params().items()
+        fitted = self._params()
+        params = {k: v for k, v in fitted.items()
                   if k not in ("codec", "level", "packet_size", "progress")}
         return {"format": FORMAT, "version": VERSION, "params": params,
                 "channels": [{"name": n, "quantizer": q.to_dict()}
@@ -582,12 +585,19 @@ class SignalModel:
             return {}
         # (the packet size only where it is not the default, so that a model fitted before it
         # was a parameter keeps its document, and so its content id)
-        size = {} if self.packet_size == PACKET_SIZE else {"codec_packet_size": self.packet_size}
+        fitted = self._params()
+        size = {} if fitted["packet_size"] == PACKET_SIZE else \
+            {"codec_packet_size": fitted["packet_size"]}
         return {"codec": {n: {"dtype": e["dtype"], "map": e["map"],
                               "model": e["model"].get_config(),
                               **({"csv_scale": e["csv_scale"]} if "csv_scale" in e else {})}
                           for n, e in self.codec_.items()},
-                "codec_level": self.level, **size, "codec_report": self.codec_report_}
+                "codec_level": fitted["level"], **size, "codec_report": self.codec_report_}
+
+    def _params(self) -> dict:
+        """The hyperparameters the model was fitted (or loaded) with: ``set_params`` since
+        changes neither what :meth:`save` writes nor the content id, until the next fit."""
+        return getattr(self, "_fitted_params", None) or self.get_params()
 
     def content_id(self) -> str:
         """The model's content id, ``"sha256:"`` and 64 hex digits.
@@ -696,6 +706,7 @@ class SignalModel:
                 m.packet_size = _check_packet_size(doc["codec_packet_size"])
         except (KeyError, TypeError, ValueError) as e:
             raise FormatError(f"{source}: malformed codec part ({e})") from None
+        m._fitted_params = m.get_params()
         m._id = None
         return m
 

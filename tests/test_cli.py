@@ -742,6 +742,28 @@ def test_a_full_disk_is_named_after_the_output(tmp_path):
     assert p.stderr.strip() == "ubpe: standard output: No space left on device"
 
 
+def test_build_pools_files_of_another_column_order_and_refuses_other_decimals(tmp_path):
+    """The summary encoded each file's channels in its own column order against the first
+    file's names ("value -1.1 is outside the fitted range" of another column); files printing
+    a column with other decimals were pooled into one channel at no scale, and 20.00 came
+    back from a packet stream as 2000."""
+    rng = np.random.default_rng(5)
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("x,y\n" + "".join(f"{u},{v}\n" for u, v in zip(rng.integers(0, 60, 400),
+                                                                rng.integers(1000, 2000, 400))))
+    b.write_text("y,x\n" + "".join(f"{v},{u}\n" for u, v in zip(rng.integers(0, 60, 400),
+                                                                rng.integers(1000, 2000, 400))))
+    m = tmp_path / "m.json"
+    r = run("build", a, b, "-o", m, "--levels", 64, "--vocab-size", 128)
+    assert r.exit_code == 0, r.output
+    c, d = tmp_path / "c.csv", tmp_path / "d.csv"
+    c.write_text("t\n" + "".join(f"{20 + k % 7 / 10:.1f}\n" for k in range(300)))
+    d.write_text("t\n" + "".join(f"{20 + k % 7 / 10:.2f}\n" for k in range(300)))
+    r = run("build", c, d, "-o", m, "-f")
+    assert r.exit_code == 1 and "column 't': 1 digits after the point in " in r.stderr
+    assert "2 digits after the point in " in r.stderr and "Traceback" not in r.output
+
+
 def test_column_names_with_colons_and_files_of_another_column_order(tmp_path):
     """A column named 'acc:x' was taken for a 'file:column' channel: the model could not
     encode even its own file. Files of the same columns in another order were not pooled."""
@@ -760,3 +782,13 @@ def test_column_names_with_colons_and_files_of_another_column_order(tmp_path):
         got = np.loadtxt(out.stdout.splitlines(), delimiter=",", skiprows=1)
         want = read_csv(f, columns=["acc:x", "acc:y"])
         assert (got == np.stack(want.channels, axis=1)).all()
+
+
+def test_model_and_input_cannot_both_be_standard_input(tmp_path, csv_file):
+    """`cat m.json | ubpe compress --model - -` compressed an empty input (the model had read
+    standard input) and exited 0."""
+    r = run("build", csv_file, "-o", tmp_path / "m.json", "-q")
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["compress", "--model", "-", "-"],
+                           input=(tmp_path / "m.json").read_bytes())
+    assert r.exit_code == 2 and "standard input ('-') can be read only once" in r.output

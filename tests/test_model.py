@@ -874,3 +874,38 @@ def test_channels_of_one_name_are_recordings_of_one_channel():
     m = SignalModel(64, 70, progress=False, codec=False).fit([a, b, a * 2], ["x", "x", "y"])
     assert m.channel_names_ == ["x", "y"] and m.quantizers_[0].n_codes_[0] == 15
     assert (m.decode(m.encode([b, a * 2]))[0] == b).all()
+
+
+def test_set_params_after_fit_changes_neither_the_saved_model_nor_its_id(ecg_counts, tmp_path):
+    """set_params(level=3) after fit made save() write another document than the one the
+    cached content id came from: the packets already made could not be decoded with the saved
+    file ("another model")."""
+    x = ecg_counts[:30_000]
+    m = SignalModel(256, 300, progress=False).fit([x[:20_000]], names=["ecg"])
+    p = m.compress_packets([x[20_000:20_256]])
+    before = m.to_dict()
+    m.set_params(level=3, packet_size=1024, vocab_size=400)
+    assert m.to_dict() == before
+    m.save(tmp_path / "m.json")
+    back = SignalModel.load(tmp_path / "m.json")
+    assert back.content_id() == m.content_id()
+    assert np.array_equal(back.decompress_packets(p)[0], x[20_000:20_256])
+    m.fit([x[:20_000]], names=["ecg"])  # the next fit takes them
+    assert m.to_dict()["params"]["vocab_size"] == 400 and m.to_dict()["codec_level"] == 3
+
+
+def test_a_repeated_channel_name_fits_each_channels_codec_on_its_own_arrays(ecg_counts):
+    """fit([a1, a2, b], names=["a", "a", "b"]) fitted b's codec model on a2 (names held once,
+    arrays not): b's packets cost 5x what a model of b codes them in."""
+    a1, a2 = ecg_counts[:15_000], ecg_counts[15_000:30_000]
+    b = (np.arange(30_000) % 50 * 3).astype(np.int64)
+    m = SignalModel(256, 300, progress=False).fit([a1, a2, b], names=["a", "a", "b"])
+    alone = SignalModel(256, 300, progress=False).fit([b], names=["b"])
+    assert m.codec_["b"]["model"].get_config() == alone.codec_["b"]["model"].get_config()
+    assert m.codec_["b"]["map"] == alone.codec_["b"]["map"]
+
+
+def test_inspect_describes_a_column_coded_against_the_model(ecg_model, ecg_counts):
+    """inspect said "unknown mapping 'model'" for every column coded with a model."""
+    info = signals.inspect(signals.compress(ecg_counts[80_000:90_000], model=ecg_model))
+    assert info["channels"][0]["mapping"] == "lossless, mapped and coded by the model"

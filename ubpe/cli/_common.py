@@ -285,7 +285,8 @@ def plan(sources: Iterable[str], *, output: str | None, to_stdout: bool, force: 
         raise click.UsageError(f"{'-o' if output is not None else '-c'} takes one input; "
                                f"got {len(sources)} (without it each output is named "
                                f"after its input)")
-    if sources.count(STDIO) > 1:
+    others = [str(p) for p in other_inputs]
+    if sources.count(STDIO) + others.count(STDIO) > 1:  # (--model - with input -)
         raise click.UsageError("standard input ('-') can be read only once")
     jobs = []
     for src in sources:
@@ -307,7 +308,7 @@ def plan(sources: Iterable[str], *, output: str | None, to_stdout: bool, force: 
             raise click.UsageError(f"{seen[key].name} and {job.name} would both be written to "
                                    f"{job.output}")
         seen[key] = job
-    inputs = [j.source for j in jobs] + [str(p) for p in other_inputs]
+    inputs = [j.source for j in jobs] + others
     for job in jobs:
         try:
             check_output(job.output, inputs, force=force, binary=binary)

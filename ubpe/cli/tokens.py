@@ -103,7 +103,7 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
                          f"the model")
     t0 = time.perf_counter()
     tables, codec_channels = [], []
-    scales: dict[str, set] = {}  # column -> its (kind, decimals) in each file
+    scales: dict[str, dict] = {}  # column -> {(kind, decimals): the first file of them}
     csv_options = {"skip_rows": skip_rows, "comment": comment, "delimiter": delimiter}
     for f in files:
         suffix = Path(f).suffix.lower()
@@ -117,7 +117,15 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
         codec_channels += [(n, c) for n, c in parts.int_columns if n in t.names]
         for col in parts.layout.get("columns", []):
             if col.get("name") in t.names:
-                scales.setdefault(col["name"], set()).add((col.get("kind"), col.get("scale")))
+                seen_in = scales.setdefault(col["name"], {})
+                seen_in.setdefault((col.get("kind"), col.get("scale")), f)
+                if len(seen_in) > 1:  # (one model channel codes one scale: 20.0 is 200 or 2000)
+                    a, b = [f"{v} digits after the point" if k == "decimal" else f"{k} cells"
+                            for k, v in list(seen_in)[:2]]
+                    raise ValueError(f"column {col['name']!r}: {a} in "
+                                     f"{next(iter(seen_in.values()))}, {b} in {f}; a model codes "
+                                     f"a column at one scale (print the files' cells with the "
+                                     f"same decimals, or build a model per kind of file)")
     # files of the same columns are recordings of the same channels: one channel per column
     # (the model then tokenizes any file of those columns); else each file's columns are its own
     # channels, named 'file:column'
@@ -139,9 +147,10 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(channels, names, codec_channels=codec_channels, codec_scales={
-            n: next(iter(ks))[1] for n, ks in scales.items()
-            if len(ks) == 1 and next(iter(ks))[0] == "decimal"})
-    per_file = [t.channels for t in tables] if pooled else [channels]
+            n: next(iter(ks))[1] for n, ks in scales.items() if next(iter(ks))[0] == "decimal"})
+    # (each file's channels in the model's order: pooled files may order their columns otherwise)
+    per_file = ([[t.channels[t.names.index(n)] for n in tables[0].names] for t in tables]
+                if pooled else [channels])
     tokens = [ids for chans in per_file for ids in model.encode(chans, method=method)]
     if dst == STDIO:
         from ubpe.serialization import seal
