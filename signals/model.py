@@ -762,7 +762,8 @@ def _integer_mapping(chans: list[np.ndarray]) -> dict | None:
     at the smallest decimal scale ``s`` (0..9) where every training value is
     exactly ``k / 10**s`` for an integer ``k``. Either is then divided by
     ``step``, the greatest common divisor of the training values (an ECG in
-    mV at 0.005 mV resolution has scale 3 and step 5).
+    mV at 0.005 mV resolution has scale 3 and step 5), where they hold at
+    least three distinct values (else 1).
     """
     kind = chans[0].dtype.kind
     if any(c.dtype.kind != kind for c in chans):
@@ -780,12 +781,16 @@ def _integer_mapping(chans: list[np.ndarray]) -> dict | None:
         m = None
     if m is None:
         return None
-    step = 0
+    step, distinct = 0, set()
     for c in chans:
         ints = _apply_mapping(c, m)
         if ints is not None and ints.size and kind != "u":
             step = int(np.gcd.reduce(np.abs(ints[ints != np.iinfo(np.int64).min]), initial=step))
-    m["step"] = max(step, 1) if step < 2**31 else 1
+            if len(distinct) < 3:
+                distinct.update(np.unique(ints[:4096]).tolist()[:3])
+    # a grid only where at least three distinct values show it (a channel constant at 100 in
+    # training is not on a grid of 100: its packets of 99 were refused)
+    m["step"] = max(step, 1) if step < 2**31 and len(distinct) >= 3 else 1
     return m
 
 

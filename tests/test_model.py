@@ -909,3 +909,17 @@ def test_inspect_describes_a_column_coded_against_the_model(ecg_model, ecg_count
     """inspect said "unknown mapping 'model'" for every column coded with a model."""
     info = signals.inspect(signals.compress(ecg_counts[80_000:90_000], model=ecg_model))
     assert info["channels"][0]["mapping"] == "lossless, mapped and coded by the model"
+
+
+def test_a_channel_constant_in_training_is_not_taken_for_a_grid():
+    """A battery column at 100 throughout training got step 100 (the gcd of its values), and a
+    packet holding 99 was refused ("values do not map exactly at the model's scale")."""
+    t = np.arange(4000)
+    wave = np.round(500 * np.sin(t / 9)).astype(np.int64)
+    m = SignalModel(256, 300, progress=False).fit([wave, np.full(4000, 100)], names=["v", "bat"])
+    assert m.codec_["bat"]["map"]["step"] == 1
+    later = [wave[:256], np.where(t[:256] < 100, 100, 99)]
+    back = m.decompress_packet(m.compress_packet(later))
+    assert np.array_equal(back[1], later[1]) and np.array_equal(back[0], later[0])
+    grid = SignalModel(256, 300, progress=False).fit([wave * 5], names=["v"])
+    assert grid.codec_["v"]["map"]["step"] == 5  # (three or more distinct values: a grid)
