@@ -781,7 +781,7 @@ def _integer_mapping(chans: list[np.ndarray]) -> dict | None:
         m = None
     if m is None:
         return None
-    step, distinct = 0, set()
+    step, distinct = 0, set[int]()
     for c in chans:
         ints = _apply_mapping(c, m)
         if ints is not None and ints.size and kind != "u":

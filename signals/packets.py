@@ -384,7 +384,7 @@ def stream_batches(packets: Iterable[bytes], n_channels: int) -> Iterator[list[b
         except SignalFormatError as e:
             err = e
             break
-        n = _declared_samples(p) * n_channels
+        n = declared_samples(p) * n_channels
         if batch and samples + n > STREAM_SAMPLES:
             yield batch
             batch, samples = [], 0
@@ -399,7 +399,7 @@ def stream_batches(packets: Iterable[bytes], n_channels: int) -> Iterator[list[b
         raise err
 
 
-def _declared_samples(packet: bytes) -> int:
+def declared_samples(packet: bytes) -> int:
     """The sample count that a packet declares after its tag (unchecked; 0 where unreadable)."""
     try:
         return read_varint(packet, 1, "packet sample count")[0]

@@ -792,3 +792,16 @@ def test_model_and_input_cannot_both_be_standard_input(tmp_path, csv_file):
     r = CliRunner().invoke(main, ["compress", "--model", "-", "-"],
                            input=(tmp_path / "m.json").read_bytes())
     assert r.exit_code == 2 and "standard input ('-') can be read only once" in r.output
+
+
+def test_inspect_of_a_packet_stream_checks_its_framing(tmp_path, columns_csv):
+    """inspect printed the magic and the model id of a truncated stream, exit 0."""
+    m, pkt = tmp_path / "m.json", tmp_path / "w.pkt"
+    assert run("build", columns_csv, "-o", m, "-q").exit_code == 0
+    r = run("compress", columns_csv, "--model", m, "--packet-size", 256, "-o", pkt, "-q")
+    assert r.exit_code == 0, r.output
+    r = run("inspect", pkt)
+    assert r.exit_code == 0 and "packets      4, 1,000 samples a channel in all" in r.stdout
+    (tmp_path / "cut.pkt").write_bytes(pkt.read_bytes()[:-20])
+    r = run("inspect", tmp_path / "cut.pkt")
+    assert r.exit_code == 1 and "truncated" in r.stderr

@@ -147,7 +147,7 @@ def test_packet_stream_decodes_in_bounded_batches(ecg_model, ecg_counts, monkeyp
     raw = list(P.read_packet_stream(io.BytesIO(data), ecg_model.model_id()))
     monkeypatch.setattr(P, "STREAM_BATCH", 3)
     monkeypatch.setattr(P, "STREAM_SAMPLES", 600)
-    assert [[P._declared_samples(p) for p in b] for b in P.stream_batches(raw, 1)] == [
+    assert [[P.declared_samples(p) for p in b] for b in P.stream_batches(raw, 1)] == [
         [256, 1], [700], [0, 300, 256], [512, 3], [256]]
     assert [len(b) for b in P.stream_batches(raw, 2)] == [2, 1, 2, 1, 1, 2]  # twice the samples
     got = list(ecg_model.read_packet_stream(io.BytesIO(data)))

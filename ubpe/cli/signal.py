@@ -226,9 +226,19 @@ def inspect(sources, report: Reporter):
             _inspect_stream(data)
             return
         if data[:len(container.PACKET_STREAM_MAGIC)] == container.PACKET_STREAM_MAGIC:
+            from signals import packets as P
             head = len(container.PACKET_STREAM_MAGIC) + 2
+            model_id = data[head:head + 16]
+            # (its framing checked: lengths, end markers and their counts; a packet's own check
+            # needs the model)
+            sizes = [P.declared_samples(p) for p in P.read_packet_stream(io.BytesIO(data),
+                                                                          model_id)]
+            n = sum(max(k, 0) for k in sizes)
             click.echo(f"format       ubpe packet stream, {len(data):,} bytes; made with model "
-                       f"{data[head:head + 16].hex()} (the first 16 bytes of its content id)")
+                       f"{model_id.hex()} (the first 16 bytes of its content id)")
+            click.echo(f"packets      {len(sizes):,}, {n:,} samples a channel in all "
+                       f"(the framing checked; each packet's check needs the model: ubpe "
+                       f"decompress --model)")
             return
         if not data.lstrip()[:1] == b"{":  # (no JSON document: say what it is not)
             what = ("a zip archive (a token file of 'ubpe encode' is read by 'ubpe decode')"
