@@ -116,3 +116,14 @@ def test_padded_matches_encode(batch, max_length, padding, truncation, pside, ts
         real = np.flatnonzero(m)
         if real.size:
             assert (real[0] == 0) if pside == "right" else (real[-1] == width - 1)
+
+
+def test_padding_true_is_longest_and_false_points_to_encode_batch():
+    """Hugging Face's padding=True (the longest) was a ValueError."""
+    from ubpe import Tokenizer
+    tok = Tokenizer(4, 7, n_candidates=1).fit([np.array([0, 0, 0, 1, 3, 0, 0, 0, 1, 0, 2])])
+    docs = [np.array([0, 1]), np.array([0])]
+    a, b = tok.encode_padded(docs, padding=True), tok.encode_padded(docs)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    with pytest.raises(ValueError, match="use encode_batch"):
+        tok.encode_padded(docs, padding=False)

@@ -1,6 +1,7 @@
 """The byte-level text adapter, its interchange with tiktoken and Hugging Face, its CLI."""
 
 import base64
+import os
 from pathlib import Path
 
 import numpy as np
@@ -514,3 +515,18 @@ def test_more_mistakes_are_refused_and_ids_checked(tmp_path):
     (tmp_path / "in.txt").write_bytes(b"hello\r\nworld")
     res = r.invoke(main, ["text", "encode", str(tmp_path / "m.json"), str(tmp_path / "in.txt")])
     assert res.stdout.splitlines()[0].endswith(" 10")  # a line ends after the \n, not the \r
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(shakespeare_tok, tmp_path):
+    """`ubpe text encode m.json - | head -1` printed 'ubpe: [Errno 32] Broken pipe' and exited
+    1; xz and zstd end quietly, as SIGPIPE ends them (status 141)."""
+    import subprocess
+    import sys
+    shakespeare_tok.save(tmp_path / "m.json")
+    r, w = os.pipe()
+    os.close(r)  # (no reader at all: the first write fails)
+    with open(w, "wb") as out:
+        p = subprocess.run([sys.executable, "-m", "ubpe", "text", "encode",
+                            str(tmp_path / "m.json"), "-"], input=b"hello world\n" * 20000,
+                           stdout=out, stderr=subprocess.PIPE, timeout=120)
+    assert p.returncode == 141 and p.stderr == b""

@@ -508,7 +508,7 @@ class Tokenizer:
         return out[idx], new_off
 
     def encode_padded(self, docs: Sequence[ArrayLike], *, max_length: int | None = None,
-                      padding: str = "longest",
+                      padding: str | bool = "longest",
                       truncation: bool = False, pad_id: int | None = None,
                       padding_side: str = "right", truncation_side: str = "right",
                       method: str = "merges", beam: int = 8,
@@ -526,7 +526,7 @@ class Tokenizer:
         max_length : int, optional
             The length to pad to (``padding="max_length"``) and to truncate to
             (``truncation=True``).
-        padding : {"longest", "max_length"}, default "longest"
+        padding : {"longest", True, "max_length"}, default "longest"
             ``"longest"``: pad to the longest encoding in the batch (after
             truncation). ``"max_length"``: pad to ``max_length``.
         truncation : bool, default False
@@ -553,8 +553,12 @@ class Tokenizer:
             ``padding="max_length"`` and no truncation (a ragged batch);
             on an unknown ``padding`` or side.
         """
+        if padding is True:  # (Hugging Face's True: "longest")
+            padding = "longest"
         if padding not in ("longest", "max_length"):
-            raise ValueError(f"padding must be 'longest' or 'max_length', got {padding!r}")
+            raise ValueError(f"padding must be 'longest' (or True) or 'max_length', got "
+                             f"{padding!r}" + (" (for unpadded ids, use encode_batch)" if padding
+                                               in (False, "do_not_pad") else ""))
         if padding_side not in ("right", "left") or truncation_side not in ("right", "left"):
             raise ValueError("padding_side and truncation_side must be 'right' or 'left'")
         if (padding == "max_length" or truncation) and max_length is None:

@@ -80,6 +80,8 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            _reader_gone()
         except BAD_INPUT as e:
             if isinstance(e, OSError) and e.strerror and e.filename:  # as xz: 'x.csv: No such...'
                 raise BadInput(f"{e.filename}: {e.strerror}") from None
@@ -105,6 +107,20 @@ def run() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _terminate)
     main()
+
+
+def _reader_gone() -> None:
+    """The reader of standard output went away (``ubpe text encode m.json f | head``): stop at
+    once and quietly, with the status of a process that SIGPIPE ends (141), as xz and zstd do
+    (https://docs.python.org/3/library/signal.html#note-on-sigpipe)."""
+    import os
+    import sys
+
+    from ubpe.serialization import remove_temporary_files
+    remove_temporary_files()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # (Python would flush stdout at exit: EPIPE again)
+    raise SystemExit(141)
 
 
 def _terminate(signum: int, frame: Any) -> None:

@@ -454,11 +454,7 @@ def run_jobs(jobs: list[Job], report: Reporter, work: Callable[[Job], None]) -> 
         except click.ClickException:
             raise
         except BrokenPipeError:
-            # the reader went away (``ubpe inspect x | head``): stop quietly, as the docs advise
-            # (https://docs.python.org/3/library/signal.html#note-on-sigpipe)
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            raise SystemExit(1) from None
+            raise  # (the reader went away: ubpe.cli stops quietly, status 141)
         except BAD_INPUT as e:
             report.error(job.name, e)
     report.exit()
