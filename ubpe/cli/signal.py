@@ -262,7 +262,8 @@ def _model_option(f):
                 "name with .ubpe added, in its folder (a/x.csv -> a/x.csv.ubpe).")
 @_model_option
 @click.option("--level", default=DEFAULT_LEVEL, show_default=True, type=click.IntRange(0, 9),
-              help="0 fastest .. 9 smallest, as xz's and zstd's presets.")
+              help="0 fastest .. 9 smallest, as xz's and zstd's presets (packets of "
+                   "--packet-size are coded at the level their model was built with).")
 @click.option("--max-error", type=click.FloatRange(0, min_open=True), default=None,
               callback=lambda ctx, param, v: _finite(v, param),
               help="Lossy: every value comes back within this absolute error (for a CSV: its "
