@@ -805,3 +805,17 @@ def test_inspect_of_a_packet_stream_checks_its_framing(tmp_path, columns_csv):
     (tmp_path / "cut.pkt").write_bytes(pkt.read_bytes()[:-20])
     r = run("inspect", tmp_path / "cut.pkt")
     assert r.exit_code == 1 and "truncated" in r.stderr
+
+
+def test_build_of_several_files_excludes_a_column_where_a_file_has_it(tmp_path):
+    """--exclude c failed on a file without c; a name that no file has is still an error."""
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("x,y,label\n" + "".join(f"{k % 13},{k % 7},{k % 2}\n" for k in range(300)))
+    b.write_text("x,y\n" + "".join(f"{k % 11},{k % 5}\n" for k in range(300)))
+    m = tmp_path / "m.json"
+    r = run("build", a, b, "--exclude", "label", "-o", m, "--levels", 64, "--vocab-size", 80)
+    assert r.exit_code == 0, r.output
+    names = [c["name"] for c in json.loads(m.read_text())["channels"]]
+    assert names and not any("label" in n for n in names)
+    r = run("build", a, b, "--exclude", "lable", "-o", m, "-f")
+    assert r.exit_code == 1 and "--exclude 'lable': no file has such a column" in r.stderr

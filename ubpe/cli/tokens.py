@@ -15,7 +15,7 @@ import numpy as np
 import signals.formats
 from signals import CsvError, SignalModel, read_csv
 from signals.model import PACKET_SIZE, stage_lines
-from signals.table import encode_csv
+from signals.table import encode_csv, sniff
 
 from ._common import (
     METHODS,
@@ -103,6 +103,7 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
                          f"the model")
     t0 = time.perf_counter()
     tables, codec_channels = [], []
+    excluded_found: set[str] = set()
     scales: dict[str, dict] = {}  # column -> {(kind, decimals): the first file of them}
     csv_options = {"skip_rows": skip_rows, "comment": comment, "delimiter": delimiter}
     for f in files:
@@ -110,10 +111,16 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
         if suffix in (".npz", ".npy", ".wav", ".ubpe", ".json") or suffix in signals.formats.SUFFIXES:
             raise ValueError(f"{f}: ubpe build reads CSV files, not {suffix} files")
         with input_path(f) as path:
-            t = read_csv(path, columns=split_list(columns), exclude=split_list(exclude),
+            data = Path(path).read_bytes()
+            excluded = split_list(exclude)
+            if excluded and len(files) > 1:  # (of several files, each leaves out what it has)
+                names_here = [n.strip() for n in sniff(data, path=str(f), **csv_options).names]
+                excluded = [c for c in excluded if c.strip() in names_here or c.strip().isdigit()]
+                excluded_found.update(excluded)
+            t = read_csv(path, columns=split_list(columns), exclude=excluded or None,
                          **csv_options)
             tables.append(t)
-            parts = encode_csv(Path(path).read_bytes(), path=str(f), **csv_options)
+            parts = encode_csv(data, path=str(f), **csv_options)
         codec_channels += [(n, c) for n, c in parts.int_columns if n in t.names]
         for col in parts.layout.get("columns", []):
             if col.get("name") in t.names:
@@ -126,6 +133,9 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
                                      f"{next(iter(seen_in.values()))}, {b} in {f}; a model codes "
                                      f"a column at one scale (print the files' cells with the "
                                      f"same decimals, or build a model per kind of file)")
+    nowhere = [c for c in split_list(exclude) or [] if len(files) > 1 and c not in excluded_found]
+    if nowhere:
+        raise ValueError(f"--exclude {nowhere[0]!r}: no file has such a column")
     # files of the same columns are recordings of the same channels: one channel per column
     # (the model then tokenizes any file of those columns); else each file's columns are its own
     # channels, named 'file:column'
