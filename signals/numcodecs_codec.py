@@ -76,7 +76,6 @@ from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray, ndarray_co
 import signals
 from signals.arraylike import AXIS_ORDER_KNOWN
 from signals.channel import check_level
-from signals.codec import MAX_VALUES
 from signals.intmap import check_max_error
 
 __all__ = ["UBPECodec", "UBPEZarrCodec", "model_config"]  # noqa: F822 (UBPEZarrCodec: __getattr__)
@@ -86,6 +85,7 @@ COMPACT_VERSION = 3
 OLD_FRAME_VERSION = 2  # version 4 without the framing's crc32 (read only)
 TAIL_RUN = 64  # a trailing run of one value at least this long is not coded
 FORTRAN_FLAG = 0x80  # in byte 2, beside ndim
+MAX_CHUNK_VALUES = 1 << 27  # values of one chunk (a decoder holds up to 8 bytes a value more)
 _DTYPES = ("|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8",
            ">i2", ">u2", ">i4", ">u4", ">i8", ">u8", ">f2", ">f4", ">f8")
 _models: dict[str, Any] = {}
@@ -227,7 +227,7 @@ def _read_compact(data: bytes, pos: int, n_chans: int, n: int, dtype: np.dtype) 
     """The (n_chans, n) values of a compact body, checked against ``dtype``'s range."""
     from signals.channel import decode_channel
     info = np.iinfo(dtype)
-    if n_chans > len(data) - pos or n_chans * n > MAX_VALUES:  # (before the allocation)
+    if n_chans > len(data) - pos or n_chans * n > MAX_CHUNK_VALUES:  # (before the allocation)
         raise signals.SignalFormatError(f"ubpe codec: the chunk's shape declares {n_chans:,} "
                                         f"channels of {n:,} samples in {len(data) - pos:,} bytes")
     out = np.empty((n_chans, n), dtype)
@@ -251,15 +251,19 @@ def _read_compact(data: bytes, pos: int, n_chans: int, n: int, dtype: np.dtype) 
             raise signals.SignalFormatError(f"ubpe codec: channel {j} declares {size:,} bytes, "
                                             f"{len(data) - pos:,} remain")
         step, offset = (zs >> 1) ^ -(zs & 1), (zo >> 1) ^ -(zo & 1)
-        v = decode_channel(data[pos:pos + size], n - tail)
-        if tail:
-            v = np.concatenate([v, np.full(tail, (zt >> 1) ^ -(zt & 1), np.int64)])
+        x = decode_channel(data[pos:pos + size], n - tail)
         pos += size
-        with np.errstate(over="ignore"):
-            x = v * np.int64(step) + np.int64(offset)  # int64 wrap-around, as the mapping's
-        if n and dtype.itemsize < 8 and (x.min() < info.min or x.max() > info.max):
+        with np.errstate(over="ignore"):  # int64 wrap-around, as the mapping's (in place)
+            x *= np.int64(step)
+            x += np.int64(offset)
+            run = np.int64((zt >> 1) ^ -(zt & 1)) * np.int64(step) + np.int64(offset)
+        if dtype.itemsize < 8 and ((x.size and (x.min() < info.min or x.max() > info.max))
+                                   or (tail and not info.min <= run <= info.max)):
             raise signals.SignalFormatError(f"ubpe codec: channel {j} decodes outside {dtype}")
-        out[j] = x.astype(dtype)
+        np.copyto(out[j, :n - tail], x, casting="unsafe")
+        del x
+        if tail:  # (the run straight into the chunk's dtype: no int64 copy of it)
+            out[j, n - tail:] = np.array(run).astype(dtype)
     if pos != len(data):
         raise signals.SignalFormatError(f"ubpe codec: {len(data) - pos} bytes after the channels")
     return out
@@ -362,6 +366,9 @@ class UBPECodec(Codec):
                             f"floats up to 64 bits)")
         if arr.ndim and not -arr.ndim <= self.axis < arr.ndim:
             raise np.exceptions.AxisError(self.axis, arr.ndim, "ubpe codec")
+        if arr.size > MAX_CHUNK_VALUES:
+            raise ValueError(f"ubpe codec: a chunk of {arr.size:,} values, above the limit of "
+                             f"{MAX_CHUNK_VALUES:,} that a decoder accepts; use smaller chunks")
         native = arr.astype(arr.dtype.newbyteorder("="), copy=False)
         if native.dtype == np.bool_:
             native = native.view(np.uint8)
@@ -446,7 +453,8 @@ class UBPECodec(Codec):
             vals = _read_compact(data, pos, n_chans, n_samples, code_dtype)
         else:
             model = _load_model(self.model) if self.model is not None else None
-            vals = np.asarray(signals.decompress(data[pos:], model=model))
+            vals = np.asarray(signals.decompress(data[pos:], model=model,
+                                                 max_values=MAX_CHUNK_VALUES))
             if vals.shape != (n_chans, n_samples) or (model is None and vals.dtype != code_dtype):
                 raise signals.SignalFormatError(
                     f"ubpe codec: the chunk's framing ({dtype}, shape {shape}) does not match "
@@ -459,7 +467,11 @@ class UBPECodec(Codec):
             chans = chans.view(np.bool_)
         result = self._unchannels(chans, shape).astype(dtype, order="F" if fortran else "C")
         if out is not None:
-            return ndarray_copy(result, out)
+            if isinstance(out, np.ndarray) and out.shape == result.shape \
+                    and out.dtype == result.dtype:
+                np.copyto(out, result)  # (element by element, whatever the two layouts)
+                return out
+            return ndarray_copy(result, out)  # (a flat buffer: the chunk's memory order)
         if fortran:
             return result if result.flags.f_contiguous else result.copy(order="F")
         return result if result.flags.c_contiguous else result.copy(order="C")

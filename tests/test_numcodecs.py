@@ -363,9 +363,14 @@ def test_zarr_v2_in_fortran_order(tmp_path, codec):
     f = np.asfortranarray(x[:8])
     back = codec.decode(codec.encode(f))
     assert np.array_equal(back, f) and back.flags.f_contiguous
-    out = np.empty((8, 5), "<i2", order="F")
-    codec.decode(codec.encode(f), out=out)
-    assert np.array_equal(out, f)
+    for order in "FC":  # (a C-order out was scrambled by a Fortran-order chunk, and back)
+        for chunk in (f, np.ascontiguousarray(f)):
+            out = np.empty((8, 5), "<i2", order=order)
+            codec.decode(codec.encode(chunk), out=out)
+            assert np.array_equal(out, chunk)
+    flat = np.empty(40, "<i2")  # a flat buffer: the chunk's bytes in its memory order
+    codec.decode(codec.encode(f), out=flat)
+    assert flat.tobytes() == f.tobytes(order="F")
     assert codec.decode(codec.encode(x[:8])).flags.c_contiguous
 
 
@@ -378,6 +383,29 @@ def test_a_forged_compact_shape_is_refused_before_its_allocation():
     bad = bytes([enc[0], enc[1], 2]) + _varints([10, 2**31]) + body
     with pytest.raises(SignalFormatError, match="declares 2,147,483,648 channels"):
         c.decode(bad + zlib.crc32(bad).to_bytes(4, "little"))
+
+
+def test_a_run_decodes_in_the_chunks_dtype(monkeypatch):
+    """A 19-byte chunk of 2**24 zeros (uint8) held 18 bytes a value while it was decoded (the
+    run as int64, concatenated, mapped); a chunk above the limit is refused both ways."""
+    import tracemalloc
+
+    import signals.numcodecs_codec as NC
+    c = UBPECodec()
+    x = np.zeros(1 << 22, "u1")
+    data = c.encode(x)
+    assert len(data) < 32
+    tracemalloc.start()
+    try:
+        assert np.array_equal(c.decode(data), x)
+        assert tracemalloc.get_traced_memory()[1] < 3 * x.nbytes  # (it was 18)
+    finally:
+        tracemalloc.stop()
+    monkeypatch.setattr(NC, "MAX_CHUNK_VALUES", 1 << 20)
+    with pytest.raises(ValueError, match="above the limit"):
+        c.encode(x)
+    with pytest.raises(SignalFormatError, match="declares"):
+        c.decode(data)
 
 
 def test_an_axis_outside_the_chunk_is_an_error():
