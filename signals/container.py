@@ -284,7 +284,13 @@ def read_verbatim(body: bytes, what: str = "file stored whole") -> bytes:
         raise SignalFormatError(f"{what}: declares {size:,} bytes, above the limit of "
                                 f"{MAX_VERBATIM_BYTES:,}")
     if coder == "zstd":
-        return zstd_decompress(body[pos:], size, what)
+        raw = zstd_decompress(body[pos:], size, what)
+        rest = zstandard.ZstdDecompressor().decompressobj()
+        rest.decompress(body[pos:])  # (checked above: at most size bytes; to find its end)
+        if len(raw) != size or rest.unused_data:
+            raise SignalFormatError(f"{what}: the zstd frame does not decode to the {size:,} "
+                                    f"bytes declared, and end there")
+        return raw
     dec = lzma.LZMADecompressor(format=lzma.FORMAT_RAW, filters=[
         {"id": lzma.FILTER_LZMA2, "dict_size": max(size, 4096)}])
     try:

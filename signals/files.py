@@ -107,7 +107,9 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
         A CSV file of at most :data:`VERBATIM_MAX_BYTES` is stored whole,
         coded by the smaller of zstd -19 and LZMA2 (xz's ``-9e``), where that
         is smaller than coding its columns (a short file of many columns:
-        the column coding's tables and layout cost more than the cells).
+        the column coding's tables and layout cost more than the cells; a
+        file that repeats itself). Not tried where zstd's fastest level
+        codes the file :data:`VERBATIM_PROBE` times larger than its columns.
         False: always code the columns.
 
     Returns
@@ -129,7 +131,7 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
                              f"file, --max-error bounds the error of its decimal columns")
         out = _compress_csv(data, path, max_error, csv_options, opts)
         if allow_verbatim and len(data) <= VERBATIM_MAX_BYTES \
-                and len(out) * VERBATIM_MAX_RATIO > len(data):
+                and len(container.zstd_compress(data, level=1)) < VERBATIM_PROBE * len(out):
             whole = container.write_stored_whole(data)
             if len(whole) < len(out):
                 return whole
@@ -146,11 +148,12 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
     raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(KINDS)}")
 
 
-# A CSV file this small is also tried stored whole (general-purpose coders); where its columns
-# coded smaller than 1/VERBATIM_MAX_RATIO of its size, no such coder gets near (measured on
-# the dev CSV files: LZMA2 reaches 1/21 of seattle_temps.csv, the most regular)
+# A CSV file this small is also tried stored whole (general-purpose coders), unless zstd's
+# fastest level (about 0.3 ms for 128 KiB) codes it VERBATIM_PROBE times larger than its
+# columns: zstd -19 and LZMA2 code the dev CSV files (their first 2-128 KiB) at most 2.9x
+# smaller than zstd -1
 VERBATIM_MAX_BYTES = 128 << 10
-VERBATIM_MAX_RATIO = 24
+VERBATIM_PROBE = 4
 
 
 def _compress_csv(data: bytes, path: str, max_error: float | None, csv_options: dict | None,
@@ -631,14 +634,18 @@ def compress_path(path: str | Path, **options: Any) -> bytes:
         data = path.read_bytes()
         return compress_file(data, kind_of(path, data), path=str(path), **options)
     picked = options.get("csv_options") or {}  # (its columns and exclude pick channels here too)
-    rec = formats.read_recording(path, columns=picked.get("columns"),
-                                 exclude=picked.get("exclude"))
+    whole = formats.read_recording(path)
+    rec = whole.select(picked.get("columns"), picked.get("exclude"))
+    if not rec.channels:
+        raise ValueError(f"{path}: the columns and exclusions given leave no channel")
+    left_out = [n for n in whole.names if n not in rec.names]
     opts = {k: v for k, v in options.items() if k not in ("csv_options", "path")}
     chans = [(n, np.asarray(c)) for n, c in zip(rec.names, rec.channels)]
     level = opts.pop("level", DEFAULT_LEVEL)
     header = {"source": "arrays", "shape": None, "meta": {
         "recording": rec.metadata(), "format": suffix[1:],
-        **({"skipped": list(rec.skipped)} if rec.skipped else {})}}
+        **({"skipped": list(rec.skipped)} if rec.skipped else {}),
+        **({"left_out": left_out} if left_out else {})}}
     return encode_columns(chans, header, level=level, **opts)
 
 

@@ -21,6 +21,7 @@ compresses the chunks in parallel.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -102,20 +103,24 @@ def _compress_task(source: str, output: str, columns: list | None, exclude: list
         with open(path, "rb") as src, atomic_writer(output) as dst:  # bounded memory
             s = files.compress_csv_stream(src, dst, path=source, csv_options=csv_options,
                                           **options)
-        n, size, n_ch = s["values"], s["bytes_out"], None
+        n, size, n_ch, whole = s["values"], s["bytes_out"], None, None
     else:
         data = compress_path(source, csv_options=csv_options, **options)
         atomic_write_bytes(output, data)
         info = signals.inspect(data)
         n = sum(c["n_samples"] for c in info["channels"])
-        size, n_ch = len(data), len(info["channels"])
+        size, n_ch, whole = len(data), len(info["channels"]), info.get("stored_whole")
     try:
         from distributed import get_worker
         worker = get_worker().address
     except (ImportError, ValueError):
         worker = None
+    if whole:  # (a small CSV stored whole: no channels were coded)
+        return {"source": source, "output": output, "channels": None, "samples": None,
+                "bytes": size, "bits_per_sample": None, "stored_whole": whole,
+                "seconds": time.perf_counter() - t0, "worker": worker}
     return {"source": source, "output": output, "channels": n_ch, "samples": n,
-            "bytes": size, "bits_per_sample": 8 * size / max(n, 1),
+            "bytes": size, "bits_per_sample": 8 * size / max(n, 1), "stored_whole": None,
             "seconds": time.perf_counter() - t0, "worker": worker}
 
 
@@ -128,7 +133,8 @@ def _file_id(p: Path) -> tuple[int, int] | None:
 
 
 def _check_outputs(srcs: list[Path], outs: list[Path], force: bool) -> None:
-    """No output is an input (by path, link or inode), and none exists unless ``force``."""
+    """No output is an input (by path, link or inode), and none exists unless ``force`` (a
+    link to nowhere exists too, as ``os.path.lexists`` says)."""
     inputs = {s.resolve(): s for s in srcs}
     ids = {i: s for s in srcs if (i := _file_id(s)) is not None}
     for o in outs:
@@ -136,7 +142,7 @@ def _check_outputs(srcs: list[Path], outs: list[Path], force: bool) -> None:
         s = inputs.get(o.resolve()) or (ids.get(i) if i is not None else None)
         if s is not None:
             raise ValueError(f"{o} is the input {s}: an output never overwrites an input")
-        if i is not None and not force:
+        if os.path.lexists(o) and not force:
             raise FileExistsError(f"{o} exists; pass force=True to overwrite it")
 
 
@@ -183,7 +189,10 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
     list of dict
         Per file, in the order of ``sources``: ``source``, ``output``,
         ``channels``, ``samples``, ``bytes``, ``bits_per_sample``,
-        ``seconds`` (the task's time), ``worker`` (the address that ran it);
+        ``stored_whole`` (for a small CSV file stored whole: its coder, and
+        ``channels``, ``samples`` and ``bits_per_sample`` are None; else
+        None), ``seconds`` (the task's time), ``worker`` (the address that
+        ran it);
         or, with ``errors="report"``, ``error`` (the exception, a ValueError or
         an OSError, or another bad-input error) for a file that failed.
 

@@ -125,6 +125,11 @@ def test_columns_and_exclude_pick_a_recordings_channels_when_compressed(tmp_path
                                   "-c"])
     assert r.exit_code == 0, r.output
     assert [c["name"] for c in signals.inspect(r.stdout_bytes)["channels"]] == ["a"]
+    assert "left out (--columns/--exclude): b" in r.stderr  # (said, beside 'lossless')
+    assert signals.inspect(r.stdout_bytes)["meta"]["left_out"] == ["b"]
+    r = CliRunner().invoke(main, ["compress", str(tmp_path / "t.parquet"), "--exclude", "a,b",
+                                  "-c"])
+    assert r.exit_code == 1 and "leave no channel" in r.stderr  # (it wrote 0 columns, exit 0)
 
 
 def test_csv_through_read_signal(ecg_csv):

@@ -80,6 +80,20 @@ def test_an_output_never_overwrites_an_input_nor_an_existing_file(files, tmp_pat
     assert (tmp_path / "b.npz.ubpe").read_bytes()[:8] == b"UBPE-SIG"
 
 
+def test_a_link_to_nowhere_is_an_existing_output_and_a_small_csv_says_stored_whole(tmp_path):
+    """A dangling symlink at the output was replaced without force; a CSV stored whole was
+    reported as 0 samples and 9728 bits per value."""
+    src = tmp_path / "w.csv"
+    src.write_bytes((Path(__file__).parent / "data" / "seattle_weather_150.csv").read_bytes())
+    (tmp_path / "out.ubpe").symlink_to(tmp_path / "elsewhere" / "t.ubpe")
+    with pytest.raises(FileExistsError):
+        compress_files([src], outputs=[tmp_path / "out.ubpe"], processes=False, workers=1)
+    assert (tmp_path / "out.ubpe").is_symlink()
+    [r] = compress_files([src], processes=False, workers=1)
+    assert r["stored_whole"] in ("zstd", "lzma2") and r["samples"] is None
+    assert r["bits_per_sample"] is None and r["bytes"] == (tmp_path / "w.csv.ubpe").stat().st_size
+
+
 def test_outputs_must_be_distinct(files, tmp_path):
     with pytest.raises(ValueError, match="same output"):
         compress_files(files[:2], outputs=[tmp_path / "x", tmp_path / "x"])

@@ -281,8 +281,11 @@ def _model_option(f):
 @click.option("--delimiter", metavar="CHAR", default=None, help="CSV: field delimiter. Default: "
               "detected.")
 @click.option("--columns", metavar="A,B,...",
-              help="CSV: columns to code as numbers (others are kept as text).")
-@click.option("--exclude", metavar="A,B,...", help="CSV: columns never coded as numbers.")
+              help="CSV: columns to code as numbers (others are kept as text); a Parquet, "
+                   "EDF or WFDB recording: the channels kept (the others are left out).")
+@click.option("--exclude", metavar="A,B,...",
+              help="CSV: columns never coded as numbers (kept as text); a Parquet, EDF or "
+                   "WFDB recording: channels left out.")
 @click.option("--packet-size", type=click.IntRange(1), default=None, metavar="N",
               help="With --model: write a packet stream of the model's channels, N samples per "
                    "packet, each packet decodable on its own given the model.")
@@ -336,8 +339,10 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
             if "error" in r:
                 report.error(r["source"], r["error"])
                 continue
-            report.info(f"{r['source']}: {r['bytes']:,} bytes, {r['bits_per_sample']:.3f} bits "
-                        f"per value; wrote {r['output']} (worker {r['worker']})")
+            what = (f"stored whole ({r['stored_whole']}): smaller than coding its columns"
+                    if r.get("stored_whole") else f"{r['bits_per_sample']:.3f} bits per value")
+            report.info(f"{r['source']}: {r['bytes']:,} bytes, {what}; wrote {r['output']} "
+                        f"(worker {r['worker']})")
         report.exit()
         return
 
@@ -392,7 +397,8 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
         info = signals.inspect(data)
         n = sum(c["n_samples"] for c in info["channels"])
         worst = max([c["max_error"] for c in info["channels"]] + [info.get("max_error") or 0.0])
-        skipped = (info.get("meta") or {}).get("skipped") if info.get("source") == "arrays" else None
+        meta = (info.get("meta") or {}) if info.get("source") == "arrays" else {}
+        skipped, left_out = meta.get("skipped"), meta.get("left_out")
         where = "standard output" if job.output == STDIO else job.output
         # (raw is empty where compress_path read the file itself; standard input is all in raw)
         size = len(raw) if job.source == STDIO else len(raw) or Path(job.source).stat().st_size
@@ -402,6 +408,8 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
                     f"({size / max(len(data), 1):.2f}x, {kind}, {what}) "
                     + ("lossless" if worst == 0 else f"max error {worst:.6g}")
                     + (f"; not kept (not numeric): {', '.join(skipped)}" if skipped else "")
+                    + (f"; left out (--columns/--exclude): {', '.join(left_out)}"
+                       if left_out else "")
                     + f"; wrote {where}")
         for ch in info["channels"]:
             report.detail(f"  {ch['name']:<28} {ch['n_samples']:,} x {ch['dtype']}, "
