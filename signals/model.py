@@ -509,7 +509,7 @@ class SignalModel:
                 raise ValueError(f"channel {name!r}, {msg[len('channel 0, '):]}"
                                  if msg.startswith("channel 0, ") else f"channel {name!r}: {msg}") \
                     from None
-            docs = split_documents(codes, self.doc_length)
+            docs = split_documents(codes, self._params()["doc_length"])  # (as fitted)
             if top_n > 1:
                 out.append(self.tokenizer_.encode_top_n_batch(docs, top_n, beam=beam))
             else:

@@ -463,8 +463,11 @@ def read_packet_stream(fileobj: IO[bytes], model_id: bytes) -> Iterator[bytes]:
             raise SignalFormatError(f"packet stream version {version} is not one this ubpe reads")
         stream_id = head[-16:]
         if stream_id != model_id:
-            raise SignalFormatError(f"the packet stream was made with model {stream_id.hex()}, "
-                                    f"not with the model given ({model_id.hex()})")
+            raise SignalFormatError(
+                f"the packet stream was made with model {stream_id.hex()}, not with the model "
+                f"given ({model_id.hex()})" if not n_stream else
+                f"the packet stream that follows the first {k} packets was made with model "
+                f"{stream_id.hex()}, the one before with {model_id.hex()}")
         first = k
         while True:
             size = _read_stream_varint(fileobj, k)

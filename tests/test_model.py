@@ -129,6 +129,11 @@ def test_packet_streams_one_after_the_other_and_bytes_after_the_end(ecg_model, e
     ecg_model.write_packet_stream(packets[3:], b)
     got = list(ecg_model.read_packet_stream(io.BytesIO(a.getvalue() + b.getvalue())))
     assert len(got) == 5 and all(np.array_equal(x, y) for x, y in zip(got, packets))
+    other = SignalModel(256, 300, progress=False).fit([ecg_counts[40_000:]], names=["ecg"])
+    c = io.BytesIO()
+    other.write_packet_stream(packets[:2], c)
+    with pytest.raises(SignalFormatError, match="follows the first 3 packets was made with model"):
+        list(ecg_model.read_packet_stream(io.BytesIO(a.getvalue() + c.getvalue())))
     for junk in (b"x", b"\x00" * 30, b.getvalue()[:-1]):
         with pytest.raises(SignalFormatError, match="after the end marker|truncated"):
             list(ecg_model.read_packet_stream(io.BytesIO(a.getvalue() + junk)))
@@ -890,6 +895,9 @@ def test_set_params_after_fit_changes_neither_the_saved_model_nor_its_id(ecg_cou
     back = SignalModel.load(tmp_path / "m.json")
     assert back.content_id() == m.content_id()
     assert np.array_equal(back.decompress_packets(p)[0], x[20_000:20_256])
+    # (what it encodes is what the saved file encodes: doc_length is the fitted one too)
+    m.set_params(doc_length=16)
+    assert np.array_equal(m.encode([x[:2000]])[0], back.encode([x[:2000]])[0])
     m.fit([x[:20_000]], names=["ecg"])  # the next fit takes them
     assert m.to_dict()["params"]["vocab_size"] == 400 and m.to_dict()["codec_level"] == 3
 

@@ -253,6 +253,32 @@ def test_allowed_special_tokens_inside_a_longer_one_that_is_not_allowed():
     assert tok.decode(tok.encode(text, allowed_special={"<|end|>"}, disallowed_special=())) == text
 
 
+def test_encode_iterable_streams_lines_of_punctuation_with_special_tokens_allowed():
+    """With a special token allowed, a line such as "----\n" (one pre-token ending in a
+    newline) held the whole stream back: 10 MB read before the first id."""
+    t = read("shakespeare_150k.txt")[:50000]
+    tok = ByteTokenizer(300, pattern="cl100k", special_tokens=[EOT], progress=False).fit([t])
+    read_so_far = []
+
+    def lines():
+        for k in range(200_000):
+            read_so_far.append(k)
+            yield "----\n"
+    next(tok.encode_iterable(lines(), allowed_special="all"))
+    assert len(read_so_far) < 100
+
+
+def test_file_training_with_a_special_token_that_overlaps_itself(tmp_path):
+    """A run of 4,000 newlines with the special token "\n\n" raised RecursionError."""
+    text = "Some text." + "\n" * 4001 + "More text.\n" + "a " + "-" * 4000 + " b\n"
+    p = tmp_path / "t.txt"
+    p.write_text(text)
+    for special in ("\n\n", "--"):
+        a = ByteTokenizer(260, special_tokens=[special], progress=False, min_frequency=1)
+        b = ByteTokenizer(260, special_tokens=[special], progress=False, min_frequency=1)
+        assert np.array_equal(a.fit([text]).tokenizer_.merges_, b.fit([p]).tokenizer_.merges_)
+
+
 def test_tiktoken_habits_for_special_tokens(shakespeare_tok):
     eot = shakespeare_tok.special_tokens_[EOT]
     assert shakespeare_tok.encode_single_token(EOT) == eot
@@ -261,6 +287,11 @@ def test_tiktoken_habits_for_special_tokens(shakespeare_tok):
         shakespeare_tok.encode(EOT, allowed_special=EOT)
     with pytest.raises(ValueError, match="got the string"):
         shakespeare_tok.encode(EOT, disallowed_special=EOT)
+    # an ordinary token of the same bytes as a special one comes first, as in tiktoken
+    word = shakespeare_tok.decode_single_token_bytes(300)
+    both = ByteTokenizer.from_tiktoken(shakespeare_tok.mergeable_ranks(), pattern="gpt2",
+                                       special_tokens={word.decode(): 2000})
+    assert both.encode_single_token(word) == both.encode_single_token(word.decode()) == 300
 
 
 def test_save_load_and_parallel_files(tmp_path):

@@ -214,8 +214,9 @@ class ByteTokenizer:
         return self._regex_pieces(text)
 
     def _special_regex(self, tokens: frozenset) -> regex.Pattern:
-        """A regex of these special tokens, longest first (as tiktoken's, of the allowed or
-        the disallowed ones alone: a longer token that is not in the set hides none of them)."""
+        """A regex of these special tokens, longest first (as Hugging Face's added tokens; the
+        order of tiktoken's is unspecified), of the allowed or the disallowed ones alone, as
+        tiktoken's: a longer token that is not in the set hides none of them."""
         self._ensure_compiled()
         found = self._special_regexes.get(tokens)
         if found is None:
@@ -569,15 +570,15 @@ class ByteTokenizer:
         self._check_fitted()
         if isinstance(text_or_bytes, str):
             text_or_bytes = text_or_bytes.encode("utf-8")
+        data = np.frombuffer(text_or_bytes, np.uint8)
+        if data.size:  # (an ordinary token first, then a special one, as tiktoken looks)
+            ids = _bytebpe.encode_pieces(data, np.array([0, data.size], np.int64),
+                                         *self._kernel_args)
+            if ids.size == 1 and self.token_bytes(int(ids[0])) == bytes(text_or_bytes):
+                return int(ids[0])
         special = {s.encode("utf-8"): i for s, i in self.special_tokens_.items()}
         if bytes(text_or_bytes) in special:  # (a special token, given as text or bytes)
             return special[bytes(text_or_bytes)]
-        data = np.frombuffer(text_or_bytes, np.uint8)
-        if data.size:
-            ids = _bytebpe.encode_pieces(data, np.array([0, data.size], np.int64),
-                                         *self._kernel_args)
-            if ids.size == 1:
-                return int(ids[0])
         raise KeyError(text_or_bytes)
 
     def encode_with_offsets(self, text: str, *, unit: str = "char",
@@ -676,9 +677,9 @@ class ByteTokenizer:
         keep = len(pieces) - 2
         # a special token after the cut ends the ordinary text there, and a run of whitespace
         # at the end of a text is cut otherwise (gpt2's \s++$: "\n\n" before it is one
-        # pre-token, two before "<"): then the cut also follows a pre-token that ends in
-        # something else
-        while allowed and keep > 0 and pieces[keep - 1][-1:].isspace():
+        # pre-token, two before "<"): then the cut also follows a pre-token that is not all
+        # whitespace
+        while allowed and keep > 0 and pieces[keep - 1].isspace():
             keep -= 1
         if keep <= 0:
             return done, ids
@@ -1327,11 +1328,18 @@ def _last_cut(text: str, lo: int, specials: regex.Pattern | None) -> int:
 def _before_special(text: str, cut: int, special_tokens) -> int:
     """``cut``, or the start of a special token that spans it (a newline inside one), or of
     one that the text's end cuts off (the next block may complete it): no special token is
-    cut in two."""
-    for s in special_tokens:
-        for k in range(max(0, cut - len(s) + 1), cut):
-            if text.startswith(s, k) or (len(text) - k < len(s) and s.startswith(text[k:])):
-                return _before_special(text, k, special_tokens)
+    cut in two. (A loop: a run of a token that overlaps itself, such as "\n\n", moves the cut
+    once per occurrence.)"""
+    moved = True
+    while moved:
+        moved = False
+        for s in special_tokens:
+            for k in range(max(0, cut - len(s) + 1), cut):
+                if text.startswith(s, k) or (len(text) - k < len(s) and s.startswith(text[k:])):
+                    cut, moved = k, True
+                    break
+            if moved:
+                break
     return cut
 
 
