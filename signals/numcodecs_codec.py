@@ -85,7 +85,8 @@ COMPACT_VERSION = 3
 OLD_FRAME_VERSION = 2  # version 4 without the framing's crc32 (read only)
 TAIL_RUN = 64  # a trailing run of one value at least this long is not coded
 FORTRAN_FLAG = 0x80  # in byte 2, beside ndim
-MAX_CHUNK_VALUES = 1 << 27  # values of one chunk (a decoder holds up to 8 bytes a value more)
+MAX_CHUNK_VALUES = 1 << 30  # values of one chunk, as signals.decompress's max_values (the
+# limit of every chunk written before it was checked here: they all stay readable)
 _DTYPES = ("|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8",
            ">i2", ">u2", ">i4", ">u4", ">i8", ">u8", ">f2", ">f4", ">f8")
 _models: dict[str, Any] = {}

@@ -103,13 +103,15 @@ def _compress_task(source: str, output: str, columns: list | None, exclude: list
         with open(path, "rb") as src, atomic_writer(output) as dst:  # bounded memory
             s = files.compress_csv_stream(src, dst, path=source, csv_options=csv_options,
                                           **options)
-        n, size, n_ch, whole = s["values"], s["bytes_out"], None, None
+        n, size, n_ch, whole, left_out = s["values"], s["bytes_out"], None, None, None
     else:
         data = compress_path(source, csv_options=csv_options, **options)
         atomic_write_bytes(output, data)
         info = signals.inspect(data)
         n = sum(c["n_samples"] for c in info["channels"])
         size, n_ch, whole = len(data), len(info["channels"]), info.get("stored_whole")
+        left_out = (info.get("meta") or {}).get("left_out") if info.get("source") == "arrays" \
+            else None
     try:
         from distributed import get_worker
         worker = get_worker().address
@@ -121,7 +123,7 @@ def _compress_task(source: str, output: str, columns: list | None, exclude: list
                 "seconds": time.perf_counter() - t0, "worker": worker}
     return {"source": source, "output": output, "channels": n_ch, "samples": n,
             "bytes": size, "bits_per_sample": 8 * size / max(n, 1), "stored_whole": None,
-            "seconds": time.perf_counter() - t0, "worker": worker}
+            "left_out": left_out, "seconds": time.perf_counter() - t0, "worker": worker}
 
 
 def _file_id(p: Path) -> tuple[int, int] | None:
@@ -191,8 +193,9 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
         ``channels``, ``samples``, ``bytes``, ``bits_per_sample``,
         ``stored_whole`` (for a small CSV file stored whole: its coder, and
         ``channels``, ``samples`` and ``bits_per_sample`` are None; else
-        None), ``seconds`` (the task's time), ``worker`` (the address that
-        ran it);
+        None), ``left_out`` (a recording's channels that ``columns`` or
+        ``exclude`` left out, or None), ``seconds`` (the task's time),
+        ``worker`` (the address that ran it);
         or, with ``errors="report"``, ``error`` (the exception, a ValueError or
         an OSError, or another bad-input error) for a file that failed.
 

@@ -130,6 +130,13 @@ def test_columns_and_exclude_pick_a_recordings_channels_when_compressed(tmp_path
     r = CliRunner().invoke(main, ["compress", str(tmp_path / "t.parquet"), "--exclude", "a,b",
                                   "-c"])
     assert r.exit_code == 1 and "leave no channel" in r.stderr  # (it wrote 0 columns, exit 0)
+    r = CliRunner().invoke(main, ["compress", str(tmp_path / "t.parquet"), "--columns", "a,b",
+                                  "--exclude", "a", "-c"])  # (--exclude was ignored, silently)
+    assert r.exit_code == 2 and "--columns and --exclude exclude each other" in r.output
+    from signals.parallel import compress_files
+    [done] = compress_files([tmp_path / "t.parquet"], processes=False, workers=1,
+                            exclude=["b"])
+    assert done["left_out"] == ["b"]
 
 
 def test_csv_through_read_signal(ecg_csv):

@@ -266,6 +266,13 @@ def test_encode_iterable_streams_lines_of_punctuation_with_special_tokens_allowe
             yield "----\n"
     next(tok.encode_iterable(lines(), allowed_special="all"))
     assert len(read_so_far) < 100
+    # a special token that starts with a newline held every line after "\n" (allowed or not)
+    two = ByteTokenizer(300, pattern="cl100k", special_tokens=[EOT, "\n\n"],
+                        progress=False).fit([t])
+    for kw in ({"allowed_special": "all"}, {"disallowed_special": ()}):
+        read_so_far.clear()
+        next(two.encode_iterable(lines(), **kw))
+        assert len(read_so_far) < 100
 
 
 def test_file_training_with_a_special_token_that_overlaps_itself(tmp_path):

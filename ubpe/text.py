@@ -632,7 +632,10 @@ class ByteTokenizer:
         pre-tokens, a special token that a longer one may still extend, and
         the start of what may be a special token. Each pre-token is cut once
         (the held text is cut again only when it has doubled: a chunk at a
-        time of one long pre-token costs linear time).
+        time of one long pre-token costs linear time). This holds for
+        patterns whose matches look at most one pre-token ahead, as the
+        named ones do; a custom pattern that looks further (digits grouped
+        from the right by a lookahead, say) may be cut otherwise.
 
         Raises
         ------
@@ -684,8 +687,14 @@ class ByteTokenizer:
         if keep <= 0:
             return done, ids
         cut = ordinary_end - sum(len(p) for p in pieces[keep:])
-        if any(buf[:cut].endswith(t[:k]) for t in self.special_tokens for k in range(1, len(t))):
-            return done, ids  # (a special token may start before the cut and end after it)
+        # a special token that the text read so far may still complete across the cut (one
+        # that counts: allowed, or disallowed and so an error)
+        disallowed = kw["disallowed_special"]
+        counted = allowed | (self._special_set - allowed if disallowed == "all"
+                             else _as_set(disallowed, self._special_set))
+        if any(len(buf) - j < len(t) and t.startswith(buf[j:])
+               for t in counted for j in range(max(0, cut - len(t) + 1), cut)):
+            return done, ids
         data = buf[done:cut].encode("utf-8")
         bounds = np.zeros(keep + 1, np.int64)
         np.cumsum([len(p.encode("utf-8")) for p in pieces[:keep]], out=bounds[1:])
@@ -1337,6 +1346,8 @@ def _before_special(text: str, cut: int, special_tokens) -> int:
             for k in range(max(0, cut - len(s) + 1), cut):
                 if text.startswith(s, k) or (len(text) - k < len(s) and s.startswith(text[k:])):
                     cut, moved = k, True
+                    if len(set(s)) == 1:  # ("\n\n": to the start of its character's run at once)
+                        cut -= len(text[:cut]) - len(text[:cut].rstrip(s[0]))
                     break
             if moved:
                 break

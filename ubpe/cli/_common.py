@@ -63,6 +63,13 @@ def split_list(value):
     return [v for v in (s.strip() for s in value.split(",")) if v]
 
 
+def check_picks(columns: str | None, exclude: str | None) -> None:
+    """--columns and --exclude together: a usage error (--columns alone decided, silently)."""
+    if columns and exclude:
+        raise click.UsageError("--columns and --exclude exclude each other (--columns names "
+                               "the ones kept)")
+
+
 # ------------------------------------------------------------------ reporting
 class Reporter:
     """Messages on standard error: summaries (unless quiet), details (if verbose), errors.

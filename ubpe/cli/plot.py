@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from . import BadInput
-from ._common import Reporter, split_list, verbosity_options
+from ._common import Reporter, check_picks, split_list, verbosity_options
 
 PICTURES = ("tokens", "bits", "vocab", "residuals")
 
@@ -50,6 +50,7 @@ def plot(source, outdir, which, channel, start, length, rate, model_path, column
     coder's table. Files are named IN's stem, the picture and .png; existing
     ones are kept unless -f. A summary goes to stderr (-q: none, -v: each file).
     """
+    check_picks(columns, exclude)
     try:
         from signals import plot as pictures
     except ImportError as e:

@@ -25,6 +25,7 @@ from ._common import (
     BadInput,
     Job,
     Reporter,
+    check_picks,
     csv_text,
     open_input,
     open_output,
@@ -314,6 +315,7 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
                 name_rule=lambda p: suffix_name(p, SUFFIX),
                 other_inputs=[model_path] if model_path else [])
     model = _model_or_exit(model_path, report)
+    check_picks(columns, exclude)
     csv_options = {"skip_rows": skip_rows, "comment": comment, "delimiter": delimiter,
                    "columns": split_list(columns), "exclude": split_list(exclude)}
     q = QUANTIZERS[quantizer](levels) if quantizer else None
@@ -341,6 +343,8 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
                 continue
             what = (f"stored whole ({r['stored_whole']}): smaller than coding its columns"
                     if r.get("stored_whole") else f"{r['bits_per_sample']:.3f} bits per value")
+            if r.get("left_out"):
+                what += f"; left out (--columns/--exclude): {', '.join(r['left_out'])}"
             report.info(f"{r['source']}: {r['bytes']:,} bytes, {what}; wrote {r['output']} "
                         f"(worker {r['worker']})")
         report.exit()

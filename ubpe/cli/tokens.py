@@ -21,6 +21,7 @@ from ._common import (
     METHODS,
     STDIO,
     Reporter,
+    check_picks,
     input_path,
     method_options,
     output_options,
@@ -92,6 +93,7 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
     """
     if list(files).count(STDIO) > 1:
         raise click.UsageError("standard input ('-') can be read only once")
+    check_picks(columns, exclude)
     if vocab_size < levels:
         raise click.UsageError(f"--vocab-size ({vocab_size}) is below --levels ({levels}): it "
                                f"counts the alphabet of levels plus the merged tokens")
