@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ubpe import Tokenizer
+from ubpe import NotFittedError, Tokenizer
 
 __all__ = ["ChronosUBPETokenizer", "mean_scale", "CHRONOS_N_BINS"]
 
@@ -223,8 +223,8 @@ class ChronosUBPETokenizer:
 
         Raises
         ------
-        RuntimeError
-            If not fitted.
+        ubpe.NotFittedError
+            If not fitted (a ValueError and an AttributeError, as scikit-learn's).
         """
         tok = self._tok()
         bins, s = self.quantize(self._context(window))
@@ -296,5 +296,5 @@ class ChronosUBPETokenizer:
 
     def _tok(self) -> Tokenizer:
         if not hasattr(self, "tokenizer_"):
-            raise RuntimeError("this ChronosUBPETokenizer is not fitted yet; call fit() first")
+            raise NotFittedError("this ChronosUBPETokenizer is not fitted yet; call fit() first")
         return self.tokenizer_

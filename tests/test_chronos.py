@@ -72,7 +72,7 @@ def test_encode_batch_padded(fitted):
 
 def test_errors():
     c = ChronosUBPETokenizer(n_bins=16)
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(ValueError, match="not fitted"):  # (NotFittedError, as scikit-learn's)
         c.encode([1.0])
     with pytest.raises(ValueError, match="non-finite"):
         c.quantize([1.0, np.nan])

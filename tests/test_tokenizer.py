@@ -204,7 +204,7 @@ def test_errors_name_the_problem():
         tok.fit([[0, 1], [1, 2, 9]])
     with pytest.raises(TypeError, match="expected integers"):
         tok.fit([[0.5, 1.0]])
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(ValueError, match="not fitted"):  # (NotFittedError, as scikit-learn's)
         tok.encode([0])
     tok.fit([[0, 1, 0, 1, 0, 1]])
     with pytest.raises(ValueError, match="position 1: token id 6 is not in the vocabulary"):
@@ -295,3 +295,35 @@ def test_a_tokenizer_pickled_before_the_fitted_alphabet_still_encodes():
     old.__setstate__(state)
     back = pickle.loads(pickle.dumps(old))
     assert back.n_tokens_ == 7 and back.encode([0, 0, 0, 1]).tolist() == tok.encode([0, 0, 0, 1]).tolist()
+
+
+def test_empty_documents_do_not_cut_the_merges():
+    """The merge cap counted each empty document as -1 pair: 97 blank documents beside one of
+    100 symbols left 2 of its 4 merges, 99 left none (text corpora have blank lines)."""
+    doc = np.array([0, 1, 2, 3] * 25)
+    want = Tokenizer(4, 8).fit([doc]).merges_
+    for n_empty in (97, 99, 1000):
+        got = Tokenizer(4, 8).fit([doc] + [np.array([], int)] * n_empty)
+        assert np.array_equal(got.merges_, want)
+
+
+def test_saved_hyperparameters_are_the_fitted_ones_and_plain_ints(tmp_path):
+    """numpy integers (a grid search's) made save() fail (not JSON serializable); set_params
+    after fit wrote a vocab_size below the merges, a file that load() refused."""
+    docs = [np.array([0, 0, 0, 1, 3, 0, 0, 0, 1, 0, 2, 1, 3, 1, 3, 2, 2, 2, 2])]
+    tok = Tokenizer(np.int64(4), np.int64(8), n_candidates=np.int32(2)).fit(docs)
+    tok.save(tmp_path / "np.json")
+    assert Tokenizer.load(tmp_path / "np.json").get_params()["vocab_size"] == 8
+    tok = Tokenizer(4, 8).fit(docs)
+    tok.set_params(vocab_size=5)
+    tok.save(tmp_path / "sp.json")
+    back = Tokenizer.load(tmp_path / "sp.json")
+    assert back.vocab_size == 8 and np.array_equal(back.merges_, tok.merges_)
+    assert tok.fit(docs).to_dict()["params"]["vocab_size"] == 5  # (the next fit takes it)
+
+
+def test_not_fitted_is_a_value_error_as_in_scikit_learn():
+    from ubpe import NotFittedError
+    assert issubclass(NotFittedError, ValueError) and issubclass(NotFittedError, AttributeError)
+    with pytest.raises(ValueError):
+        Tokenizer(4, 8).encode([0])

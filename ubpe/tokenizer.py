@@ -39,9 +39,10 @@ def split_documents(symbols: np.ndarray, doc_length: int | None) -> list[np.ndar
     return [symbols[i: i + doc_length] for i in range(0, symbols.size, doc_length)]
 
 
-class NotFittedError(RuntimeError, AttributeError):
-    """A fitted attribute or method of a model that is not fitted yet (as scikit-learn's,
-    an AttributeError too: ``hasattr(model, "n_tokens_")`` is False)."""
+class NotFittedError(ValueError, AttributeError):
+    """A fitted attribute or method of a model that is not fitted yet (as scikit-learn's
+    ``NotFittedError``, a ValueError and an AttributeError: ``hasattr(model, "n_tokens_")`` is
+    False)."""
 
 
 def _check_positive(name: str, v: Any) -> None:
@@ -136,7 +137,9 @@ class Tokenizer:
     ----------
     alphabet_size : int
         Number of base symbols; documents hold integers in ``[0, alphabet_size)``.
-        Any size from 2 to 2**30.
+        Any size from 2 to 2**30. Fitting holds about 16 bytes per symbol
+        of the alphabet, whatever the corpus (2**24: 270 MB; 2**30: 16 GB),
+        and the ``"shortest"``/``"weighted"`` tables more.
     vocab_size : int
         Size of the final vocabulary, alphabet included (>= ``alphabet_size``).
     n_candidates : int, default 1
@@ -264,7 +267,9 @@ class Tokenizer:
             weights = weights.astype(np.int64)
         # each merge shortens the corpus by at least one symbol: no more merges than pairs (the
         # tables are sized by the merges asked for)
-        n_merges = min(self.vocab_size - self.alphabet_size, max(tok.size - n_docs, 0))
+        # (an empty document has no pair: it does not count as -1 of them)
+        n_pairs = tok.size - int(np.count_nonzero(np.diff(offsets)))
+        n_merges = min(self.vocab_size - self.alphabet_size, max(n_pairs, 0))
         n_cand = min(self.n_candidates, tok.size + 1)  # (no more distinct pairs than that)
         node, doc = _engine.layout(tok, offsets)
         del tok  # the node rows hold the tokens; keep peak memory down
@@ -278,7 +283,13 @@ class Tokenizer:
         self.n_documents_ = int(weights.sum())
         idf = np.log((1.0 + self.n_documents_) / (1.0 + merges[:, 4].astype(np.float64)))
         self._set_merges(merges[:, :3], idf, merges[:, 3])
+        self._fitted_params = self._plain_params()  # (what to_dict writes until the next fit)
         return self
+
+    def _plain_params(self) -> dict:
+        """get_params with Python ints (numpy integers are accepted, JSON takes neither)."""
+        return {k: int(v) if isinstance(v, np.integer) else v
+                for k, v in self.get_params().items()}
 
     def _train(self, node, doc, weights, n_merges, n_cand=None) -> np.ndarray:
         """Run the engine on a corpus laid out by ``_engine.layout`` (modified); ``n_cand``:
@@ -370,12 +381,19 @@ class Tokenizer:
             over pair positions, O(n log n); what training saw).
             ``"shortest"``: the fewest tokens over the vocabulary, ties broken
             by the lowest total rank (exact dynamic programming). Never longer
-            than ``"merges"``; the choice for compression.
+            than ``"merges"``; the choice for compression. Its time is
+            O(n x the longest token): a vocabulary fitted on long runs of one
+            value (idle stretches) holds tokens thousands of symbols long,
+            and such runs then encode slowly (50,000 zeros, tokens up to
+            32,768 long: about 30 s, where ``"merges"`` takes 0.01 s).
             ``"weighted"``: UBPE's tf-idf objective, ``sum over distinct
             tokens of (1 + ln tf) * idf`` (alphabet symbols weigh 0), ties to
             the shorter encoding; a beam search, exact for short documents
             (see :mod:`ubpe._segment`). :meth:`encode_top_n` gives the
-            runners-up too.
+            runners-up too. Its time is that of ``"shortest"`` times the
+            beam, and it holds about ``beam x (log2(vocab_size) + 1)`` tree
+            nodes a symbol (about 1.3 KB a symbol at beam 8: encode long
+            documents in pieces).
         beam : int, default 8
             With ``method="weighted"``, suffixes kept per position. Larger is
             slower and scores at least as high in practice.
@@ -613,7 +631,7 @@ class Tokenizer:
         -------
         list of (ndarray of int32, float)
             ``(token ids, score)``, best first; the first equals
-            ``encode(doc, method="weighted", beam=beam)``.
+            ``encode(doc, method="weighted", beam=max(beam, top_n))``.
 
         Raises
         ------
@@ -745,8 +763,9 @@ class Tokenizer:
     def to_dict(self) -> dict:
         """The fitted model as a plain JSON-ready dict (see :meth:`save`)."""
         self._check_fitted()
+        fitted = getattr(self, "_fitted_params", None) or self._plain_params()
         return {"format": FORMAT, "version": VERSION,
-                "params": {**{k: v for k, v in self.get_params().items() if k != "progress"},
+                "params": {**{k: v for k, v in fitted.items() if k != "progress"},
                            "alphabet_size": self._alphabet},
                 "n_documents": self.n_documents_,
                 "merges": self.merges_.tolist(),
@@ -837,6 +856,7 @@ class Tokenizer:
         tok.merges_, tok.weights_, tok.counts_ = merges, weights, counts
         tok.n_documents_ = int(n_documents)
         tok._build_tables()
+        tok._fitted_params = tok._plain_params()
         return tok
 
     @classmethod
