@@ -122,6 +122,8 @@ def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
     """
     level, max_error = check_level(level), check_max_error(max_error)
     columns = list(columns)
+    if model is not None:
+        model._check_fitted()  # (NotFittedError, not an AttributeError from inside)
     if len(columns) > container.MAX_COLUMNS:  # (what a reader refuses: refused before any work)
         raise ValueError(f"{len(columns):,} columns (channels), above the limit of "
                          f"{container.MAX_COLUMNS:,} that a container holds; a 2-D array is "
@@ -363,6 +365,8 @@ def compress(x: Any, *, level: int = DEFAULT_LEVEL, max_error: float | None = No
     TypeError
         On a non-numeric channel (complex, text, objects, dates).
     """
+    if model is not None:
+        model._check_fitted()  # (NotFittedError, not an AttributeError from inside)
     chans, default_names, shape, dtype = _channels_of(x)
     names = list(names) if names is not None else (
         default_names or [f"ch{i}" for i in range(len(chans))])

@@ -125,6 +125,11 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
     """
     level, max_error = check_level(level), check_max_error(max_error)
     opts: dict[str, Any] = {"level": level, "channel_options": channel_options, "model": model}
+    picked = {k: v for k, v in (csv_options or {}).items() if k in ("columns", "exclude") and v}
+    if kind != "csv" and picked:  # (they were ignored: every array was kept)
+        raise ValueError(f"{path}: {' and '.join(picked)} pick the columns of a CSV file or the "
+                         f"channels of a Parquet, EDF or WFDB recording; a {kind} file is "
+                         f"compressed whole, byte for byte")
     if kind == "csv":
         if quantizer is not None:
             raise ValueError(f"{path}: --quantizer applies to arrays and WAV files; for a CSV "

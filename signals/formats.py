@@ -131,6 +131,9 @@ class Recording:
                 raise ValueError(f"{self.path}: no channel {spec!r}; channels: "
                                  f"{', '.join(self.names)}")
             return self.names.index(spec)
+        if columns and exclude:
+            raise ValueError("give columns (the ones kept) or exclude (the ones left out), "
+                             "not both")
         if columns:
             keep = [index(c) for c in columns]
         else:

@@ -22,7 +22,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ubpe import NotFittedError, Tokenizer, split_documents
-from ubpe.serialization import FormatError, check_document, content_id, read_document, write_document
+from ubpe.serialization import (
+    FormatError,
+    check_document,
+    content_id,
+    plain_params,
+    read_document,
+    write_document,
+)
 
 from . import packets as _packets
 from .arraylike import warn_if_transposed
@@ -193,7 +200,7 @@ class SignalModel:
                 self._fit_codec(name, cs)
                 if name in self.codec_ and codec_scales and name in codec_scales:
                     self.codec_[name]["csv_scale"] = int(codec_scales[name])
-        self._fitted_params = self.get_params()  # (what to_dict writes until the next fit)
+        self._fitted_params = plain_params(self.get_params())  # (to_dict's until the next fit)
         self._id: str | None = None
         return self
 
@@ -597,7 +604,7 @@ class SignalModel:
     def _params(self) -> dict:
         """The hyperparameters the model was fitted (or loaded) with: ``set_params`` since
         changes neither what :meth:`save` writes nor the content id, until the next fit."""
-        return getattr(self, "_fitted_params", None) or self.get_params()
+        return getattr(self, "_fitted_params", None) or plain_params(self.get_params())
 
     def content_id(self) -> str:
         """The model's content id, ``"sha256:"`` and 64 hex digits.
@@ -706,7 +713,7 @@ class SignalModel:
                 m.packet_size = _check_packet_size(doc["codec_packet_size"])
         except (KeyError, TypeError, ValueError) as e:
             raise FormatError(f"{source}: malformed codec part ({e})") from None
-        m._fitted_params = m.get_params()
+        m._fitted_params = plain_params(m.get_params())
         m._id = None
         return m
 

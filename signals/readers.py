@@ -124,6 +124,12 @@ def _column(col: pa.Array, name: str, s: Sniffed, path: str,
     return x, (int(dec[ok].max()) if ok.any() and scale >= 0 else scale), False
 
 
+def _one_of(columns: Any, exclude: Any) -> None:
+    """``columns`` and ``exclude`` together: an error (``columns`` alone decided, silently)."""
+    if columns and exclude:
+        raise ValueError("give columns (the ones kept) or exclude (the ones left out), not both")
+
+
 def read_csv(path: str | Path, columns: list[str | int] | None = None,
              exclude: list[str | int] | None = None, *, skip_rows: int | None = None,
              comment: str | None = None, delimiter: str | None = None,
@@ -259,6 +265,7 @@ def _read_csv(path: str, columns: list[str | int] | None, exclude: list[str | in
     cols = parse_table(s, path)
     if not cols or len(cols[0]) == 0:
         raise CsvError(f"{path}: no data rows" + (" after the header" if s.header is not None else ""))
+    _one_of(columns, exclude)
     if columns is not None and len(columns):
         wanted = _resolve(list(columns), names, path, "column")
         explicit = True
@@ -356,6 +363,7 @@ def read_signal(path: str | Path, columns: list[str | int] | None = None,
         if x.dtype.kind == "f" and not np.isfinite(x).all():
             i = int(np.argmax(~np.isfinite(x)))
             raise CsvError(f"{path}, channel {c!r}, sample {i}: non-finite value {x[i]}")
+    _one_of(columns, exclude)
     if columns:
         idx = _resolve(columns, names, str(path), "channel")
     else:

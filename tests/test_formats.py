@@ -137,6 +137,12 @@ def test_columns_and_exclude_pick_a_recordings_channels_when_compressed(tmp_path
     [done] = compress_files([tmp_path / "t.parquet"], processes=False, workers=1,
                             exclude=["b"])
     assert done["left_out"] == ["b"]
+    with pytest.raises(ValueError, match="not both"):  # (exclude was dropped, silently)
+        compress_files([tmp_path / "t.parquet"], processes=False, workers=1, columns=["a", "b"],
+                       exclude=["a"], force=True)
+    np.savez(tmp_path / "t.npz", a=x, b=x)
+    r = CliRunner().invoke(main, ["compress", str(tmp_path / "t.npz"), "--exclude", "zz", "-c"])
+    assert r.exit_code == 1 and "a npz file is compressed whole" in r.stderr  # (ignored, exit 0)
 
 
 def test_csv_through_read_signal(ecg_csv):

@@ -931,3 +931,15 @@ def test_a_channel_constant_in_training_is_not_taken_for_a_grid():
     assert np.array_equal(back[1], later[1]) and np.array_equal(back[0], later[0])
     grid = SignalModel(256, 300, progress=False).fit([wave * 5], names=["v"])
     assert grid.codec_["v"]["map"]["step"] == 5  # (three or more distinct values: a grid)
+
+
+def test_numpy_hyperparameters_save_and_an_unfitted_model_says_so(tmp_path):
+    """SignalModel(n_levels=np.int64(64)) failed to save (json); compress with an unfitted
+    model raised an AttributeError from inside."""
+    from ubpe import NotFittedError
+    x = np.round(200 * np.sin(np.arange(3000) / 9)).astype(np.int64)
+    m = SignalModel(np.int64(64), np.int64(100), progress=False).fit([x])
+    m.save(tmp_path / "m.json")
+    assert SignalModel.load(tmp_path / "m.json").content_id() == m.content_id()
+    with pytest.raises(NotFittedError):
+        signals.compress(x, model=SignalModel())

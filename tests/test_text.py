@@ -275,6 +275,20 @@ def test_encode_iterable_streams_lines_of_punctuation_with_special_tokens_allowe
         assert len(read_so_far) < 100
 
 
+def test_encode_iterable_raises_where_encode_raises_and_says_where():
+    """A disallowed special token starting inside an allowed one that was already emitted
+    went unseen (ids, no error); an error's position counted from the held text."""
+    tok = ByteTokenizer(300, special_tokens=["\n\n", "\n#"], progress=False).fit(
+        ["# title\n\nsome text\n"] * 3)
+    for chunks in (["intro\n\n", "# Title\n"], list("intro\n\n# Title\n")):
+        with pytest.raises(ValueError, match="special token .{3}#. at character 6;"):
+            list(tok.encode_iterable(chunks, allowed_special={"\n\n"}))
+    with pytest.raises(ValueError, match="special token .{3}#. at character 105;"):
+        list(tok.encode_iterable(["x" * 100] + list("intro\n#")))
+    with pytest.raises(ValueError, match="special token .{3}#. at character 105;"):
+        tok.encode("x" * 100 + "intro\n#")  # (the same place)
+
+
 def test_file_training_with_a_special_token_that_overlaps_itself(tmp_path):
     """A run of 4,000 newlines with the special token "\n\n" raised RecursionError."""
     text = "Some text." + "\n" * 4001 + "More text.\n" + "a " + "-" * 4000 + " b\n"
@@ -568,3 +582,9 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(shakespeare_tok, tmp_p
                             str(tmp_path / "m.json"), "-"], input=b"hello world\n" * 20000,
                            stdout=out, stderr=subprocess.PIPE, timeout=120)
     assert p.returncode == 141 and p.stderr == b""
+
+
+def test_numpy_hyperparameters_save(tmp_path):
+    tok = ByteTokenizer(np.int64(300), progress=False).fit(["hello world " * 20])
+    tok.save(tmp_path / "b.json")  # (a TypeError: int64 is not JSON serializable)
+    assert ByteTokenizer.load(tmp_path / "b.json").vocab_size == 300

@@ -256,6 +256,13 @@ _UNSEALED = ("checksum",)
 _NOT_CONTENT = ("version", "checksum", "content_id")
 
 
+def plain_params(params: dict) -> dict:
+    """Hyperparameters as JSON takes them: numpy scalars (a grid search's ``np.int64(300)``,
+    which ``__init__`` accepts) become Python numbers."""
+    return {k: v.item() if hasattr(v, "item") and hasattr(v, "dtype") else v
+            for k, v in params.items()}
+
+
 def canonical_json(obj: Any) -> bytes:
     """The canonical JSON text of ``obj``: sorted keys, no spaces, ASCII escapes.
 

@@ -33,7 +33,7 @@ import numpy as np
 import regex
 
 from . import _bytebpe, _pretokenize
-from .serialization import FormatError, read_document, write_document
+from .serialization import FormatError, plain_params, read_document, write_document
 from .tokenizer import NotFittedError, Tokenizer
 
 FORMAT = "ubpe.text-tokenizer"
@@ -398,8 +398,10 @@ class ByteTokenizer:
             return _bytebpe.encode_text(buf, flags, fold, self._kind, *self._kernel_args)
         return _bytebpe.encode_pieces(buf, self._bounds(data, text), *self._kernel_args)
 
-    def _check_special(self, text: str, allowed_special, disallowed_special) -> frozenset:
-        """The allowed special tokens; raises if a disallowed one is in the text."""
+    def _check_special(self, text: str, allowed_special, disallowed_special, offset: int = 0
+                       ) -> frozenset:
+        """The allowed special tokens; raises if a disallowed one is in the text (its position
+        counted from ``offset``: where ``text`` starts in what was given)."""
         self._check_fitted()
         specials = self._special_set
         allowed = _as_set(allowed_special, specials)
@@ -413,7 +415,7 @@ class ByteTokenizer:
             assert m is not None
             raise ValueError(
                 f"text contains the special token {m.group()!r} at character "
-                f"{m.start()}; pass allowed_special to encode it as a special token, "
+                f"{m.start() + offset}; pass allowed_special to encode it as a special token, "
                 f"or disallowed_special=() to encode it as ordinary text")
         return allowed
 
@@ -646,24 +648,35 @@ class ByteTokenizer:
         self._check_fitted()
         kw: dict[str, Any] = {"allowed_special": allowed_special,
                               "disallowed_special": disallowed_special}
-        buf, next_try = "", 0
+        buf, next_try, offset = "", 0, 0
         for chunk in chunks:
             buf += chunk
             if len(buf) < next_try:
                 continue
-            cut, ids = self._stable_prefix(buf, **kw)
+            cut, ids = self._stable_prefix(buf, offset, **kw)
             if cut:
                 yield from ids
-                buf, next_try = buf[cut:], 0
+                buf, next_try, offset = buf[cut:], 0, offset + cut
             else:
                 next_try = 2 * len(buf)
         if buf:
+            self._check_special(buf, allowed_special, disallowed_special, offset)
             yield from self.encode(buf, **kw)
 
-    def _stable_prefix(self, buf: str, **kw) -> tuple[int, list[int]]:
+    def _stable_prefix(self, buf: str, offset: int = 0, **kw) -> tuple[int, list[int]]:
         """``(cut, ids)``: a prefix of ``buf`` that no text after it can encode otherwise, and
-        its ids (0 and [] if none)."""
-        allowed = self._check_special(buf, kw["allowed_special"], kw["disallowed_special"])
+        its ids (0 and [] if none); ``offset``: where ``buf`` starts in the stream."""
+        allowed = self._check_special(buf, kw["allowed_special"], kw["disallowed_special"],
+                                      offset)
+        # a special token that the text read so far may still complete across a cut (one that
+        # counts: allowed, or disallowed and so an error)
+        disallowed = kw["disallowed_special"]
+        counted = allowed | (self._special_set - allowed if disallowed == "all"
+                             else _as_set(disallowed, self._special_set))
+
+        def may_complete(cut: int) -> bool:
+            return any(len(buf) - j < len(t) and t.startswith(buf[j:])
+                       for t in counted for j in range(max(0, cut - len(t) + 1), cut))
         longest = max((len(t) for t in self.special_tokens), default=0)
         done, pos, ordinary_end = 0, 0, len(buf)
         for segment, special in self._split_specials(buf, allowed):
@@ -674,6 +687,8 @@ class ByteTokenizer:
                     ordinary_end = pos
                     break
             pos += len(segment)
+        if done and may_complete(done):  # (one may start inside the special token emitted)
+            return 0, []
         ids = self._encode_array(buf[:done], allowed, ()).tolist() if done else []
         # the ordinary text after it: its pre-tokens in this buffer, the last two held back
         pieces = self.pretokenize(buf[done:ordinary_end])
@@ -687,13 +702,7 @@ class ByteTokenizer:
         if keep <= 0:
             return done, ids
         cut = ordinary_end - sum(len(p) for p in pieces[keep:])
-        # a special token that the text read so far may still complete across the cut (one
-        # that counts: allowed, or disallowed and so an error)
-        disallowed = kw["disallowed_special"]
-        counted = allowed | (self._special_set - allowed if disallowed == "all"
-                             else _as_set(disallowed, self._special_set))
-        if any(len(buf) - j < len(t) and t.startswith(buf[j:])
-               for t in counted for j in range(max(0, cut - len(t) + 1), cut)):
+        if may_complete(cut):
             return done, ids
         data = buf[done:cut].encode("utf-8")
         bounds = np.zeros(keep + 1, np.int64)
@@ -884,8 +893,9 @@ class ByteTokenizer:
             "pattern": self.pattern, "pattern_str": self.pattern_str,
             "special_tokens": self.special_tokens_,
             "byte_ids": self.byte_ids_.tolist(),
-            "params": {"vocab_size": self.vocab_size, "n_candidates": self.n_candidates,
-                       "min_frequency": self.min_frequency},
+            "params": plain_params({"vocab_size": self.vocab_size,
+                                    "n_candidates": self.n_candidates,
+                                    "min_frequency": self.min_frequency}),
             "tokenizer": self.tokenizer_.to_dict()})
 
     @classmethod
@@ -1050,7 +1060,7 @@ class ByteTokenizer:
 
         Raises
         ------
-        RuntimeError
+        NotFittedError
             If the model is not fitted.
         ValueError
             If a special token's text is also the byte-level name of an

@@ -13,7 +13,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _engine, _segment
-from .serialization import FormatError, check_document, get_limits, read_document, write_document
+from .serialization import (
+    FormatError,
+    check_document,
+    get_limits,
+    plain_params,
+    read_document,
+    write_document,
+)
 
 FORMAT = "ubpe.tokenizer"
 # 2: files carry a checksum and a content id (ubpe.serialization); version 1 is still read
@@ -287,9 +294,7 @@ class Tokenizer:
         return self
 
     def _plain_params(self) -> dict:
-        """get_params with Python ints (numpy integers are accepted, JSON takes neither)."""
-        return {k: int(v) if isinstance(v, np.integer) else v
-                for k, v in self.get_params().items()}
+        return plain_params(self.get_params())
 
     def _train(self, node, doc, weights, n_merges, n_cand=None) -> np.ndarray:
         """Run the engine on a corpus laid out by ``_engine.layout`` (modified); ``n_cand``:
