@@ -35,7 +35,7 @@ MAX_HEADER_BYTES = 64 << 20
 MAX_BLOB_BYTES = 1 << 30
 MAX_SAMPLES = 1 << 40
 MAX_COLUMNS = 65536
-MAX_VERBATIM_BYTES = 64 << 20  # a file stored whole (section V), decompressed
+MAX_VERBATIM_BYTES = 64 << 20  # a file stored whole (flags bit 0), decompressed
 
 # zstd raw-content dictionary for the header (docs/format.md, section 1):
 # the JSON keys of a typical header, so that a short recording pays a few
@@ -225,7 +225,7 @@ def read_blob(body: bytes, what: str = "blob") -> bytes:
 
 
 # ---------------------------------------------------------------- a file stored whole
-VERBATIM_CODERS = ("zstd", "lzma2")  # by their byte in a V section
+VERBATIM_CODERS = ("zstd", "lzma2")  # by their byte in a file stored whole
 
 
 def _lzma2_filters(size: int) -> list[dict]:

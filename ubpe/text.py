@@ -1347,8 +1347,8 @@ def _last_cut(text: str, lo: int, specials: regex.Pattern | None) -> int:
 def _before_special(text: str, cut: int, special_tokens) -> int:
     """``cut``, or the start of a special token that spans it (a newline inside one), or of
     one that the text's end cuts off (the next block may complete it): no special token is
-    cut in two. (A loop: a run of a token that overlaps itself, such as "\n\n", moves the cut
-    once per occurrence.)"""
+    cut in two. (A loop, not a recursion: a run of a token that overlaps itself, such as
+    "\n\n", would move the cut once per occurrence; a one-character token's run is jumped.)"""
     moved = True
     while moved:
         moved = False
