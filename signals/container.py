@@ -343,7 +343,7 @@ def iter_sections(data: bytes) -> Iterator[Section]:
                                     f"(the end marker is missing)")
         kind = data[pos:pos + 1]
         (length,) = struct.unpack_from("<I", data, pos + 1)
-        if kind not in (b"H", b"C", b"B", b"E"):
+        if kind not in SECTION_KINDS:
             raise SignalFormatError(f"unknown section kind {kind!r} at byte {pos}")
         end = pos + 5 + length
         if end + 4 > len(data):

@@ -117,12 +117,10 @@ def _compress_task(source: str, output: str, columns: list | None, exclude: list
         worker = get_worker().address
     except (ImportError, ValueError):
         worker = None
-    if whole:  # (a small CSV stored whole: no channels were coded)
-        return {"source": source, "output": output, "channels": None, "samples": None,
-                "bytes": size, "bits_per_sample": None, "stored_whole": whole,
-                "seconds": time.perf_counter() - t0, "worker": worker}
-    return {"source": source, "output": output, "channels": n_ch, "samples": n,
-            "bytes": size, "bits_per_sample": 8 * size / max(n, 1), "stored_whole": None,
+    coded = not whole  # (a small CSV stored whole: no channels were coded)
+    return {"source": source, "output": output, "channels": n_ch if coded else None,
+            "samples": n if coded else None, "bytes": size,
+            "bits_per_sample": 8 * size / max(n, 1) if coded else None, "stored_whole": whole,
             "left_out": left_out, "seconds": time.perf_counter() - t0, "worker": worker}
 
 
