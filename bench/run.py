@@ -356,6 +356,15 @@ def bench_encoders(t, data, repeat):
         s, _ = median_time(lambda: tok.encode_batch(big, method=m), repeat)
         t.add(f"encode ECG x20 ({n / 1e6:.1f} M samples), V=8192, method {m}", "M samples/s",
               f"{n / s / 1e6:.1f}", "", "", ">= 5 M/s" if m == "shortest" else "")
+    # long runs of one value under tokens of such runs (an idle sensor): the run tables of
+    # ubpe/_segment.py (a plain trie walk took about a minute here)
+    tok = Tokenizer(2, 17, min_frequency=1).fit([np.zeros(65536, np.int64), np.array([0, 1, 1, 0])])
+    zeros = np.zeros(50_000, np.int64)
+    s_merges, _ = median_time(lambda: tok.encode(zeros), repeat)
+    for m in ("shortest", "weighted"):
+        s, _ = median_time(lambda: tok.encode(zeros, method=m), repeat)
+        t.add(f"encode 50,000 zeros, tokens 0^2 .. 0^32768 (V=17), method {m}", "seconds",
+              f"{s:.4f}", f"{s_merges:.4f} (method merges)", f"{s / s_merges:.1f}x merges' time")
     # weighted vs the reference UBPE encoder, on the reference's own model and data
     docs = [ecg[i:i + 2000] for i in range(0, 40_000, 2000)]
     ref = run_baseline("cython", "weighted", docs, 256, 1024, 50, 1)

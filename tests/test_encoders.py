@@ -121,3 +121,68 @@ def test_method_errors():
         tok.encode([0], method="longest")
     with pytest.raises(ValueError, match="top_n must be an integer of at least 1"):
         tok.encode_top_n([0], 0)
+
+
+# Runs: both encoders take the tokens of a run of one symbol from the trie's run tables
+# (ubpe/_segment.py, "Runs") at a run of RUN_SKIP symbols or more.
+def shortest_twin(tok, doc):
+    """(number of tokens, lowest total rank) of the fewest-token encodings: a plain dynamic
+    programme over every token that matches at every position (the readable twin)."""
+    exp = {tuple(tok.decode([t]).tolist()): t for t in range(tok.n_tokens_)}
+    rank = tok._token_rank
+    best = [(0, 0)] + [(math.inf, math.inf)] * len(doc)
+    for i in range(len(doc)):
+        for j in range(i + 1, len(doc) + 1):
+            t = exp.get(tuple(doc[i:j]))
+            if t is not None:
+                best[j] = min(best[j], (best[i][0] + 1, best[i][1] + int(rank[t])))
+    return best[len(doc)]
+
+
+def runs_of(draw_pairs):
+    return [s for sym, n in draw_pairs for s in [sym] * n]
+
+
+run_docs = st.lists(st.lists(st.tuples(st.integers(0, 2), st.integers(1, 40)), min_size=1,
+                             max_size=6).map(runs_of), min_size=1, max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(docs=run_docs, extra=st.integers(1, 30),
+       probe=st.lists(st.tuples(st.integers(0, 2), st.integers(1, 90)), max_size=5).map(runs_of))
+def test_runs_shortest_matches_the_twin(docs, extra, probe):
+    tok = fit(3, extra, docs, n_candidates=3)
+    for d in docs + [probe]:
+        got = tok.encode(d, method="shortest")
+        assert tok.decode(got).tolist() == d
+        assert (len(got), int(tok._token_rank[got].sum())) == shortest_twin(tok, d)
+
+
+@settings(max_examples=40, deadline=None)
+@given(docs=run_docs, extra=st.integers(1, 12),
+       probe=st.lists(st.tuples(st.integers(0, 1), st.integers(1, 8)), max_size=3).map(runs_of))
+def test_runs_weighted_matches_brute_force(docs, extra, probe):
+    tok = fit(3, extra, docs, n_candidates=2)
+    probe = probe[:12]
+    every = segmentations(tok, probe)
+    ids = tok.encode(probe, method="weighted", beam=1024).tolist()
+    best = max(tfidf(tok, seg) for seg in every)
+    assert tfidf(tok, ids) == pytest.approx(best, abs=1e-9)
+    assert len(ids) == min(len(seg) for seg in every
+                           if math.isclose(tfidf(tok, seg), best, abs_tol=1e-9))
+
+
+def test_runs_by_hand():
+    # tokens 0^2, 0^4, 0^8 from one run of 16 zeros: 13 zeros take three tokens, 0^8 0^4 0
+    # in some order (the same total rank)
+    tok = Tokenizer(2, 5, min_frequency=1).fit([[0] * 16])
+    lengths = tok.token_lengths()
+    assert sorted(lengths.tolist()) == [1, 1, 2, 4, 8]
+    assert sorted(lengths[tok.encode([0] * 13, method="shortest")].tolist()) == [1, 4, 8]
+    # tokens 0^2, 0^2 1, 0^4 1 (no 0^4): of 8 zeros then a 1, the last 4 zeros and the 1 are
+    # one token, found from the run of 4 zeros that starts at position 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (three merges exist, not four)
+        tok = Tokenizer(2, 6, min_frequency=1).fit([[0, 0, 0, 0, 1]] * 3)
+    assert [tok.decode([t]).tolist() for t in range(2, 5)] == [[0, 0], [0, 0, 1], [0, 0, 0, 0, 1]]
+    assert tok.encode([0] * 8 + [1], method="shortest").tolist() == [2, 2, 4]

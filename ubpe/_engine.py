@@ -14,12 +14,13 @@ involves a token created in that round. So each list is written once, as one
 block of an append-only pool, already in ascending order. The most frequent pairs come from a max-heap
 with lazy re-evaluation: counts only fall after a pair is pushed, so a popped
 entry whose stored count is out of date is pushed back with its true count
-(the incremental scheme of the seed notes ``bpe_trainer_tinystories.txt`` and
-``cs336_bpe_notes.txt``).
+(the incremental pair counts of Hugging Face ``tokenizers``' BPE trainer,
+``tokenizers/src/models/bpe/trainer.rs``, and of Stanford CS336's BPE
+assignment).
 
 Encoding keeps, per document, a linked list of symbols and a min-heap of
-``(rank, position)`` over adjacent pairs (llama.cpp's encoder, seed
-``llama_cpp_bpe.txt``): O(n log n) per document.
+``(rank, position)`` over adjacent pairs (llama.cpp's BPE encoder,
+``llm_tokenizer_bpe`` in ``src/llama-vocab.cpp``): O(n log n) per document.
 """
 
 from __future__ import annotations

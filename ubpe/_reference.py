@@ -5,9 +5,9 @@ The fast engine in :mod:`ubpe._engine` must produce identical merges and
 identical encodings; the tests compare the two on random and real corpora.
 Nothing here is tuned for speed: every training round recounts all pairs.
 
-Training follows the UBPE fitting algorithm (seed document
-``ubpe_part1.txt``, "UBPE Tokenizers. Creating a BPE tokenizer from
-scratch"), which extends classic BPE (Sennrich et al., 2016, "Neural Machine
+Training follows the UBPE fitting algorithm (the article "UBPE Tokenizers.
+Creating a BPE tokenizer from scratch" by the author of the ``ubpe`` package
+on PyPI), which extends classic BPE (Sennrich et al., 2016, "Neural Machine
 Translation of Rare Words with Subword Units") with several merges per round.
 """
 

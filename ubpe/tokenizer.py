@@ -133,7 +133,8 @@ class _Progress:
 class Tokenizer:
     """Byte-pair encoding over the integer alphabet ``0..alphabet_size-1``.
 
-    Training follows UBPE (seed document ``ubpe_part1.txt``): each round
+    Training follows UBPE (the article "UBPE Tokenizers. Creating a BPE
+    tokenizer from scratch" by the author of the ``ubpe`` package on PyPI): each round
     merges several non-colliding pairs among the ``n_candidates`` most
     frequent ones, every merged token is weighted by its inverse document
     frequency, then the vocabulary is trimmed to exactly ``vocab_size`` and
@@ -387,10 +388,11 @@ class Tokenizer:
             ``"shortest"``: the fewest tokens over the vocabulary, ties broken
             by the lowest total rank (exact dynamic programming). Never longer
             than ``"merges"``; the choice for compression. Its time is
-            O(n x the longest token): a vocabulary fitted on long runs of one
-            value (idle stretches) holds tokens thousands of symbols long,
-            and such runs then encode slowly (50,000 zeros, tokens up to
-            32,768 long: about 30 s, where ``"merges"`` takes 0.01 s).
+            O(n x d), ``d`` the mean number of symbols that the trie of token
+            expansions matches from a position; at the start of a run of one
+            value it takes the run's tokens from a list instead (a vocabulary
+            fitted on idle stretches holds tokens thousands of symbols long:
+            50,000 zeros under tokens up to 32,768 long encode in about 0.03 s).
             ``"weighted"``: UBPE's tf-idf objective, ``sum over distinct
             tokens of (1 + ln tf) * idf`` (alphabet symbols weigh 0), ties to
             the shorter encoding; a beam search, exact for short documents
