@@ -86,8 +86,10 @@ class ChronosUBPETokenizer:
     tokenizer_ : ubpe.Tokenizer
         Fitted by :meth:`fit`.
     centers_ : ndarray of shape (n_bins,), float64
+        Bin centres, fixed by :meth:`fit` (``set_params`` afterwards does not
+        move them: refit to change the bins).
     boundaries_ : ndarray of shape (n_bins - 1,), float64
-        Inner bin boundaries (halfway between centres).
+        Inner bin boundaries (halfway between centres), fixed by :meth:`fit`.
     """
 
     def __init__(self, n_bins: int = CHRONOS_N_BINS, low_limit: float = -15.0,
@@ -117,19 +119,27 @@ class ChronosUBPETokenizer:
             setattr(self, k, v)
         return self
 
-    @property
-    def centers_(self) -> np.ndarray:
-        return np.linspace(self.low_limit, self.high_limit, self.n_bins)
+    def __sklearn_tags__(self):
+        """scikit-learn's estimator tags (no target; input: series), so that its checks
+        (``check_is_fitted``) accept this object. Needs scikit-learn >= 1.6 when called."""
+        from sklearn.utils import InputTags, Tags, TargetTags
+        return Tags(estimator_type=None, target_tags=TargetTags(required=False),
+                    input_tags=InputTags(one_d_array=True, two_d_array=False))
 
-    @property
-    def boundaries_(self) -> np.ndarray:
-        c = self.centers_
-        return (c[1:] + c[:-1]) / 2
+    def _grid(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(centres, inner boundaries)``: those fixed by :meth:`fit` (``centers_``,
+        ``boundaries_``; a later ``set_params`` does not move the bins of a fitted
+        vocabulary), else those of the parameters."""
+        if hasattr(self, "centers_"):
+            return self.centers_, self.boundaries_
+        c = np.linspace(self.low_limit, self.high_limit, self.n_bins)
+        return c, (c[1:] + c[:-1]) / 2
 
     @property
     def half_bin(self) -> float:
         """Largest quantization error in scaled units, for values inside the limits."""
-        return (self.high_limit - self.low_limit) / (2 * (self.n_bins - 1))
+        c = self._grid()[0]
+        return float(c[-1] - c[0]) / (2 * (c.size - 1))
 
     # ------------------------------------------------------------- quantize
     def quantize(self, window: Any) -> tuple[np.ndarray, float]:
@@ -158,7 +168,7 @@ class ChronosUBPETokenizer:
             raise ValueError(f"sample {int(np.argmax(~np.isfinite(w)))}: non-finite value")
         s = mean_scale(w)
         # bucketize(right=True) over [-inf, inner..., +inf], minus one: bins from 0
-        return np.searchsorted(self.boundaries_, w / s, side="right").astype(np.int64), s
+        return np.searchsorted(self._grid()[1], w / s, side="right").astype(np.int64), s
 
     def dequantize(self, bins: Any, scale: float) -> np.ndarray:
         """Bin centres times the scale, float64.
@@ -168,17 +178,19 @@ class ChronosUBPETokenizer:
         ValueError
             On a bin outside ``0..n_bins - 1`` (names its position).
         """
+        centres = self._grid()[0]
         b = np.asarray(bins, np.int64)
-        bad = (b < 0) | (b >= self.n_bins)
+        bad = (b < 0) | (b >= centres.size)
         if bad.any():
             i = int(np.argmax(bad.ravel()))
-            raise ValueError(f"position {i}: bin {b.ravel()[i]} is not in 0..{self.n_bins - 1}")
-        return self.centers_[b] * scale
+            raise ValueError(f"position {i}: bin {b.ravel()[i]} is not in 0..{centres.size - 1}")
+        return centres[b] * scale
 
     def _windows(self, series: Any) -> list[np.ndarray]:
         x = np.asarray(series, np.float64)
         if x.ndim != 1:
-            raise ValueError(f"a series is 1-D, got shape {x.shape}")
+            raise ValueError(f"a series is 1-D, got shape {x.shape} (fit takes a sequence of "
+                             f"series: [x], not x)")
         n = self.context_length
         return [x[i:i + n] for i in range(0, x.size, n) if x[i:i + n].size]
 
@@ -198,6 +210,9 @@ class ChronosUBPETokenizer:
         self
         """
         self._check_params()
+        for name in ("centers_", "boundaries_"):  # (a refit takes the parameters' bins)
+            self.__dict__.pop(name, None)
+        centres, inner = self._grid()
         docs = [self.quantize(w)[0] for s in series for w in self._windows(s)]
         if not docs:
             raise ValueError("no samples to train on")
@@ -205,6 +220,7 @@ class ChronosUBPETokenizer:
             warnings.simplefilter("ignore")  # a small corpus supports fewer merges
             self.tokenizer_ = Tokenizer(self.n_bins, self.vocab_size,
                                         n_candidates=self.n_candidates, progress=False).fit(docs)
+        self.centers_, self.boundaries_ = centres, inner
         return self
 
     # ------------------------------------------------------------- coding

@@ -15,6 +15,8 @@ Version-1 files are read by ``codec_v1.py``.
 from __future__ import annotations
 
 import json
+import math
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -69,11 +71,11 @@ def _map_column(name: str, x: np.ndarray, quantizer: Quantizer | None,
     if x.dtype.kind not in "iuf" and x.dtype != np.bool_:
         raise TypeError(f"channel {name!r}: samples must be numeric, got dtype {x.dtype}")
     if quantizer is not None:
-        # (the codebook in the data's dtype: a WAV or .npy is written back in it)
-        q = type(quantizer)(**quantizer.get_params()).fit(x).round_to(
-            x.dtype if x.dtype != np.bool_ else np.float64)
-        try:
-            codes = q.encode(x).astype(np.int64)
+        xq = x.view(np.uint8) if x.dtype == np.bool_ else x  # (0 and 1: exact)
+        try:  # (the codebook in the data's dtype: a WAV or .npy is written back in it)
+            q = type(quantizer)(**quantizer.get_params()).fit(xq).round_to(
+                x.dtype if x.dtype != np.bool_ else np.float64)
+            codes = q.encode(xq).astype(np.int64)
         except ValueError as e:
             raise ValueError(f"channel {name!r}: {e}") from None
         return codes, {"kind": "quantizer", "dtype": x.dtype.str, "quantizer": q.to_dict()}, \
@@ -121,6 +123,9 @@ def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
         (:func:`signals.channel.encode_channel`), without the search.
     """
     level, max_error = check_level(level), check_max_error(max_error)
+    if max_error and quantizer is not None:
+        raise ValueError("max_error and quantizer exclude each other: a quantizer sets its own "
+                         "error (its max_error_), a max_error maps the values itself")
     columns = list(columns)
     if model is not None:
         model._check_fitted()  # (NotFittedError, not an AttributeError from inside)
@@ -372,6 +377,10 @@ def compress(x: Any, *, level: int = DEFAULT_LEVEL, max_error: float | None = No
         default_names or [f"ch{i}" for i in range(len(chans))])
     if len(names) != len(chans):
         raise ValueError(f"{len(names)} names for {len(chans)} channels")
+    twice = sorted(str(n) for n, k in Counter(names).items() if k > 1)
+    if twice:  # (decompress gives channels back by name)
+        raise ValueError(f"channel names must be distinct: {', '.join(map(repr, twice))} more "
+                         f"than once")
     header = {"source": "array" if shape is not None else "arrays", "shape": shape,
               "axis": 0, "meta": _json_meta(meta), "dtype": dtype}
     if model is not None and names == [f"ch{i}" for i in range(len(chans))] and \
@@ -391,7 +400,9 @@ def _json_meta(meta: dict | None) -> dict:
 
     def plain(v: Any, key: str) -> Any:
         if isinstance(v, np.generic):
-            return v.item()
+            v = v.item()
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"meta[{key!r}]: {v} is not JSON (a finite number)")
         if isinstance(v, dict):
             return {str(k): plain(w, f"{key}.{k}") for k, w in v.items()}
         if isinstance(v, (list, tuple)):

@@ -17,6 +17,7 @@ Compression" (1992), ch. 5-6.
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -72,11 +73,49 @@ _EXACT = 2**53  # integers up to this magnitude are exact in float64
 _HALF_EXACT = 2**52  # and their half-integer bin edges up to this one
 
 
+def _deviation(back: np.ndarray, x2: np.ndarray) -> np.ndarray:
+    """``back - x2`` in float64 (``back``: decoded, float64): for integers beyond 2**53, from
+    the input's exact high and low parts (``x2`` cast to float64 would round them, and a
+    value changed by less than that rounding would measure 0)."""
+    if x2.dtype.kind not in "iu" or x2.dtype.itemsize < 8 or not x2.size or max(
+            abs(int(x2.min())), abs(int(x2.max()))) < _EXACT:
+        return back - x2
+    high = (x2 >> 32) << 32  # (32 significant bits: exact in float64)
+    return (back - high.astype(np.float64)) - (x2 - high).astype(np.float64)
+
+
+def _design_scaled(design, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``design(x)`` (a quantizer's edges and codebook), run on ``x`` scaled by a power of two
+    where its values pass 2**500 (variances, means and centres near 1e308 overflow), then
+    scaled back; the outer edges are the channel's min and max (a value far below the
+    largest may not survive the scaling)."""
+    top = float(np.max(np.abs(x)))
+    shift = max(0, math.frexp(top)[1] - 500)
+    if not shift:
+        return design(x)
+    edges, codebook = design(np.ldexp(x, -shift))
+    edges = np.ldexp(edges, shift)
+    edges[0], edges[-1] = x.min(), x.max()
+    return edges, np.clip(np.ldexp(codebook, shift), edges[:-1], edges[1:])
+
+
+def float_bounds(dtype: np.dtype, lo: int | None = None, hi: int | None = None) -> tuple[float, float]:
+    """The least and greatest float64 within an integer dtype's range (or within ``lo..hi``):
+    ``float(2**63 - 1)`` is 2**63, which an int64 cast would wrap to -2**63."""
+    info = np.iinfo(dtype)
+    lo = info.min if lo is None else lo
+    hi = info.max if hi is None else hi
+    f_lo, f_hi = float(lo), float(hi)
+    return (f_lo if f_lo >= lo else float(np.nextafter(f_lo, np.inf)),
+            f_hi if f_hi <= hi else float(np.nextafter(f_hi, -np.inf)))
+
+
 def _representable(codebook: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The codebook rounded to values that ``dtype`` holds (integers for an integer dtype):
-    what the fitted data's dtype can give back (a WAV or ``.npy`` written as it came)."""
+    """The codebook rounded to values that ``dtype`` holds (integers for an integer dtype,
+    within its range): what the fitted data's dtype can give back (a WAV or ``.npy``
+    written as it came)."""
     if dtype.kind in "iu":
-        return np.rint(codebook)
+        return np.clip(np.rint(codebook), *float_bounds(dtype))
     if dtype.kind == "f" and dtype.itemsize < 8:
         return codebook.astype(dtype).astype(np.float64)
     return codebook
@@ -100,7 +139,7 @@ class Quantizer:
     max_error_ : ndarray of shape (n_channels,)
         Guaranteed bound on ``|decode(encode(x)) - x|`` for values in range.
     lossless_ : ndarray of shape (n_channels,), bool
-        Channels reconstructed exactly: integer input up to 2**52 in
+        Channels reconstructed exactly: integer input below 2**52 in
         magnitude spanning at most ``n_levels`` values (one code per value),
         or a constant channel. Such a channel encodes only the values it was
         fitted on (any other value is an error, never rounded).
@@ -140,7 +179,7 @@ class Quantizer:
 
         Notes
         -----
-        Integers beyond 2**52 in magnitude are never lossless (float64 bin
+        Integers of 2**52 or more in magnitude are never lossless (float64 bin
         edges round them); beyond 2**53 their ``max_error_`` counts the input's
         own rounding to float64.
         """
@@ -161,7 +200,7 @@ class Quantizer:
             elif not np.isfinite(float(hi) - float(lo)):
                 raise ValueError(f"channel {c}: its range {lo!r}..{hi!r} is wider than float64 "
                                  f"holds; scale the signal first")
-            small = integer and max(-lo, hi) <= _HALF_EXACT
+            small = integer and max(-lo, hi) < _HALF_EXACT  # (2**52 + 0.5 is no double)
             if small and hi - lo + 1 <= self.n_levels:
                 codebook = np.arange(hi - lo + 1, dtype=np.float64) + lo
                 edges = np.append(codebook - 0.5, hi + 0.5)
@@ -177,7 +216,7 @@ class Quantizer:
                 edges, codebook = np.array([f - u, f + u]), np.array([f])
                 lossless.append(False)
             else:
-                edges, codebook = self._design(ch.astype(np.float64))
+                edges, codebook = _design_scaled(self._design, ch.astype(np.float64))
                 lossless.append(False)
             self.bin_edges_.append(edges)
             self.codebook_.append(codebook)
@@ -337,12 +376,12 @@ class Quantizer:
         """Measured maximum absolute reconstruction error per channel, shape (n_channels,)."""
         x2, _ = _as_channels(x)
         back = self.decode(self.encode(x2.T)).T
-        return np.abs(back - x2).max(axis=1) if x2.shape[1] else np.zeros(x2.shape[0])
+        return np.abs(_deviation(back, x2)).max(axis=1) if x2.shape[1] else np.zeros(x2.shape[0])
 
     def error_stats(self, x: ArrayLike) -> dict:
         """Max, RMS and mean absolute reconstruction error per channel, and SNR in dB."""
         x2, _ = _as_channels(x)
-        d = self.decode(self.encode(x2.T)).T - x2
+        d = _deviation(self.decode(self.encode(x2.T)).T, x2)
         rms = np.sqrt((d ** 2).mean(axis=1))
         power = (x2.astype(float) - x2.mean(axis=1, keepdims=True)).var(axis=1)
         with np.errstate(divide="ignore"):
@@ -454,7 +493,7 @@ class UniformQuantizer(Quantizer):
 
     def _design(self, x):
         edges = np.linspace(x.min(), x.max(), self.n_levels + 1)
-        return edges, (edges[:-1] + edges[1:]) / 2
+        return edges, edges[:-1] / 2 + edges[1:] / 2  # (a sum near 1e308 overflows)
 
     @property
     def step_(self) -> np.ndarray:
@@ -472,9 +511,10 @@ class UniformQuantizer(Quantizer):
         self.dtype_ = _saved_dtype(d)
         self.n_features_in_ = len(self.lossless_)
         self.bin_edges_ = [np.linspace(lo, hi, int(k) + 1) for lo, hi, k in d["range"]]
+        centres = [e[:-1] / 2 + e[1:] / 2 for e in self.bin_edges_]  # (a sum near 1e308 overflows)
         self.codebook_ = [np.array([e[0]]) if e[0] == e[-1] else  # a constant float channel
-                          (e[:-1] + e[1:]) / 2 if ll else _representable((e[:-1] + e[1:]) / 2, self.dtype_)
-                          for e, ll in zip(self.bin_edges_, self.lossless_)]
+                          c if ll else _representable(c, self.dtype_)
+                          for e, c, ll in zip(self.bin_edges_, centres, self.lossless_)]
         self._set_bounds()
 
 
@@ -539,7 +579,7 @@ class MuLawQuantizer(Quantizer):
             raise ValueError(f"mu must be a positive finite number, got {self.mu!r}")
 
     def _design(self, x):
-        centre, half = (x.max() + x.min()) / 2, (x.max() - x.min()) / 2
+        centre, half = x.max() / 2 + x.min() / 2, x.max() / 2 - x.min() / 2  # (no overflow)
         y = np.linspace(-1.0, 1.0, self.n_levels + 1)
         expand = lambda y: centre + half * np.sign(y) * np.expm1(np.abs(y) * np.log1p(self.mu)) / self.mu
         # the inner edges strictly inside the range (a range of a few ulps, or denormals,
@@ -596,8 +636,10 @@ class LloydMaxQuantizer(Quantizer):
         # overflow: scipy's kmeans2 then crashes the process), scaled back
         centre = x.min() / 2 + x.max() / 2
         half = x.max() / 2 - x.min() / 2
+        if not half > 0:  # two neighbouring subnormals: one bin
+            return np.array([x.min(), x.max()]), np.array([centre])
         edges = np.linspace(-1.0, 1.0, self.n_levels + 1)
-        init = (edges[:-1] + edges[1:]) / 2
+        init = edges[:-1] / 2 + edges[1:] / 2
         with warnings.catch_warnings():  # an empty cluster keeps its codeword: harmless
             warnings.simplefilter("ignore", UserWarning)
             book, _ = kmeans2(((x - centre) / half)[:, None], init[:, None], iter=self.max_iter,
@@ -624,12 +666,10 @@ def _bin_means(x, edges):
     """Mean of the samples in each bin (the bin centre for an empty bin)."""
     idx = np.searchsorted(edges[1:-1], x, side="right")
     k = len(edges) - 1
-    sums = np.bincount(idx, weights=x, minlength=k)
     counts = np.bincount(idx, minlength=k)
-    centres = (edges[:-1] + edges[1:]) / 2
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = np.where(counts > 0, sums / np.maximum(counts, 1), centres)
-    return np.clip(means, edges[:-1], edges[1:])
+    means = np.bincount(idx, weights=x / counts[idx], minlength=k)  # (a sum near 1e308 overflows)
+    centres = edges[:-1] / 2 + edges[1:] / 2
+    return np.clip(np.where(counts > 0, means, centres), edges[:-1], edges[1:])
 
 
 QUANTIZERS = {cls.kind: cls for cls in (UniformQuantizer, QuantileQuantizer, GaussianQuantizer,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -306,6 +308,40 @@ def _read_csv(path: str, columns: list[str | int] | None, exclude: list[str | in
                        [x.decode("utf-8", "replace") for x in s.preamble])
 
 
+def npz_arrays(data: bytes, path: str) -> list[tuple[str, np.ndarray]]:
+    """An ``.npz``'s arrays, ``(key, array)`` in member order, the keys as ``numpy.load`` gives
+    them (``NAME.npy`` -> ``NAME``).
+
+    Raises
+    ------
+    ValueError
+        Naming ``path``: not a zip, a member that is no array (a folder, a text file), an
+        encrypted one, two members of one key (``x`` and ``x.npy``, which ``numpy.load``
+        reads as one), or an array that ``numpy.load`` would refuse (objects).
+    """
+    arrays, seen = [], set()
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            for info in z.infolist():
+                name = info.filename
+                key = name[:-4] if name.endswith(".npy") else name
+                if key in seen:
+                    raise ValueError(f"two members are the array {key!r} (numpy.load reads one "
+                                     f"of them for both)")
+                seen.add(key)
+                with z.open(info) as f:
+                    if info.is_dir() or f.read(6) != b"\x93NUMPY":
+                        raise ValueError(f"member {name!r} is not a NumPy array (.npy)")
+                with z.open(info) as f:
+                    arrays.append((key, np.lib.format.read_array(f, allow_pickle=False)))
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError, NotImplementedError,
+            RuntimeError) as e:
+        # (NotImplementedError: a member compressed with a method zipfile does not read;
+        # RuntimeError: an encrypted one)
+        raise ValueError(f"{path}: not a readable npz file ({e})") from None
+    return arrays
+
+
 def read_signal(path: str | Path, columns: list[str | int] | None = None,
                 exclude: list[str | int] | None = None, **csv_options) -> CsvChannels:
     """Read channels from a CSV, NumPy ``.npz``/``.npy``, PCM ``.wav`` file, or a recording.
@@ -340,7 +376,13 @@ def read_signal(path: str | Path, columns: list[str | int] | None = None,
         return read_csv(path, columns=columns, exclude=exclude, **csv_options)
     names, chans = [], []
     if suffix in (".npz", ".npy"):
-        arrays = dict(np.load(path)) if suffix == ".npz" else {path.stem: np.load(path)}
+        if suffix == ".npz":
+            try:
+                arrays = dict(npz_arrays(path.read_bytes(), str(path)))
+            except ValueError as e:
+                raise CsvError(str(e)) from None
+        else:
+            arrays = {path.stem: np.load(path)}
         for key, arr in arrays.items():
             if arr.dtype.kind not in "iufb":
                 raise CsvError(f"{path}: array {key!r} is not numeric ({arr.dtype})")

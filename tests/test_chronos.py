@@ -31,7 +31,8 @@ def test_bins_by_hand():
 def test_chronos_defaults():
     c = ChronosUBPETokenizer()
     assert c.n_bins == CHRONOS_N_BINS == 4096 - 2 - 1 and c.context_length == 512
-    assert c.centers_[0] == -15.0 and c.centers_[-1] == 15.0
+    centres, inner = c._grid()  # (centers_ is fitted state: set by fit)
+    assert centres[0] == -15.0 and centres[-1] == 15.0 and inner.size == CHRONOS_N_BINS - 1
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +79,32 @@ def test_errors():
         c.quantize([1.0, np.nan])
     with pytest.raises(ValueError, match="unknown parameter"):
         c.set_params(bins=3)
+
+
+def test_set_params_after_fit_keeps_the_fitted_bins():
+    """centers_ and boundaries_ were computed from the parameters on every call: set_params
+    after fit moved the bins under the fitted vocabulary (decode 4.7 off, no error) or gave
+    bins outside its alphabet."""
+    x = np.sin(np.arange(3000) / 10)
+    c = ChronosUBPETokenizer(n_bins=256, vocab_size=300, context_length=64).fit([x])
+    w = x[:64]
+    ids, s = c.encode(w)
+    back = c.decode(ids, s)
+    c.set_params(low_limit=-5.0, high_limit=5.0, n_bins=1000)
+    assert np.array_equal(c.decode(ids, s), back)
+    assert np.array_equal(c.encode(50 * w)[0], c.encode(w)[0])  # (mean scaling)
+    assert c.centers_.size == 256 and c.half_bin == 15.0 / 255
+    c.set_params(vocab_size=1100).fit([x])  # a refit takes the new parameters
+    assert c.centers_.size == 1000 and c.centers_[-1] == 5.0
+
+
+def test_sklearn_check_is_fitted():
+    validation = pytest.importorskip("sklearn.utils.validation")
+    exceptions = pytest.importorskip("sklearn.exceptions")
+    c = ChronosUBPETokenizer(n_bins=64, vocab_size=80)
+    with pytest.raises(exceptions.NotFittedError):
+        validation.check_is_fitted(c)
+    validation.check_is_fitted(c.fit([np.sin(np.arange(500) / 10)]))
 
 
 def test_sklearn_clone():

@@ -376,3 +376,73 @@ def test_a_quantized_wav_decompresses_within_its_bound(kind, monkeypatch):
         y = np.frombuffer(back[44:], "<i2").astype(np.int64)
         bound = inspect(packed)["channels"][0]["max_error"]
         assert np.abs(y - x).max() <= bound + (0 if rounded else 0.5)
+
+
+def test_max_error_and_quantizer_exclude_each_other(tmp_path):
+    """max_error was dropped without a word when a quantizer was given (errors up to 125 for
+    a bound of 0.01)."""
+    with pytest.raises(ValueError, match="exclude each other"):
+        compress(np.arange(1000.0), max_error=0.01, quantizer=QUANTIZERS["uniform"](4))
+    np.save(tmp_path / "x.npy", np.arange(1000.0))
+    from ubpe.cli import main
+    r = CliRunner().invoke(main, ["compress", str(tmp_path / "x.npy"), "--max-error", "1",
+                                  "--quantizer", "uniform", "-c"])
+    assert r.exit_code == 2 and "exclude each other" in r.output
+
+
+def test_channel_names_and_meta_are_checked():
+    """Two channels named 'x' both came back as the second one; a NaN in meta gave the JSON
+    library's error, without the key."""
+    with pytest.raises(ValueError, match="'x' more than once"):
+        compress([np.arange(3), np.arange(4)], names=["x", "x"])
+    with pytest.raises(ValueError, match=r"meta\['gain'\]: nan"):
+        compress(np.arange(3), meta={"gain": float("nan")})
+    with pytest.raises(ValueError, match=r"meta\['a.b'\]: inf"):
+        compress(np.arange(3), meta={"a": {"b": np.float32("inf")}})
+
+
+def test_quantizer_errors_name_the_channel_and_bool_is_quantized():
+    """A NaN in the second channel was reported as channel 0 (the fit ran outside the naming);
+    a bool channel with a quantizer was refused as not numeric."""
+    q = QUANTIZERS["uniform"](4)
+    with pytest.raises(ValueError, match="channel 'b'.*non-finite"):
+        compress([np.arange(10.0), np.array([1.0, 2.0, np.nan, 4.0])], names=["a", "b"], quantizer=q)
+    flags = np.array([True, False, False, True])
+    assert np.array_equal(decompress(compress(flags, quantizer=q)), flags)
+
+
+def _zip(path, members):
+    import zipfile
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members:
+            z.writestr(name, data)
+
+
+def _npy(a):
+    import io
+    buf = io.BytesIO()
+    np.save(buf, a)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("members, message", [
+    ([("x", _npy(np.arange(3))), ("x.npy", _npy(np.arange(3) * 100))], "two members are the array 'x'"),
+    ([("x.npy", _npy(np.arange(3))), ("x.npy", _npy(np.arange(4)))], "two members are the array 'x'"),
+    ([("x.npy", _npy(np.arange(5))), ("readme.txt", b"hi")], "member 'readme.txt' is not a NumPy"),
+    ([("sub/", b""), ("x.npy", _npy(np.arange(3)))], "member 'sub/' is not a NumPy"),
+])
+def test_npz_members_that_are_no_distinct_arrays_are_refused(tmp_path, members, message):
+    """numpy.load reads 'x' and 'x.npy' as one array (the other was lost, exit 0); a member
+    that is no array gave a traceback (AttributeError on bytes)."""
+    path = tmp_path / "t.npz"
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (zipfile: duplicate name)
+        _zip(path, members)
+    with pytest.raises(ValueError, match=message):
+        signals.compress_file(path.read_bytes(), "npz", path=str(path))
+    with pytest.raises(signals.CsvError, match=message):
+        signals.read_signal(path)
+    from ubpe.cli import main
+    r = CliRunner().invoke(main, ["compress", str(path), "-c"])
+    assert r.exit_code == 1 and message in r.output and "Traceback" not in r.output

@@ -68,9 +68,18 @@ def test_integers_beyond_2_to_53_are_read_exactly_and_never_called_lossless(tmp_
         assert err <= q.max_error_[0]
         q2 = UniformQuantizer.from_dict(q.to_dict())
         assert q2.max_error_[0] == q.max_error_[0] and not q2.lossless_[0]
-    # (lossless up to 2**52, where float64 still holds the bins' half-integer edges)
-    assert UniformQuantizer(16).fit(np.array([1, 2, 3]) + 2**52 - 3).lossless_.all()
-    assert not UniformQuantizer(16).fit(np.array([1, 2, 3]) + 2**53 - 3).lossless_.any()
+    # (lossless below 2**52, where float64 still holds the bins' half-integer edges: at 2**52
+    # the saved range gave back a codebook half a step off, still called lossless)
+    for top in (2**52 - 1, -(2**52 - 1) + 2):
+        x = np.array([-2, -1, 0]) + top
+        q = UniformQuantizer.from_dict(UniformQuantizer(16).fit(x).to_dict())
+        assert q.lossless_.all() and q.decode(q.encode(x)).tolist() == x.tolist()
+    for top in (2**52, -(2**52) + 2, 2**53):
+        x = np.array([-2, -1, 0]) + top
+        q = UniformQuantizer(16).fit(x)
+        assert not q.lossless_.any()
+        q2 = UniformQuantizer.from_dict(q.to_dict())
+        assert np.abs(q2.decode(q2.encode(x)) - x).max() <= q2.max_error_[0]
     path = tmp_path / "big.csv"
     path.write_text("a,u\n4611686018427387919,18446744073709551615\n-9223372036854775808,7\n")
     t = read_csv(path)
@@ -178,3 +187,39 @@ def test_quantile_codes_are_about_equally_frequent(ecg_csv):
 def test_unknown_quantizer_kind():
     with pytest.raises(ValueError, match="unknown quantizer kind 'zz'"):
         quantizer_from_dict({"kind": "zz"})
+
+
+def test_quantizer_error_is_exact_beyond_2_to_53():
+    """error() subtracted in float64: 2**60 + k (k < 50) measured 0 against one code (the
+    CLI's build summary then said "lossless")."""
+    x = 2**60 + np.arange(50, dtype=np.int64)
+    q = UniformQuantizer(64).fit(x)
+    assert q.error(x)[0] == 49.0 and q.error_stats(x)["max"][0] == 49.0
+    assert q.error(x)[0] <= q.max_error_[0]
+    u = np.array([2**64 - 1, 2**64 - 2049], np.uint64)  # (both decode to the float 2**64)
+    q = UniformQuantizer(4).fit(u)
+    assert q.error(u)[0] == 2049.0 and q.error(u)[0] <= q.max_error_[0]
+
+
+@pytest.mark.parametrize("kind", ["uniform", "quantile", "gaussian", "mulaw", "lloydmax"])
+def test_quantizers_near_the_largest_double(kind):
+    """Midpoints, means and variances of values near 1.8e308 overflowed: an inf codebook,
+    max_error_ inf, and a JSON error on save."""
+    x = np.array([1.79e308, 1.6e308, 0.0, 1.0, 2.0, -1e300])
+    with np.errstate(all="raise"):
+        q = QUANTIZERS[kind](4).fit(x)
+        assert np.isfinite(q.codebook_[0]).all() and np.isfinite(q.max_error_[0])
+        assert q.bin_edges_[0][0] == x.min() and q.bin_edges_[0][-1] == x.max()
+        assert q.error(x)[0] <= q.max_error_[0]
+    quantizer_from_dict(q.to_dict())
+
+
+def test_round_to_keeps_64_bit_integers_in_their_range():
+    """round_to rounded a codebook to the float 2**63, which the int64 cast wrapped to -2**63
+    (uint64: 2**64 -> 0), while the bound said 4096."""
+    for dtype, top in ((np.int64, 2**63 - 1), (np.uint64, 2**64 - 1)):
+        for x in (np.full(5, top, dtype), np.array([top, top - 3000], dtype)):
+            q = UniformQuantizer(16).fit(x).round_to(dtype)
+            back = q.decode(q.encode(x)).astype(dtype)
+            err = max(abs(int(b) - int(v)) for b, v in zip(back.tolist(), x.tolist()))
+            assert err <= q.max_error_[0]

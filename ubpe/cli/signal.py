@@ -319,6 +319,9 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
     csv_options = {"skip_rows": skip_rows, "comment": comment, "delimiter": delimiter,
                    "columns": split_list(columns), "exclude": split_list(exclude)}
     q = QUANTIZERS[quantizer](levels) if quantizer else None
+    if max_error and q is not None:
+        raise click.UsageError("--max-error and --quantizer exclude each other (a quantizer "
+                               "sets its own error: --levels)")
     if packet_size is not None and model is None:
         raise click.UsageError("--packet-size needs --model (packets are coded against a model)")
     if packet_size is not None and (max_error or q is not None):

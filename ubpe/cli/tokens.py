@@ -56,7 +56,7 @@ def csv_options(f):
 @click.option("--levels", default=1024, show_default=True, type=click.IntRange(2, 2**24),
               help="Quantization levels per channel (the alphabet size; at most 2**24, the "
                    "largest a model file may declare by default). Integer channels whose range "
-                   "fits are kept exactly.")
+                   "fits (magnitudes below 2**52) are kept exactly.")
 @click.option("--vocab-size", default=4096, show_default=True, type=click.IntRange(2),
               help="Vocabulary size in tokens, alphabet included.")
 @click.option("--n-candidates", default=8, show_default=True, type=click.IntRange(1),
