@@ -804,8 +804,10 @@ def decompress_file(data: bytes, *, model: Any = None) -> Decoded:
     Raises
     ------
     SignalFormatError
-        On a damaged, foreign or newer container, or one made from arrays
-        by :func:`signals.compress` (use :func:`signals.decompress`).
+        On a damaged, foreign or newer container. A container made from
+        arrays by :func:`signals.compress` comes back as a ``.npy`` (one
+        array) or ``.npz`` (a list of channels) file's bytes;
+        :func:`signals.decompress` gives the arrays themselves.
     """
     header, columns, blobs = decode_columns(data, model)
     source = header.get("source")

@@ -218,6 +218,19 @@ def test_encode_decode_through_pipes(daphnet_csv, daphnet_model):
     assert r.stdout.startswith("ankle_horiz_fwd,ankle_vert,")
 
 
+def test_encode_of_a_value_outside_the_model_names_the_file(tmp_path, daphnet_csv, daphnet_model):
+    """The message named the channel and sample alone ("channel 'ankle_horiz_fwd', sample 0:
+    value 999999 is outside the fitted range"), not the file."""
+    lines = daphnet_csv.read_text().splitlines()
+    cells = lines[1].split(",")
+    cells[1] = "999999"  # (ankle_horiz_fwd: cells[0] is the timestamp)
+    bad = tmp_path / "oor.csv"
+    bad.write_text("\n".join([lines[0], ",".join(cells)] + lines[2:]) + "\n")
+    r = run("encode", daphnet_model, bad, "-o", tmp_path / "t.npz")
+    assert r.exit_code == 1 and not (tmp_path / "t.npz").exists()
+    assert f"ubpe: {bad}: channel 'ankle_horiz_fwd', sample 0: value 999999" in r.stderr
+
+
 def test_encode_top_n_writes_alternatives(tmp_path, daphnet_csv, daphnet_model):
     tokens = tmp_path / "t.npz"
     r = run("encode", daphnet_model, daphnet_csv, "--method", "weighted", "--top-n", 3,

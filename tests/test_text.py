@@ -588,3 +588,17 @@ def test_numpy_hyperparameters_save(tmp_path):
     tok = ByteTokenizer(np.int64(300), progress=False).fit(["hello world " * 20])
     tok.save(tmp_path / "b.json")  # (a TypeError: int64 is not JSON serializable)
     assert ByteTokenizer.load(tmp_path / "b.json").vocab_size == 300
+
+
+def test_a_reader_that_goes_away_after_some_output_ends_the_command_too(shakespeare_tok, tmp_path):
+    """`ubpe text encode m.json f | head -1`: the output's one write returned the 64 KiB that
+    the pipe took, without an error, and the command ended with status 0 and its summary."""
+    import subprocess
+    import sys
+    shakespeare_tok.save(tmp_path / "m.json")
+    (tmp_path / "in.txt").write_bytes(b"hello world\n" * 40000)
+    p = subprocess.Popen([sys.executable, "-m", "ubpe", "text", "encode", str(tmp_path / "m.json"),
+                          str(tmp_path / "in.txt")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.read(100)
+    p.stdout.close()  # (the reader goes away with the rest of the output unread)
+    assert p.wait(timeout=120) == 141 and p.stderr.read() == b""

@@ -36,7 +36,7 @@ COMMANDS = {
     "encode": ("tokens", "encode", "Tokenize CSV channels with a model from 'ubpe build'."),
     "decode": ("tokens", "decode", "Turn a token file back into a CSV of samples."),
     "compress": ("signal", "compress", "Compress a signal file (CSV, .npz/.npy, .wav) to .ubpe."),
-    "decompress": ("signal", "decompress", "Decode a .ubpe file back to CSV."),
+    "decompress": ("signal", "decompress", "Give back the file a .ubpe came from (CSV, .npy/.npz, .wav)."),
     "inspect": ("signal", "inspect", "Describe a model or a .ubpe file."),
     "text": ("text", "text", "Byte-level BPE for text (train, encode, decode, stats)."),
     "plot": ("plot", "plot", "Draw PNG pictures of a signal's tokens, bits and residuals."),

@@ -432,13 +432,34 @@ def open_output(output: str) -> Iterator[Any]:
     block ends without error (with the umask), or standard output for ``"-"``."""
     if output == STDIO:
         try:
-            yield sys.stdout.buffer
+            yield _WholeWrites(sys.stdout.buffer)
             sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            raise  # (the reader went away: ubpe.cli stops quietly, status 141)
         except OSError as e:  # (a full disk behind a redirection: named, not the input)
             raise output_error(e, "standard output") from None
         return
     with atomic_writer(output) as f:
         yield f
+
+
+class _WholeWrites:
+    """Standard output whose ``write`` writes all it is given: a buffered write to a pipe
+    whose reader goes away returns the count written so far without an error (the rest is
+    dropped), and only the next write raises the BrokenPipeError that ends the command
+    with status 141."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        while view.nbytes:
+            view = view[self.raw.write(view):]
+        return len(data) if isinstance(data, (bytes, bytearray)) else memoryview(data).nbytes
+
+    def flush(self) -> None:
+        self.raw.flush()
 
 
 def write_output(output: str, data: bytes) -> None:

@@ -277,9 +277,13 @@ def encode(model_path, files, output, to_stdout, force, report: Reporter, method
                                     delimiter=delimiter)
     arrays = {"model": np.array(model.content_id())}
     n_samples = n_tokens = 0
-    for name, c, docs in zip(model.channel_names_, channels,
-                             model.encode_documents(channels, method=method, top_n=top_n,
-                                                    beam=beam)):
+    try:
+        encoded = model.encode_documents(channels, method=method, top_n=top_n, beam=beam)
+    except ValueError as e:  # (a value outside the fitted range: named after its file; a
+        # model of several files names them in its channels, FILE:COLUMN)
+        raise ValueError(f"{'standard input' if files[0] == STDIO else files[0]}: {e} (sample 0 "
+                         f"is the first data row)" if len(files) == 1 else str(e)) from None
+    for name, c, docs in zip(model.channel_names_, channels, encoded):
         ranked = [d if top_n > 1 else [(d, model.tokenizer_.score(d))] for d in docs]
         for k in range(top_n):
             pick = [r[min(k, len(r) - 1)][0] for r in ranked]
