@@ -17,6 +17,7 @@ notebook by leaving it as a cell's value, or with ``pyplot`` as usual.
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import signal
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ubpe import Tokenizer, split_documents
+from ubpe.serialization import atomic_writer
 
 from .arraylike import as_channels
 from .codec import compress
@@ -57,11 +59,19 @@ def _channel(x: Any, channel: int) -> tuple[np.ndarray, str]:
     return chans[channel], (names[channel] if names else f"ch{channel}")
 
 
-def _codes(x: np.ndarray, n_levels: int) -> np.ndarray:
-    """Integer codes from 0: integers shifted when their range fits, else uniform bins."""
-    if x.dtype.kind in "iu" and int(x.max()) - int(x.min()) < n_levels:
-        return (x.astype(np.int64) - int(x.min())).astype(np.int64)
-    return UniformQuantizer(n_levels).fit(x).encode(x).astype(np.int64)
+MAX_KEPT_RANGE = 2**30  # integers spanning fewer values are kept exactly (a tokenizer's alphabet)
+
+
+def _codes(x: np.ndarray, n_levels: int) -> tuple[np.ndarray, str]:
+    """Integer codes from 0 (int64), and how they were made (for a title): integers (bool
+    too) minus their least value where they span fewer than ``MAX_KEPT_RANGE`` values (the
+    integers that :func:`signals.compress` predicts), else ``n_levels`` uniform bins."""
+    if x.dtype.kind in "iub" and x.size:
+        lo = int(x.min())
+        if int(x.max()) - lo < MAX_KEPT_RANGE:  # (Python ints: no wrap in any dtype)
+            return (x.astype(np.uint64) - np.uint64(lo % 2**64)).astype(np.int64), ""
+    return (UniformQuantizer(n_levels).fit(x).encode(x).astype(np.int64),
+            f", quantized to {n_levels:,} levels")
 
 
 def tokens_figure(x: Any, model: SignalModel | None = None, *, channel: int = 0, start: int = 0,
@@ -312,7 +322,9 @@ def vocab_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, max_merges: 
     x : array-like
     channel : int, default 0
     n_levels : int, default 1024
-        Quantizer levels for float input (integers are kept).
+        Uniform quantizer levels for float input, and for integers that span
+        ``MAX_KEPT_RANGE`` (2**30) values or more (the title then says so);
+        other integers are kept exactly, as :func:`signals.compress` codes them.
     max_merges : int, default 1024
     vocab_sizes : sequence of int, optional
         Merge counts to evaluate; default 0 and powers of two up to
@@ -327,7 +339,8 @@ def vocab_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, max_merges: 
         bits per sample)``.
     """
     sig, name = _channel(x, channel)
-    res, _ = LinearPredictor().encode(_codes(sig, n_levels))
+    codes, how = _codes(sig, n_levels)
+    res, _ = LinearPredictor().encode(codes)
     sym = zigzag(res).astype(np.int64)
     docs = split_documents(sym, doc_length)
     alphabet = max(2, int(sym.max()) + 1)
@@ -358,7 +371,7 @@ def vocab_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, max_merges: 
     ax2 = ax.twinx()
     ax2.plot(alphabet + curve[:, 0], curve[:, 2], "s-", color=_SHADES[1], label="bits per sample")
     ax2.set_ylabel("bits per sample (order-0 entropy)", color=_SHADES[1])
-    ax.set_title(title or f"{name}: vocabulary growth on prediction residuals")
+    ax.set_title(title or f"{name}: vocabulary growth on prediction residuals{how}")
     fig.ubpe_curve = curve
     return fig
 
@@ -379,7 +392,9 @@ def residual_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, title: st
     x : array-like
     channel : int, default 0
     n_levels : int, default 1024
-        Quantizer levels for float input (integers are kept).
+        Uniform quantizer levels for float input, and for integers that span
+        ``MAX_KEPT_RANGE`` (2**30) values or more (the title then says so);
+        other integers are kept exactly, as :func:`signals.compress` codes them.
     title : str, optional
 
     Returns
@@ -388,7 +403,8 @@ def residual_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, title: st
         ``fig.ubpe_entropy`` is ``(table bits/sample, Laplace bits/sample)``.
     """
     sig, name = _channel(x, channel)
-    res, _ = LinearPredictor().encode(_codes(sig, n_levels))
+    codes, how = _codes(sig, n_levels)
+    res, _ = LinearPredictor().encode(codes)
     res = res.astype(np.int64)
     values, counts = np.unique(res, return_counts=True)
     p = counts / res.size
@@ -414,7 +430,7 @@ def residual_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, title: st
     ax.set_ylabel("probability")
     ax.legend(fontsize=8)
     ax.set_title(title or f"{name}: table {h_table:.2f} bits/sample, Laplace {h_laplace:.2f} "
-                          f"bits/sample ({res.size:,} residuals)")
+                          f"bits/sample ({res.size:,} residuals{how})")
     fig.ubpe_entropy = (h_table, h_laplace)
     return fig
 
@@ -449,18 +465,18 @@ def save_all(x: Any, outdir: str | Path, *, which: Sequence[str] = tuple(PICTURE
     Returns
     -------
     list of Path
-        The files written.
+        The files written: every picture is drawn first, so that an error
+        (an empty token window, a value outside the model) writes none.
 
     Raises
     ------
     ValueError
-        On an unknown picture name.
+        On an unknown picture name, or what a picture raises.
     """
     unknown = [w for w in which if w not in PICTURES]
     if unknown:
         raise ValueError(f"unknown picture(s) {unknown}; choose from {', '.join(PICTURES)}")
     outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
     chans, names = as_channels(x)
     one = chans[channel] if 0 <= channel < len(chans) else None
     if one is None:
@@ -472,7 +488,8 @@ def save_all(x: Any, outdir: str | Path, *, which: Sequence[str] = tuple(PICTURE
     if "bits" in which:
         whole = 8.0 * len(compress(one)) / one.size
         blocks = _Forked(_blocks_only, one, BITS_BLOCK, {}, enabled=parallel)
-    written: dict[str, Path] = {}
+    png: dict[str, bytes] = {}  # (every picture drawn before any file is written)
+    name = names[channel] if names else f"ch{channel}"
     try:  # the bits picture last: its child has the most time to finish
         for w in sorted(dict.fromkeys(which), key=lambda w: w == "bits"):
             if w == "tokens":
@@ -480,16 +497,21 @@ def save_all(x: Any, outdir: str | Path, *, which: Sequence[str] = tuple(PICTURE
                                     rate=rate)
             elif w == "bits":
                 assert blocks is not None
-                fig = _draw_bits([one], [names[channel] if names else "ch0"],
-                                 [(blocks.result(), whole)],
-                                 BITS_BLOCK, rate, f"{names[channel] if names else 'ch0'}: bits "
-                                                   f"per sample, blocks compressed on their own")
+                fig = _draw_bits([one], [name], [(blocks.result(), whole)], BITS_BLOCK, rate,
+                                 f"{name}: bits per sample, blocks compressed on their own")
             else:
                 fig = PICTURES[w](x, channel=channel)
-            path = outdir / f"{prefix}{w}.png"
-            fig.savefig(path, dpi=dpi)
-            written[w] = path
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", dpi=dpi)
+            png[w] = buf.getvalue()
     finally:
         if blocks is not None:
             blocks.close()
-    return [written[w] for w in dict.fromkeys(which)]
+    outdir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for w in dict.fromkeys(which):
+        path = outdir / f"{prefix}{w}.png"
+        with atomic_writer(path) as f:
+            f.write(png[w])
+        written.append(path)
+    return written

@@ -389,9 +389,10 @@ def read_signal(path: str | Path, columns: list[str | int] | None = None,
             if arr.ndim == 1:
                 names.append(key)
                 chans.append(arr)
-            elif arr.ndim == 2:
-                names += [f"{key}:{i}" for i in range(arr.shape[0])]
-                chans += list(arr)
+            elif arr.ndim == 2:  # channels along the shorter axis, as ubpe compress takes them
+                rows = arr if arr.shape[0] <= arr.shape[1] else arr.T
+                names += [f"{key}:{i}" for i in range(rows.shape[0])]
+                chans += list(rows)
             else:
                 raise CsvError(f"{path}: array {key!r} has shape {arr.shape}; expected 1-D or 2-D")
     else:  # a WAV file, read as ubpe compress reads it (every PCM and float kind it codes)
@@ -401,16 +402,30 @@ def read_signal(path: str | Path, columns: list[str | int] | None = None,
         except ValueError as e:
             raise CsvError(str(e)) from None
         names, chans = [n for n, _ in cols], [c for _, c in cols]
+    return pick_channels(str(path), names, chans, columns, exclude)
+
+
+def pick_channels(path: str, names: list[str], chans: list[np.ndarray],
+                  columns: list[str | int] | None = None,
+                  exclude: list[str | int] | None = None) -> CsvChannels:
+    """Named channels (of an array or WAV file, or of a container made from them) as
+    :class:`CsvChannels`, picked by ``columns`` or ``exclude`` (names or 0-based indices).
+
+    Raises
+    ------
+    CsvError
+        On a non-finite float sample, a pick that names no channel, or both picks given.
+    """
     for c, x in zip(names, chans):
         if x.dtype.kind == "f" and not np.isfinite(x).all():
             i = int(np.argmax(~np.isfinite(x)))
             raise CsvError(f"{path}, channel {c!r}, sample {i}: non-finite value {x[i]}")
     _one_of(columns, exclude)
     if columns:
-        idx = _resolve(columns, names, str(path), "channel")
+        idx = _resolve(columns, names, path, "channel")
     else:
-        dropped = set(_resolve(exclude or [], names, str(path), "excluded channel"))
+        dropped = set(_resolve(exclude or [], names, path, "excluded channel"))
         idx = [i for i in range(len(names)) if i not in dropped]
-    return CsvChannels(str(path), [names[i] for i in idx], [np.asarray(chans[i]) for i in idx],
+    return CsvChannels(path, [names[i] for i in idx], [np.asarray(chans[i]) for i in idx],
                        [], header=False, scales=[0 if chans[i].dtype.kind in "iu" else -1 for i in idx],
                        scaled=[False] * len(idx))

@@ -223,3 +223,71 @@ def test_cli_warnings_are_the_commands_and_q_hides_them(tmp_path):
     r = CliRunner().invoke(main, ["plot", str(csv), "-o", str(tmp_path / "p"), "--serial",
                                   "--which", "tokens", "-f", "-q"])
     assert r.exit_code == 0 and r.stderr == ""
+
+
+def test_residuals_of_integers_are_exact_and_a_quantizer_is_named():
+    """The residual and vocabulary pictures quantized an int16 signal to 1024 levels without a
+    word ("table 4.92 bits/sample" for residuals of 8.59); uint64 values above 2**63 crashed."""
+    from signals.predict import LinearPredictor
+    rng = np.random.default_rng(0)
+    x = np.cumsum(rng.integers(-3000, 3000, 5000)).astype(np.int64)
+    fig = pictures.residual_figure(x)
+    res, _ = LinearPredictor().encode(x - x.min())
+    _, counts = np.unique(res, return_counts=True)
+    p = counts / res.size
+    assert fig.ubpe_entropy[0] == pytest.approx(float(-(p * np.log2(p)).sum()))
+    assert "quantized" not in fig.axes[0].get_title()
+    floats = pictures.residual_figure(x / 7.0, n_levels=256)
+    assert "quantized to 256 levels" in floats.axes[0].get_title()
+    big = np.array([2**64 - 1, 2**64 - 2, 2**64 - 6, 2**64 - 3], np.uint64)
+    assert pictures.residual_figure(big).ubpe_entropy[0] > 0
+    wide = np.array([0, 2**62, 5], np.int64)  # (2**62 values: a tokenizer's alphabet is 2**30)
+    assert "quantized" in pictures.vocab_figure(wide, max_merges=4).axes[0].get_title()
+
+
+def test_save_all_writes_nothing_when_a_picture_fails(ecg, tmp_path):
+    """The pictures drawn before the failing one were left behind (vocab.png, residuals.png
+    beside an error exit)."""
+    with pytest.raises(ValueError, match="empty window"):
+        pictures.save_all(ecg, tmp_path / "pics", which=["vocab", "residuals", "tokens"],
+                          start=10**7)
+    assert not (tmp_path / "pics").exists() or not list((tmp_path / "pics").iterdir())
+
+
+def test_cli_plot_of_an_array_container_takes_its_names_and_picks(tmp_path):
+    """--columns and --exclude were ignored for a .ubpe made from arrays (it drew 'a', named
+    'ch0'); the bits picture was titled 'ch0' for every channel; --which bogus exited 1."""
+    import signals
+    (tmp_path / "two.ubpe").write_bytes(
+        signals.compress([np.arange(500), 2 * np.arange(300)], names=["a", "b"]))
+    out = str(tmp_path / "pics")
+    r = CliRunner().invoke(main, ["plot", str(tmp_path / "two.ubpe"), "-o", out, "--columns",
+                                  "b", "--channel", "1", "--which", "tokens"])
+    assert r.exit_code == 2 and "1 channel" in r.output  # (b alone)
+    r = CliRunner().invoke(main, ["plot", str(tmp_path / "two.ubpe"), "-o", out, "--columns",
+                                  "nonexistent"])
+    assert r.exit_code == 1 and "no column named 'nonexistent'" in r.stderr
+    r = CliRunner().invoke(main, ["plot", str(tmp_path / "two.ubpe"), "-o", out, "--exclude",
+                                  "a", "--which", "residuals", "-v"])
+    assert r.exit_code == 0, r.output
+    assert_png(tmp_path / "pics" / "two.residuals.png")
+    for which in ("bogus", ",", "tokens,pie"):
+        r = CliRunner().invoke(main, ["plot", str(tmp_path / "two.ubpe"), "-o", out, "--which",
+                                      which])
+        assert r.exit_code == 2 and "--which" in r.output
+
+
+def test_cli_plot_reads_standard_input(ecg_csv, tmp_path):
+    r = CliRunner().invoke(main, ["plot", "-", "-o", str(tmp_path), "--which", "residuals"],
+                           input=ecg_csv.read_bytes())
+    assert r.exit_code == 0, r.output
+    assert_png(tmp_path / "stdin.residuals.png")
+
+
+def test_bits_picture_is_titled_with_its_channel(monkeypatch, tmp_path):
+    titles = []
+    draw = pictures._draw_bits
+    monkeypatch.setattr(pictures, "_draw_bits", lambda *a: titles.append(a[-1]) or draw(*a))
+    x = np.stack([np.arange(3000) % 50, np.arange(3000) % 7])
+    pictures.save_all(x, tmp_path, which=["bits"], channel=1, parallel=False)
+    assert titles == ["ch1: bits per sample, blocks compressed on their own"]

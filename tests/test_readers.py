@@ -249,3 +249,14 @@ def test_read_signal_reads_every_wav_that_compress_codes(tmp_path):
     (tmp_path / "f.wav").write_bytes(b"RIFF" + struct.pack("<I", len(body)) + body)
     g = read_signal(tmp_path / "f.wav")
     assert g.channels[0].dtype == np.float32 and g.channels[0].tolist() == f.tolist()
+
+
+def test_read_signal_takes_array_channels_along_the_shorter_axis(tmp_path):
+    """A (samples, channels) .npy was read as thousands of 2-sample channels, where ubpe
+    compress takes the shorter axis as channels."""
+    x = np.arange(4000, dtype=np.int16).reshape(2000, 2)
+    np.save(tmp_path / "tc.npy", x)
+    got = read_signal(tmp_path / "tc.npy")
+    assert got.names == ["tc:0", "tc:1"] and np.array_equal(got.channels[1], x[:, 1])
+    np.save(tmp_path / "ct.npy", x.T)
+    assert np.array_equal(read_signal(tmp_path / "ct.npy").channels[0], x[:, 0])

@@ -52,14 +52,36 @@ def plot(source, outdir, which, channel, start, length, rate, model_path, column
     """
     check_picks(columns, exclude)
     try:
-        from signals import plot as pictures
+        import signals.plot  # noqa: F401  (matplotlib, or the message below)
     except ImportError as e:
         raise click.ClickException(f"ubpe plot needs matplotlib: pip install 'ubpe[plot]' ({e})") from None
     import signals
 
     t0 = time.perf_counter()
     names = split_list(which) or []
-    raw = source.read_bytes()
+    unknown = [w for w in names if w not in PICTURES]
+    if unknown or not names:
+        raise click.BadParameter(f"{', '.join(map(repr, unknown)) or 'none given'}; choose from "
+                                 f"{', '.join(PICTURES)}", param_hint="--which")
+    if str(source) == "-":  # standard input: into a file of its kind's suffix (read by suffix)
+        import sys
+        import tempfile
+        raw = sys.stdin.buffer.read()
+        kind = ("ubpe" if raw[:8] == b"UBPE-SIG" or signals.files.is_stream(raw)
+                else signals.files.kind_of("", raw))
+        with tempfile.TemporaryDirectory(prefix="ubpe-") as tmp:
+            path = Path(tmp) / f"stdin.{kind}"
+            path.write_bytes(raw)
+            return _plot(path, raw, outdir, names, channel, start, length, rate, model_path,
+                         columns, exclude, dpi, serial, force, report, t0)
+    return _plot(source, source.read_bytes(), outdir, names, channel, start, length, rate,
+                 model_path, columns, exclude, dpi, serial, force, report, t0)
+
+
+def _plot(source, raw, outdir, names, channel, start, length, rate, model_path, columns, exclude,
+          dpi, serial, force, report, t0) -> None:
+    import signals
+    from signals import plot as pictures
     stream = signals.files.is_stream(raw)
     if stream or raw[:8] == b"UBPE-SIG" and signals.inspect(raw).get("source") == "csv":
         import io
@@ -74,10 +96,13 @@ def plot(source, outdir, which, channel, start, length, rate, model_path, column
             data = signals.read_signal(path, columns=split_list(columns),
                                        exclude=split_list(exclude))
         chans, chan_names = data.channels, data.names
-    elif raw[:8] == b"UBPE-SIG":
+    elif raw[:8] == b"UBPE-SIG":  # a container of arrays or of a WAV: its named channels
+        from signals.readers import pick_channels
         x = signals.decompress(raw)
-        chans = [x] if getattr(x, "ndim", 2) == 1 else list(x)
-        chan_names = None
+        data = pick_channels(str(source), [c["name"] for c in signals.inspect(raw)["channels"]],
+                             [x] if getattr(x, "ndim", 2) == 1 else list(x),
+                             split_list(columns), split_list(exclude))
+        chans, chan_names = data.channels, data.names
     else:
         data = signals.read_signal(source, columns=split_list(columns),
                                    exclude=split_list(exclude))
