@@ -247,7 +247,8 @@ def decode_columns(data: bytes, model: Any = None, *,
         return header, [], [container.read_verbatim(sections[0].body)]
     if n_values > max_values:
         raise SignalFormatError(f"the file declares {n_values:,} values, above max_values="
-                                f"{max_values:,}; pass a larger max_values to decode it")
+                                f"{max_values:,}; pass a larger max_values (ubpe decompress "
+                                f"--max-values) to decode it")
     wanted = header.get("model")
     if wanted is None and any(isinstance(c, dict) and c.get("model") for c in header["columns"]):
         raise SignalFormatError("header: columns coded with a model, but no model id")

@@ -32,7 +32,14 @@ import numpy as np
 
 from . import container, table
 from .channel import check_level
-from .codec import DEFAULT_LEVEL, _as_array, column_plans, decode_columns, encode_columns
+from .codec import (
+    DEFAULT_LEVEL,
+    MAX_VALUES,
+    _as_array,
+    column_plans,
+    decode_columns,
+    encode_columns,
+)
 from .container import SignalFormatError
 from .intmap import check_max_error
 from .quantize import float_bounds
@@ -798,8 +805,11 @@ def decompress_packets_file(data: bytes, model: Any) -> Decoded:
     return Decoded("npy", buf.getvalue(), ".npy")
 
 
-def decompress_file(data: bytes, *, model: Any = None) -> Decoded:
+def decompress_file(data: bytes, *, model: Any = None, max_values: int = MAX_VALUES) -> Decoded:
     """Give back the file that :func:`compress_file` compressed.
+
+    ``max_values`` bounds the values that the container may declare (memory:
+    about 8 bytes each), as :func:`signals.decompress` does.
 
     Raises
     ------
@@ -809,7 +819,7 @@ def decompress_file(data: bytes, *, model: Any = None) -> Decoded:
         array) or ``.npz`` (a list of channels) file's bytes;
         :func:`signals.decompress` gives the arrays themselves.
     """
-    header, columns, blobs = decode_columns(data, model)
+    header, columns, blobs = decode_columns(data, model, max_values=max_values)
     source = header.get("source")
     try:
         if source == "csv":

@@ -832,3 +832,20 @@ def test_build_of_several_files_excludes_a_column_where_a_file_has_it(tmp_path):
     assert names and not any("label" in n for n in names)
     r = run("build", a, b, "--exclude", "lable", "-o", m, "-f")
     assert r.exit_code == 1 and "--exclude 'lable': no file has such a column" in r.stderr
+
+
+def test_decode_errors_name_the_token_file(tmp_path, daphnet_csv, daphnet_model):
+    """An object array or channels of other lengths in the token file gave messages that named
+    no file ("Object arrays cannot be loaded...", "channels have different lengths")."""
+    good = tmp_path / "t.npz"
+    assert run("encode", daphnet_model, daphnet_csv, "-o", good).exit_code == 0
+    with np.load(good) as z:
+        arrays = {k: z[k] for k in z.files}
+    names = SignalModel.load(daphnet_model).channel_names_
+    for label, change in (("object", lambda a: a.astype(object)), ("short", lambda a: a[:1])):
+        bad = dict(arrays)
+        bad[f"tokens/{names[0]}"] = change(bad[f"tokens/{names[0]}"])
+        path = tmp_path / f"{label}.npz"
+        np.savez(path, **bad)
+        r = run("decode", daphnet_model, path, "-c")
+        assert r.exit_code == 1 and f"ubpe: {path}:" in r.stderr, r.stderr

@@ -446,3 +446,21 @@ def test_npz_members_that_are_no_distinct_arrays_are_refused(tmp_path, members, 
     from ubpe.cli import main
     r = CliRunner().invoke(main, ["compress", str(path), "-c"])
     assert r.exit_code == 1 and message in r.output and "Traceback" not in r.output
+
+
+def test_decompress_max_values_option(tmp_path):
+    """decode_columns refused files of more than 2**30 values and said "pass a larger
+    max_values", which neither ubpe decompress nor decompress_file took."""
+    x = np.arange(1000, dtype=np.int32)
+    np.save(tmp_path / "x.npy", x)
+    blob = signals.compress_file((tmp_path / "x.npy").read_bytes(), "npy")
+    (tmp_path / "x.npy.ubpe").write_bytes(blob)
+    with pytest.raises(SignalFormatError, match="above max_values=999"):
+        signals.decompress_file(blob, max_values=999)
+    from ubpe.cli import main
+    r = CliRunner().invoke(main, ["decompress", str(tmp_path / "x.npy.ubpe"), "-c",
+                                  "--max-values", "999"])
+    assert r.exit_code == 1 and "--max-values" in r.output
+    r = CliRunner().invoke(main, ["decompress", str(tmp_path / "x.npy.ubpe"), "-c",
+                                  "--max-values", "1000"])
+    assert r.exit_code == 0 and r.stdout_bytes == (tmp_path / "x.npy").read_bytes()

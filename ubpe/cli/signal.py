@@ -451,7 +451,12 @@ def _decompressed_name(source: Path) -> Path:
                 "a/x.npy; a recording's arrays: a/x.edf.npz).")
 @_model_option
 @threads_option("Decompress", "in N threads")
-def decompress(sources, output, to_stdout, force, report: Reporter, model_path, threads):
+@click.option("--max-values", type=click.IntRange(1), default=signals.codec.MAX_VALUES,
+              show_default="2**30",
+              help="Refuse a file that declares more values (its memory: about 8 bytes each), "
+                   "as a guard against crafted files.")
+def decompress(sources, output, to_stdout, force, report: Reporter, model_path, threads,
+               max_values):
     """Give back the files that 'ubpe compress' compressed, exactly.
 
     FILE '-' reads standard input and writes standard output unless -o is given.
@@ -476,14 +481,14 @@ def decompress(sources, output, to_stdout, force, report: Reporter, model_path, 
                                  f"(--model)")
             out = signals.files.decompress_packets_file(data, model).data
         elif container.container_version(data) == 1:
-            values = signals.decompress(data)
+            values = signals.decompress(data, max_values=max_values)
             info = signals.inspect(data)
             channels = info["channels"]
             values = [values] if np.ndim(values) == 1 and len(channels) == 1 else list(values)
             out = csv_text([c["name"] for c in channels], values,
                            [c["quantizer"] is None for c in channels])
         else:
-            out = signals.decompress_file(data, model=model).data
+            out = signals.decompress_file(data, model=model, max_values=max_values).data
         write_output(job.output, out)
         report.info(f"{job.name}: {len(data):,} -> {len(out):,} bytes; wrote {_where(job.output)}")
 

@@ -338,7 +338,10 @@ def decode(model_path, tokens_path, output, to_stdout, force, report: Reporter, 
                 raise ValueError(f"{where}: no tokens for the model's channel(s) "
                                  f"{', '.join(map(repr, missing))}; was it written by 'ubpe "
                                  f"encode' with this model?")
-            tokens = [z[f"tokens/{n}"] for n in model.channel_names_]
+            try:
+                tokens = [z[f"tokens/{n}"] for n in model.channel_names_]
+            except ValueError as e:  # (an object array: numpy refuses to unpickle it)
+                raise ValueError(f"{where}: not a token file ({e})") from None
     except (OSError, EOFError, zipfile.BadZipFile) as e:
         raise ValueError(f"{where}: not a token file ({e})") from None
     for n, t in zip(model.channel_names_, tokens):
@@ -364,7 +367,7 @@ def decode(model_path, tokens_path, output, to_stdout, force, report: Reporter, 
     lengths = {v.size for v in values}
     if len(lengths) > 1:
         files = sorted({n.split(":")[0] for n in names if ":" in n})
-        raise ValueError(f"channels have different lengths ({sorted(lengths)}); one CSV needs "
+        raise ValueError(f"{where}: channels have different lengths ({sorted(lengths)}); one CSV needs "
                          f"equal lengths" + (f": write one file's at a time, --file NAME "
                                              f"({', '.join(files)})" if files else ""))
     write_csv(dst, names, values, exact)
