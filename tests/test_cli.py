@@ -849,3 +849,17 @@ def test_decode_errors_name_the_token_file(tmp_path, daphnet_csv, daphnet_model)
         np.savez(path, **bad)
         r = run("decode", daphnet_model, path, "-c")
         assert r.exit_code == 1 and f"ubpe: {path}:" in r.stderr, r.stderr
+
+
+def test_decompressed_name_takes_the_kind_where_the_name_has_no_suffix(tmp_path):
+    """`ubpe compress - -o wv.ubpe < x.wav` then `ubpe decompress wv.ubpe` wrote a WAV named
+    'wv'; a container of signals.compress saved as sig.ubpe gave an .npy named 'sig'."""
+    wav = (Path(__file__).parent / "data" / "speech_0880.wav").read_bytes()
+    (tmp_path / "wv.ubpe").write_bytes(signals.compress_file(wav, "wav"))
+    (tmp_path / "sig.ubpe").write_bytes(signals.compress([np.arange(5), np.arange(3)]))
+    (tmp_path / "x.csv.ubpe").write_bytes(signals.compress_file(b"a\n1\n2\n", "csv"))
+    for name, out in (("wv.ubpe", "wv.wav"), ("sig.ubpe", "sig.npz"), ("x.csv.ubpe", "x.csv")):
+        r = run("decompress", tmp_path / name)
+        assert r.exit_code == 0, r.output
+        assert (tmp_path / out).exists(), name
+    assert (tmp_path / "wv.wav").read_bytes() == wav

@@ -441,7 +441,25 @@ def _decompressed_name(source: Path) -> Path:
             packets = f.read(len(magic)) == magic
     except OSError:  # (the job reports it)
         packets = False
-    return out.with_suffix(".npy") if packets else out
+    if packets:
+        return out.with_suffix(".npy")
+    return out.with_name(out.name + _kind_suffix(source)) if not out.suffix else out
+
+
+_SOURCE_SUFFIX = {"csv": ".csv", "wav": ".wav", "npy": ".npy", "array": ".npy", "npz": ".npz",
+                  "arrays": ".npz"}
+
+
+def _kind_suffix(source: Path) -> str:
+    """The suffix of what a ``.ubpe`` gives back, for a name that has none (``ubpe compress - -o
+    x.ubpe < in.wav`` -> ``x.wav``); "" where the file cannot say (the job reports why)."""
+    try:
+        data = source.read_bytes()
+        if signals.files.is_stream(data):
+            return ".csv"
+        return _SOURCE_SUFFIX.get(str(signals.inspect(data).get("source")), "")
+    except (OSError, ValueError):
+        return ""
 
 
 @click.command()
