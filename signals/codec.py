@@ -470,7 +470,7 @@ def decompress(data: bytes, *, model: Any = None, max_values: int = MAX_VALUES) 
     if data[:len(container.STREAM_MAGIC)] == container.STREAM_MAGIC:  # (it said 'bad magic bytes')
         raise SignalFormatError("a stream of containers, not one: read it with "
                                 "signals.decompress_stream (or, for a CSV file over 8 MiB, "
-                                "signals.files.decompress_csv_stream)")
+                                "signals.files.decompress_file_stream)")
     if container.container_version(data) == 1:
         return decompress_v1(data)
     header, columns, _ = decode_columns(data, model, max_values=max_values)

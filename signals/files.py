@@ -134,11 +134,7 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
     """
     level, max_error = check_level(level), check_max_error(max_error)
     opts: dict[str, Any] = {"level": level, "channel_options": channel_options, "model": model}
-    picked = {k: v for k, v in (csv_options or {}).items() if k in ("columns", "exclude") and v}
-    if kind != "csv" and picked:  # (they were ignored: every array was kept)
-        raise ValueError(f"{path}: {' and '.join(picked)} pick the columns of a CSV file or the "
-                         f"channels of a Parquet, EDF or WFDB recording; a {kind} file is "
-                         f"compressed whole, byte for byte")
+    check_picks_apply(kind, csv_options, path)
     if kind == "csv":
         if quantizer is not None:
             raise ValueError(f"{path}: --quantizer applies to arrays and WAV files; for a CSV "
@@ -160,6 +156,16 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
         header = {"source": kind, "arrays": arrays}
         return encode_columns(columns, header, max_error=max_error, quantizer=quantizer, **opts)
     raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(KINDS)}")
+
+
+def check_picks_apply(kind: str, csv_options: dict | None, path: str) -> None:
+    """ValueError where ``columns``/``exclude`` are given for a file that is compressed whole
+    (they were ignored: every array was kept)."""
+    picked = {k: v for k, v in (csv_options or {}).items() if k in ("columns", "exclude") and v}
+    if kind != "csv" and picked:
+        raise ValueError(f"{path}: {' and '.join(picked)} pick the columns of a CSV file or the "
+                         f"channels of a Parquet, EDF or WFDB recording; a {kind} file is "
+                         f"compressed whole, byte for byte")
 
 
 # A CSV file this small is also tried stored whole (general-purpose coders), unless zstd's
@@ -396,7 +402,7 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
     The first piece holds the lines above the header and the header; every
     later piece is coded behind a copy of the header line (so that its
     columns are read as the first piece's are), which the decoder drops
-    (the frame header's ``frame_prefix``). :func:`decompress_csv_stream`
+    (the frame header's ``frame_prefix``). :func:`decompress_file_stream`
     gives back the same bytes.
 
     Parameters
@@ -493,6 +499,115 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
     return {"frames": n_frames, "bytes_in": sum(sizes), "bytes_out": out + 20, "values": values}
 
 
+# samples per WAV frame: a frame's coding holds about 60 bytes a sample (int16: 2 MiB of samples,
+# about 60 MB), and frames of 1 M samples lose 0.05% against one container (10 M samples)
+WAV_FRAME_BYTES = 2 << 20
+
+
+def wav_frames(src: IO[bytes], first: bytes, path: str, frame_bytes: int = WAV_FRAME_BYTES
+               ) -> Iterator[tuple[bytes, int]]:
+    """A WAV file cut into frames of about ``frame_bytes`` of samples (whole sample frames),
+    read from ``src`` a frame at a time: ``(frame, prefix)`` pairs, each frame a WAV file of its
+    own. The first is the file's first bytes (its head and first samples: a file shorter than
+    its data chunk declares); every later one is a copy of the head, whose data chunk declares
+    the frame's samples, then the samples (and, in the last frame, every byte after them), and
+    ``prefix`` is that copy's length (the stream's ``frame_prefix``: dropped when decoded).
+    The frames' bytes after their prefixes, joined, are the file.
+
+    Raises
+    ------
+    ValueError
+        Where ``first`` (the bytes read so far) does not hold the head up to the data chunk,
+        or :func:`wav_layout` refuses it.
+    """
+    lay = wav_layout(first, path)
+    if lay is None:
+        raise ValueError(f"{path}: no data chunk in the first {len(first):,} bytes of the WAV "
+                         f"file")
+    head, block = first[:lay.start], lay.block
+    step = max(block, frame_bytes - frame_bytes % block)
+    rest = bytearray(first[lay.start:])
+    left, k = lay.size, 0  # sample bytes the data chunk still declares; frames made
+    eof = False
+    while True:
+        want = min(step, left - left % block)
+        while len(rest) <= want and not eof:  # (a byte beyond the piece: does the file go on?)
+            more = src.read(max(want + 1 - len(rest), 1 << 20))
+            eof = not more
+            rest += more
+        n = min(want, len(rest) - len(rest) % block)
+        last = eof or left - n < block  # (at the end of the file, all it has left fits here)
+        if last:  # the samples end here: every byte after them goes with this frame
+            while more := src.read(1 << 20):
+                rest += more
+        piece = bytes(rest) if last else bytes(rest[:n])
+        del rest[:len(piece)]
+        if k == 0:
+            yield head + piece, 0
+        else:
+            copy = bytearray(head)
+            struct.pack_into("<I", copy, lay.start - 4, n)  # (the data chunk: this frame's samples)
+            yield bytes(copy) + piece, len(head)
+        if last:
+            return
+        left -= n
+        k += 1
+
+
+def compress_wav_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
+                        path: str = "<stream>", frame_bytes: int = WAV_FRAME_BYTES,
+                        level: int = DEFAULT_LEVEL, max_error: float | None = None,
+                        quantizer: Any = None, channel_options: dict | None = None,
+                        model: Any = None) -> dict:
+    """Compress a WAV file of any size in bounded memory, as a stream of containers.
+
+    The samples are cut into frames of about ``frame_bytes`` (:func:`wav_frames`); each is
+    one container of the stream (``docs/format.md``, section 3), coded as
+    :func:`compress_file` codes a WAV file, so that memory is bounded by the frame, not the
+    file, in both directions. :func:`decompress_file_stream` gives back the same bytes.
+
+    Parameters
+    ----------
+    src, dst : binary file objects
+        The WAV file is read from ``src`` (after ``first``, the bytes already read from it,
+        which hold at least its head); the stream is written to ``dst``.
+    frame_bytes : int
+        Bytes of samples per frame (default ``WAV_FRAME_BYTES``, 2 MiB).
+    level, max_error, quantizer, channel_options, model
+        As for :func:`compress_file` (a quantizer is fitted on each frame).
+
+    Returns
+    -------
+    dict
+        ``frames``, ``bytes_in``, ``bytes_out`` and ``values`` (coded).
+
+    Raises
+    ------
+    ValueError
+        On input that cannot be read (names the file and the byte offset of the frame).
+    """
+    level, max_error = check_level(level), check_max_error(max_error)
+    container.write_stream_head(dst)
+    out, n_frames, values, n_in = 10, 0, 0, 0
+    for frame, prefix in wav_frames(src, first, path, frame_bytes):
+        where = path if not n_frames else f"{path} (the frame at byte {n_in:,})"
+        columns, head, tail, wav = split_wav(frame, where)
+        header: dict[str, Any] = {"source": "wav", "wav": wav}
+        if prefix:
+            header["frame_prefix"] = prefix
+        coded = encode_columns(columns, header, blobs=[head, tail], max_error=max_error,
+                               quantizer=quantizer, level=level, channel_options=channel_options,
+                               model=model)
+        n_in += len(frame) - prefix
+        values += sum(c.size for _, c in columns)
+        del frame, columns, head, tail
+        container.write_stream_frame(dst, coded)
+        out += 8 + len(coded)
+        n_frames += 1
+    container.write_stream_end(dst, n_frames)
+    return {"frames": n_frames, "bytes_in": n_in, "bytes_out": out + 20, "values": values}
+
+
 def _in_order(frames: Iterator[bytes]) -> Iterator[tuple[bytes | SignalFormatError]]:
     """Jobs of :func:`_decode_frame`: the frames, then the stream's read error (a truncated
     stream, a bad frame length) as a job of its own, so that it is raised in its place, after
@@ -506,19 +621,28 @@ def _in_order(frames: Iterator[bytes]) -> Iterator[tuple[bytes | SignalFormatErr
 
 
 def _decode_frame(ctx: dict[str, Any], frame: bytes | SignalFormatError
-                  ) -> tuple[Any, int, list[bytes]]:
-    """A frame's source; for a CSV frame, the length of its header copy and its text in pieces
-    (that copy included; not joined: one copy less held). A read error (:func:`_in_order`)
-    is raised here."""
+                  ) -> tuple[Any, int, list[bytes], Any]:
+    """A frame's source; for a CSV or WAV frame, the length of its copy of the file's head
+    (``frame_prefix``), its bytes in pieces (that copy included; not joined: one copy less
+    held), and its WAV description (None for CSV). A read error (:func:`_in_order`) is raised
+    here."""
     if isinstance(frame, SignalFormatError):
         raise frame
     header, columns, blobs = decode_columns(frame, ctx["model"])
-    if header.get("source") != "csv":
-        return header.get("source"), 0, []
+    source = header.get("source")
+    if source == "wav":
+        try:
+            head, tail = blobs
+            pieces = [head, _wav_samples(header["wav"], columns), tail]
+        except (KeyError, TypeError, ValueError) as e:
+            raise SignalFormatError(f"header: inconsistent wav layout ({e})") from None
+        return "wav", _frame_prefix(header, sum(map(len, pieces))), pieces, header["wav"]
+    if source != "csv":
+        return source, 0, [], None
     pieces = blobs if header.get("verbatim") else table.decode_csv_pieces(table.CsvParts(
         header["csv"], [(c.name, c.values) for c in columns], blobs))
     del columns, blobs
-    return "csv", _frame_prefix(header, sum(len(x) for x in pieces)), pieces
+    return "csv", _frame_prefix(header, sum(len(x) for x in pieces)), pieces, None
 
 
 def _head(pieces: list[bytes], n: int) -> bytes:
@@ -532,14 +656,15 @@ def _head(pieces: list[bytes], n: int) -> bytes:
     return b"".join(out)
 
 
-def decompress_csv_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None,
-                          threads: int = 1) -> dict:
-    """Write back the CSV text of a stream made by :func:`compress_csv_stream`, frame by frame.
+def decompress_file_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None,
+                           threads: int = 1) -> dict:
+    """Write back the file of a stream made by :func:`compress_csv_stream` (its CSV text) or
+    :func:`compress_wav_stream` (its WAV bytes), frame by frame.
 
     Parameters
     ----------
     src, dst : binary file objects
-        The stream is read from ``src``; the CSV text is written to ``dst``.
+        The stream is read from ``src``; the file is written to ``dst``.
     model : SignalModel, optional
         The model the stream was made with, if any.
     threads : int
@@ -558,15 +683,17 @@ def decompress_csv_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None,
     SignalFormatError
         On a damaged or truncated stream (the frames before the damage have
         been written by then: write ``dst`` to a temporary file), a frame
-        that is not CSV, or a frame whose header copy differs from the
-        first frame's header line; the message names the frame (counted
+        that is neither CSV nor WAV or of another kind than the first, a CSV
+        frame whose header copy differs from the first frame's header line,
+        or a WAV frame of another description (rate, channels, sample type)
+        or without its head copy; the message names the frame (counted
         from 0).
     """
     threads = default_threads() if threads == 0 else threads
     frames = _in_order(container.iter_stream_frames(src))
     try:
-        n, out = _write_csv_frames(_ordered_map(_decode_frame, {"model": model}, frames, threads,
-                                                processes=False), dst)
+        n, out = _write_frames(_ordered_map(_decode_frame, {"model": model}, frames, threads,
+                                            processes=False), dst)
     except SignalFormatError as e:  # (a frame's own message says where in the frame)
         done = getattr(e, "frames_done", 0)
         raise SignalFormatError(str(e) if str(e).startswith("frame ") else
@@ -574,16 +701,23 @@ def decompress_csv_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None,
     return {"frames": n, "bytes_out": out}
 
 
-def _write_csv_frames(decoded: Iterator, dst: IO[bytes]) -> tuple[int, int]:
-    """The text of the decoded CSV frames to ``dst``: ``(frames, bytes)``; an error carries the
-    count of the frames written before it (``frames_done``)."""
-    n, out, head, copy = 0, 0, b"", None
+def _write_frames(decoded: Iterator, dst: IO[bytes]) -> tuple[int, int]:
+    """The bytes of the decoded CSV or WAV frames to ``dst``: ``(frames, bytes)``; an error
+    carries the count of the frames written before it (``frames_done``)."""
+    n, out, head, copy, kind, wav0 = 0, 0, b"", None, None, None
     try:
-        for source, p, pieces in decoded:
-            if source != "csv":
-                raise SignalFormatError(f"frame {n} holds {source!r} data, not CSV; read it with "
+        for source, p, pieces, wav in decoded:
+            if n == 0 and source in ("csv", "wav"):
+                kind, wav0 = source, wav
+            if source != kind:
+                raise SignalFormatError(f"frame {n} holds {source!r} data, not "
+                                        f"{kind or 'CSV or WAV'}; read it with "
                                         f"signals.decompress_stream")
-            if n == 0:  # (held whole: the header line may lie below lines of any length)
+            if kind == "wav":  # (a later frame: a copy of the file's head, then its samples)
+                if (p > 0) != (n > 0) or wav != wav0:
+                    raise SignalFormatError(f"frame {n}: not the frame of this WAV file that its "
+                                            f"place needs (head copy {p}, {wav})")
+            elif n == 0:  # (held whole: the header line may lie below lines of any length)
                 head = b"".join(pieces)
                 if p:
                     raise SignalFormatError("the first frame of a CSV stream has a header copy")
@@ -920,9 +1054,28 @@ def _wav_samples(wav: dict, columns: list) -> bytes:
     return samples.astype("<i4").view(np.uint8).reshape(*samples.shape, 4)[..., :3].tobytes()
 
 
-def split_wav(data: bytes, path: str) -> tuple[list[tuple[str, np.ndarray]], bytes, bytes, dict]:
-    """A WAV file's channels (``(name, samples)``, in the sample types of ``_WAV_KINDS``), and the
-    bytes before and after its samples, and its description (rate, channels, bits, dtype)."""
+@dataclass
+class WavLayout:
+    """Where a WAV file's samples lie: they start at byte ``start`` (the data chunk's body),
+    and its data chunk declares ``size`` bytes; frames of ``block`` bytes (one sample of every
+    channel); ``wav`` describes them (rate, channels, bits, dtype)."""
+
+    start: int
+    size: int
+    block: int
+    wav: dict
+
+
+def wav_layout(data: bytes, path: str) -> WavLayout | None:
+    """The :class:`WavLayout` of a WAV file from its first bytes, or None where its data chunk
+    does not start within them.
+
+    Raises
+    ------
+    ValueError
+        Not a RIFF/WAVE file, a data chunk before a valid fmt chunk, or an encoding that
+        ``ubpe`` does not code (names the file and the byte).
+    """
     if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
         raise ValueError(f"{path}: not a RIFF/WAVE file")
     pos, fmt = 12, None
@@ -945,21 +1098,28 @@ def split_wav(data: bytes, path: str) -> tuple[list[tuple[str, np.ndarray]], byt
                 raise ValueError(f"{path}: unsupported WAV encoding (format tag {tag}, "
                                  f"{bits} bits in {width} bytes); PCM 8/16/24/32/64-bit integer "
                                  f"and 32/64-bit float are supported")
-            start = pos + 8
-            size = min(size, len(data) - start)
-            n = size // block
-            end = start + n * block
-            kind = _WAV_KINDS[(tag, width)]
-            if kind == "i24":  # three little-endian bytes, sign-extended into int32
-                b = np.frombuffer(data[start:end], np.uint8).reshape(n, n_ch, 3).astype(np.int32)
-                samples = b[..., 0] | (b[..., 1] << 8) | ((b[..., 2] ^ 128) - 128) * 65536
-            else:
-                samples = np.frombuffer(data[start:end], kind).reshape(n, n_ch)
-            wav = {"rate": rate, "n_channels": n_ch, "bits": bits, "dtype": kind}
-            columns = [(f"ch{i}", samples[:, i].copy()) for i in range(n_ch)]
-            return columns, data[:start], data[end:], wav
+            return WavLayout(pos + 8, size, block, {"rate": rate, "n_channels": n_ch,
+                                                    "bits": bits, "dtype": _WAV_KINDS[(tag, width)]})
         pos += 8 + size + (size & 1)
-    raise ValueError(f"{path}: no data chunk in the WAV file")
+    return None
+
+
+def split_wav(data: bytes, path: str) -> tuple[list[tuple[str, np.ndarray]], bytes, bytes, dict]:
+    """A WAV file's channels (``(name, samples)``, in the sample types of ``_WAV_KINDS``), and the
+    bytes before and after its samples, and its description (rate, channels, bits, dtype)."""
+    lay = wav_layout(data, path)
+    if lay is None:
+        raise ValueError(f"{path}: no data chunk in the WAV file")
+    start, block, n_ch, kind = lay.start, lay.block, lay.wav["n_channels"], lay.wav["dtype"]
+    n = min(lay.size, len(data) - start) // block
+    end = start + n * block
+    if kind == "i24":  # three little-endian bytes, sign-extended into int32
+        b = np.frombuffer(data[start:end], np.uint8).reshape(n, n_ch, 3).astype(np.int32)
+        samples = b[..., 0] | (b[..., 1] << 8) | ((b[..., 2] ^ 128) - 128) * 65536
+    else:
+        samples = np.frombuffer(data[start:end], kind).reshape(n, n_ch)
+    columns = [(f"ch{i}", samples[:, i].copy()) for i in range(n_ch)]
+    return columns, data[:start], data[end:], lay.wav
 
 
 # ---------------------------------------------------------------- NumPy

@@ -23,7 +23,7 @@ def stream_round_trip(data: bytes, frame_bytes: int, **kw) -> tuple[bytes, dict]
     info = F.compress_csv_stream(io.BytesIO(data), out, frame_bytes=frame_bytes, **kw)
     assert info["bytes_in"] == len(data) and info["bytes_out"] == len(out.getvalue())
     back = io.BytesIO()
-    got = F.decompress_csv_stream(io.BytesIO(out.getvalue()), back)
+    got = F.decompress_file_stream(io.BytesIO(out.getvalue()), back)
     assert back.getvalue() == data
     assert got == {"frames": info["frames"], "bytes_out": len(data)}
     return out.getvalue(), info
@@ -104,7 +104,7 @@ def test_headerless_and_lossy_frames():
     out = io.BytesIO()
     F.compress_csv_stream(io.BytesIO(data), out, frame_bytes=3000, max_error=0.02, level=1)
     back = io.BytesIO()
-    F.decompress_csv_stream(io.BytesIO(out.getvalue()), back)
+    F.decompress_file_stream(io.BytesIO(out.getvalue()), back)
     got = [line.split(",") for line in back.getvalue().decode().splitlines()]
     assert [r[0] for r in got] == [str(i) for i in range(2000)]
     assert max(abs(float(r[1]) - i % 7 / 100) for i, r in enumerate(got)) <= 0.02
@@ -126,12 +126,12 @@ def test_damaged_streams_raise_format_errors():
     for bad, msg in [(packed[:-5], "end marker"), (packed[:-30], "truncated"),
                      (packed[:40], "truncated"), (b"UBPE-STR\x09\x00", "newer")]:
         with pytest.raises(SignalFormatError, match=msg):
-            F.decompress_csv_stream(io.BytesIO(bad), io.BytesIO())
+            F.decompress_file_stream(io.BytesIO(bad), io.BytesIO())
     # a stream of arrays is not a CSV stream
     arrays = io.BytesIO()
     compress_stream([np.arange(3), np.arange(5)], arrays)
     with pytest.raises(SignalFormatError, match="not CSV"):
-        F.decompress_csv_stream(io.BytesIO(arrays.getvalue()), io.BytesIO())
+        F.decompress_file_stream(io.BytesIO(arrays.getvalue()), io.BytesIO())
     # frames of another file, spliced in: the header copy gives it away
     other = (DATA / "seattle_weather_150.csv").read_bytes()
     packed2, _ = stream_round_trip(other, frame_bytes=len(other) // 3)
@@ -143,7 +143,7 @@ def test_damaged_streams_raise_format_errors():
         F.container.write_stream_frame(spliced, f)
     F.container.write_stream_end(spliced, 2)
     with pytest.raises(SignalFormatError, match="header line"):
-        F.decompress_csv_stream(io.BytesIO(spliced.getvalue()), io.BytesIO())
+        F.decompress_file_stream(io.BytesIO(spliced.getvalue()), io.BytesIO())
 
 
 # ---------------------------------------------------------------- the command line
@@ -186,7 +186,7 @@ def test_threads_give_the_same_stream_and_text(threads, level):
                                 threads=threads)
     assert out.getvalue() == packed and got == info and info["frames"] >= 6
     back = io.BytesIO()
-    assert F.decompress_csv_stream(io.BytesIO(packed), back, threads=threads)["frames"] == \
+    assert F.decompress_file_stream(io.BytesIO(packed), back, threads=threads)["frames"] == \
         info["frames"]
     assert back.getvalue() == data
 
@@ -196,7 +196,7 @@ def test_threads_report_the_first_damaged_frame_after_the_frames_before_it():
     packed, info = stream_round_trip(data, frame_bytes=len(data) // 5)
     frames = list(iter_stream_frames(io.BytesIO(packed)))
     good = io.BytesIO()
-    F.decompress_csv_stream(io.BytesIO(packed), good)
+    F.decompress_file_stream(io.BytesIO(packed), good)
     assert len(frames) >= 4
     for k in (1, 2):  # with threads=2, frames are decoded two at a time (either may be first done)
         bad = bytearray(frames[k])
@@ -209,10 +209,10 @@ def test_threads_report_the_first_damaged_frame_after_the_frames_before_it():
         for threads in (1, 2):
             back = io.BytesIO()
             with pytest.raises(SignalFormatError):
-                F.decompress_csv_stream(io.BytesIO(spliced.getvalue()), back, threads=threads)
+                F.decompress_file_stream(io.BytesIO(spliced.getvalue()), back, threads=threads)
             written = back.getvalue()
             assert len(written) > 0 and good.getvalue().startswith(written)
-            assert F.decompress_csv_stream(io.BytesIO(packed), io.BytesIO(),
+            assert F.decompress_file_stream(io.BytesIO(packed), io.BytesIO(),
                                            threads=threads)["frames"] == len(frames)
 
 
@@ -229,7 +229,7 @@ def test_decompress_threads_stay_in_this_process(monkeypatch):
     packed, info = stream_round_trip(data, frame_bytes=len(data) // 6)
     for threads in (2, 3, 8):
         back = io.BytesIO()
-        assert F.decompress_csv_stream(io.BytesIO(packed), back, threads=threads)["frames"] == \
+        assert F.decompress_file_stream(io.BytesIO(packed), back, threads=threads)["frames"] == \
             info["frames"]
         assert back.getvalue() == data
 
@@ -251,7 +251,7 @@ def test_threads_name_a_damaged_frame_before_a_later_break_in_the_stream():
     errors = []
     for threads in (1, 2):
         with pytest.raises(SignalFormatError) as e:
-            F.decompress_csv_stream(io.BytesIO(cut), io.BytesIO(), threads=threads)
+            F.decompress_file_stream(io.BytesIO(cut), io.BytesIO(), threads=threads)
         errors.append(str(e.value))
     assert errors[0] == errors[1] and "truncated" not in errors[0]
 
@@ -287,7 +287,7 @@ def test_threads_through_a_fork_server(monkeypatch):
     F.compress_csv_stream(io.BytesIO(data), out, frame_bytes=len(data) // 5, level=1, threads=2)
     assert out.getvalue() == packed
     back = io.BytesIO()
-    F.decompress_csv_stream(io.BytesIO(packed), back, threads=2)
+    F.decompress_file_stream(io.BytesIO(packed), back, threads=2)
     assert back.getvalue() == data
 
 
@@ -328,7 +328,7 @@ def test_a_damaged_frame_is_named():
     bad = bytearray(stream)
     bad[at] ^= 0xFF
     with pytest.raises(SignalFormatError, match="^frame 2: "):
-        F.decompress_csv_stream(io.BytesIO(bytes(bad)), io.BytesIO())
+        F.decompress_file_stream(io.BytesIO(bytes(bad)), io.BytesIO())
 
 
 def test_a_long_cell_among_many_rows_is_printed_in_small_pieces():

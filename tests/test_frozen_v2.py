@@ -75,7 +75,7 @@ def test_context_mixing_container():
 def test_csv_stream_with_header_copies():
     data = (FROZEN / "csv_stream_v2.ubps").read_bytes()
     out = io.BytesIO()
-    info = signals.files.decompress_csv_stream(io.BytesIO(data), out)
+    info = signals.files.decompress_file_stream(io.BytesIO(data), out)
     rows = b"".join(b"%d,%d.%d\n" % (t, t % 7, t % 10) for t in range(60))
     assert out.getvalue() == b"# note\nt,v\n" + rows and info["frames"] >= 3
 
@@ -130,3 +130,16 @@ def test_model_with_a_ranked_stage_and_its_packet():
         k += v % 7 - 3
         out.append(round(9.8 * k))
     assert model.decompress_packet(packet).tolist() == out
+
+
+def test_wav_stream_with_head_copies():
+    """A WAV file's stream (frames of 256 sample bytes, each later one behind a copy of the
+    head): written by tests/data/frozen/make_containers_v2.py, read as it was."""
+    data = (FROZEN / "wav_stream_v2.ubps").read_bytes()
+    out = io.BytesIO()
+    info = signals.files.decompress_file_stream(io.BytesIO(data), out)
+    t = np.arange(300)
+    samples = np.stack([t * 37 % 200 - 100, t * t % 91], axis=1).astype("<i2")
+    wav = out.getvalue()
+    assert info["frames"] == 5 and wav[:4] == b"RIFF" and wav.endswith(b"LIST\x04\x00\x00\x00INFO")
+    assert wav[44:44 + samples.nbytes] == samples.tobytes()

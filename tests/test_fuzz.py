@@ -236,12 +236,12 @@ def _load_stream(data):
 def _load_csv_stream(data):
     """Decoded in this thread and with two threads (frames in a pool): the same text, or the
     same error (the first damage in the stream's order)."""
-    from signals.files import decompress_csv_stream
+    from signals.files import decompress_file_stream
     got = []
     for threads in (1, 2):
         out = io.BytesIO()
         try:
-            decompress_csv_stream(io.BytesIO(data), out, threads=threads)
+            decompress_file_stream(io.BytesIO(data), out, threads=threads)
             got.append((None, out.getvalue()))
         except ValueError as e:  # (the project's error family)
             got.append((e, str(e)))

@@ -156,14 +156,14 @@ def run_py(code: str, env: dict) -> str:
 ROUND_TRIP = """
 import io, sys, hashlib
 import numpy as np
-from signals.files import compress_csv_stream, decompress_csv_stream
+from signals.files import compress_csv_stream, decompress_file_stream
 from signals.channel import decode_packets, encode_packets, fit_channel_model
 from ubpe import _jit
 data = open("tests/data/seattle_weather_150.csv", "rb").read()
 out = io.BytesIO()
 compress_csv_stream(io.BytesIO(data), out, path="w.csv")
 back = io.BytesIO()
-decompress_csv_stream(io.BytesIO(out.getvalue()), back)
+decompress_file_stream(io.BytesIO(out.getvalue()), back)
 assert back.getvalue() == data
 x = np.round(300 * np.sin(np.arange(6000) / 9.0)).astype(np.int64) + np.arange(6000) % 7
 cm = fit_channel_model([x[:4000]], packet_size=256)

@@ -166,7 +166,7 @@ def test_a_csv_above_the_frame_size_is_a_stream_in_bounded_memory(client, tmp_pa
     packed = (tmp_path / "out" / "big.csv.ubpe").read_bytes()
     assert F.is_stream(packed) and r["bytes"] == len(packed) and r["samples"] > 0
     back = io.BytesIO()
-    F.decompress_csv_stream(io.BytesIO(packed), back)
+    F.decompress_file_stream(io.BytesIO(packed), back)
     assert back.getvalue() == data
 
 

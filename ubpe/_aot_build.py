@@ -166,11 +166,11 @@ def _workload(tmp: Path, small: bool = False) -> None:
                              for i in range(len(syn["wave"]))]
     (tmp / "syn.csv").write_text("\n".join(lines) + "\n")
     csvs.append(tmp / "syn.csv")
-    from signals.files import compress_csv_stream, decompress_csv_stream
+    from signals.files import compress_csv_stream, decompress_file_stream
     for src in csvs[-2:] if small else csvs:  # the Python API (the command line may differ)
         packed, text = io.BytesIO(), io.BytesIO()
         compress_csv_stream(io.BytesIO(src.read_bytes()), packed, path=src.name)
-        decompress_csv_stream(io.BytesIO(packed.getvalue()), text)
+        decompress_file_stream(io.BytesIO(packed.getvalue()), text)
     if small:
         from signals.channel import decode_packets, encode_packets, fit_channel_model
         x = syn["wave"]
@@ -246,7 +246,7 @@ def _workload(tmp: Path, small: bool = False) -> None:
         if not fixture.is_file():
             continue
         if fixture.name.startswith("csv_stream"):
-            decompress_csv_stream(io.BytesIO(fixture.read_bytes()), io.BytesIO())
+            decompress_file_stream(io.BytesIO(fixture.read_bytes()), io.BytesIO())
         elif fixture.suffix == ".ubps":
             list(signals.decompress_stream(io.BytesIO(fixture.read_bytes())))
         elif signals.inspect(fixture.read_bytes()).get("source") == "csv":

@@ -85,12 +85,15 @@ def _plot(source, raw, outdir, names, channel, start, length, rate, model_path, 
     stream = signals.files.is_stream(raw)
     if stream or raw[:8] == b"UBPE-SIG" and signals.inspect(raw).get("source") == "csv":
         import io
-        import tempfile  # a CSV file's container or stream: its columns as read_csv reads them
+        import tempfile  # a CSV file's container, or a CSV or WAV file's stream: read back as a file
         with tempfile.TemporaryDirectory(prefix="ubpe-") as tmp:
             path = Path(tmp) / "signal.csv"
             if stream:
                 with open(path, "wb") as f:
-                    signals.files.decompress_csv_stream(io.BytesIO(raw), f)
+                    signals.files.decompress_file_stream(io.BytesIO(raw), f)
+                with open(path, "rb") as f:
+                    if signals.files.kind_of("", f.read(12)) == "wav":  # (a WAV file's stream)
+                        path = path.rename(path.with_suffix(".wav"))
             else:
                 path.write_bytes(signals.decompress_file(raw).data)
             data = signals.read_signal(path, columns=split_list(columns),

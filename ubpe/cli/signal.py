@@ -383,6 +383,22 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
                                 + f"; wrote {_where(job.output)}")
                     report.detail(f"  wall time    {time.perf_counter() - t0:.2f} s")
                     return
+                if kind == "wav" and len(raw) > signals.files.WAV_FRAME_BYTES and packet_size is None \
+                        and signals.files.wav_layout(raw, job.name) is not None:
+                    signals.files.check_picks_apply(kind, csv_options, job.name)
+                    box, raw = [raw], b""
+                    with open_output(job.output) as dst:  # a stream of frames: bounded memory
+                        s = signals.files.compress_wav_stream(
+                            src, dst, first=box.pop(), path=job.name, level=level,
+                            max_error=max_error, quantizer=q, model=model,
+                            frame_bytes=signals.files.WAV_FRAME_BYTES)
+                    report.info(f"{job.name}: {s['bytes_in']:,} -> {s['bytes_out']:,} bytes "
+                                f"({s['bytes_in'] / s['bytes_out']:.2f}x, wav, {s['frames']} "
+                                f"frames, {s['values']:,} values) "
+                                + ("lossless" if max_error is None and q is None else "lossy")
+                                + f"; wrote {_where(job.output)}")
+                    report.detail(f"  wall time    {time.perf_counter() - t0:.2f} s")
+                    return
                 raw += src.read()
             finally:
                 if src is not sys.stdin.buffer:
@@ -455,10 +471,10 @@ def _kind_suffix(source: Path) -> str:
     x.ubpe < in.wav`` -> ``x.wav``); "" where the file cannot say (the job reports why)."""
     try:
         data = source.read_bytes()
-        if signals.files.is_stream(data):
-            return ".csv"
+        if signals.files.is_stream(data):  # (a CSV or WAV file's: its first frame says which)
+            data = next(container.iter_stream_frames(io.BytesIO(data)))
         return _SOURCE_SUFFIX.get(str(signals.inspect(data).get("source")), "")
-    except (OSError, ValueError):
+    except (OSError, ValueError, StopIteration):
         return ""
 
 
@@ -488,7 +504,7 @@ def decompress(sources, output, to_stdout, force, report: Reporter, model_path, 
         data = read_input(job.source)
         if signals.files.is_stream(data):
             with open_output(job.output) as dst:
-                s = signals.files.decompress_csv_stream(io.BytesIO(data), dst, model=model,
+                s = signals.files.decompress_file_stream(io.BytesIO(data), dst, model=model,
                                                         threads=threads)
             report.info(f"{job.name}: {len(data):,} -> {s['bytes_out']:,} bytes "
                         f"({s['frames']} frames); wrote {_where(job.output)}")

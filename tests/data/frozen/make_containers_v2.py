@@ -5,6 +5,7 @@ decodes each file and compares with the values below, checked by hand.
 """
 
 import io
+import struct
 import warnings
 from pathlib import Path
 
@@ -105,6 +106,25 @@ def write_stored_whole() -> None:
             (HERE / name).write_bytes(data)
 
 
+def wav_bytes() -> bytes:
+    """A stereo 16-bit WAV of 300 sample frames, then a LIST chunk (what the WAV stream holds)."""
+    t = np.arange(300)
+    samples = np.stack([t * 37 % 200 - 100, t * t % 91], axis=1).astype("<i2").tobytes()
+    fmt = struct.pack("<HHIIHH", 1, 2, 8000, 32000, 4, 16)
+    body = (b"WAVE" + b"fmt " + struct.pack("<I", 16) + fmt + b"data" + struct.pack("<I", len(samples))
+            + samples + b"LIST" + struct.pack("<I", 4) + b"INFO")
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+def write_wav_stream() -> None:
+    """A WAV file's stream of frames (frame_prefix: head copies), added within format v2."""
+    if not (HERE / "wav_stream_v2.ubps").exists():
+        data, buf = wav_bytes(), io.BytesIO()
+        signals.files.compress_wav_stream(io.BytesIO(data[64:]), buf, first=data[:64],
+                                          frame_bytes=256, level=1)
+        (HERE / "wav_stream_v2.ubps").write_bytes(buf.getvalue())
+
+
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
     (HERE / "container_v2_int16.ubpe").write_bytes(signals.compress(np.stack([SQUARES, SAW])))
@@ -118,4 +138,5 @@ if __name__ == "__main__":
     model.save(HERE / "signal_model_v3.json")
     (HERE / "packet_v2.bin").write_bytes(model.compress_packet(ramp[:256]))
     write_additions()
+    write_wav_stream()
     write_stored_whole()

@@ -1,0 +1,111 @@
+"""WAV files larger than a frame: a stream of WAV containers (docs/format.md, section 3)."""
+
+import io
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import signals
+from signals import container
+from signals.container import SignalFormatError
+from signals.files import compress_wav_stream, decompress_file_stream, wav_frames
+from ubpe.cli import main
+
+SPEECH = Path(__file__).parent / "data" / "speech_0880.wav"
+
+
+def wav(samples: bytes, *, channels=1, width=2, tag=1, declared=None, tail=b"", pre=b""):
+    """A WAV file by hand: ``pre`` (chunks before fmt), fmt, data (``declared`` bytes said)."""
+    fmt = struct.pack("<HHIIHH", tag, channels, 8000, 8000 * channels * width, channels * width,
+                      8 * width)
+    size = len(samples) if declared is None else declared
+    body = (b"WAVE" + pre + b"fmt " + struct.pack("<I", 16) + fmt + b"data"
+            + struct.pack("<I", size) + samples + tail)
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+def stream_of(data: bytes, frame_bytes: int, first: int = 64, **options) -> bytes:
+    out = io.BytesIO()
+    compress_wav_stream(io.BytesIO(data[first:]), out, first=data[:first], path="x.wav",
+                        frame_bytes=frame_bytes, **options)
+    return out.getvalue()
+
+
+def back(stream: bytes) -> bytes:
+    out = io.BytesIO()
+    decompress_file_stream(io.BytesIO(stream), out)
+    return out.getvalue()
+
+
+@settings(max_examples=60, deadline=None)
+@given(channels=st.integers(1, 3), width=st.sampled_from([1, 2, 3, 4]), n=st.integers(0, 400),
+       frame=st.integers(1, 700), extra=st.binary(max_size=9),
+       declared=st.sampled_from(["exact", "huge", "small", "zero"]), seed=st.integers(0, 2**16))
+def test_every_wav_layout_comes_back_byte_for_byte(channels, width, n, frame, extra, declared,
+                                                   seed):
+    rng = np.random.default_rng(seed)
+    samples = rng.integers(0, 256, n * channels * width, dtype=np.uint8).tobytes()
+    size = {"exact": None, "huge": 0xFFFFFFF0, "small": len(samples) // 3, "zero": 0}[declared]
+    data = wav(samples, channels=channels, width=width, declared=size, tail=extra)
+    frames = list(wav_frames(io.BytesIO(data[64:]), data[:64], "x.wav", frame))
+    assert b"".join(f[p:] for f, p in frames) == data
+    assert [p for _, p in frames] == [0] + [44] * (len(frames) - 1)
+    assert back(stream_of(data, frame, level=1)) == data
+
+
+def test_real_speech_in_frames_costs_little_more_than_one_container():
+    data = SPEECH.read_bytes()
+    whole = len(signals.compress_file(data, "wav"))
+    stream = stream_of(data, 16384)
+    assert back(stream) == data
+    info = [signals.inspect(f) for f in container.iter_stream_frames(io.BytesIO(stream))]
+    assert len(info) == 6 and {i["source"] for i in info} == {"wav"}
+    assert len(stream) < 1.05 * whole  # (frames of 8,192 samples: each codes its own tables)
+
+
+def test_a_frame_of_another_wav_or_a_missing_head_copy_is_an_error():
+    a = wav(np.arange(3000, dtype="<i2").tobytes())
+    b = wav(np.arange(3000, dtype="<i2").tobytes(), channels=2)
+    fa = list(container.iter_stream_frames(io.BytesIO(stream_of(a, 1000))))
+    fb = list(container.iter_stream_frames(io.BytesIO(stream_of(b, 1000))))
+
+    def joined(frames):
+        out = io.BytesIO()
+        container.write_stream_head(out)
+        for f in frames:
+            container.write_stream_frame(out, f)
+        container.write_stream_end(out, len(frames))
+        return out.getvalue()
+    assert back(joined(fa)) == a
+    for frames in ([fa[0], fb[1]] + fa[2:], [fa[0], fa[0]] + fa[2:], [fa[1]] + fa[1:]):
+        with pytest.raises(SignalFormatError, match="frame [01]: not the frame of this WAV"):
+            back(joined(frames))
+    csv = io.BytesIO()
+    signals.files.compress_csv_stream(io.BytesIO(b"a\n" + b"1\n" * 500), csv, frame_bytes=300)
+    with pytest.raises(SignalFormatError, match="holds 'csv' data, not wav"):
+        back(joined([fa[0]] + list(container.iter_stream_frames(io.BytesIO(csv.getvalue())))))
+
+
+def test_cli_writes_a_large_wav_as_a_stream(tmp_path, monkeypatch):
+    monkeypatch.setattr(signals.files, "WAV_FRAME_BYTES", 20000)  # (the CLI's threshold too)
+    data = SPEECH.read_bytes()
+    src = tmp_path / "s.wav"
+    src.write_bytes(data)
+    r = CliRunner().invoke(main, ["compress", str(src)])
+    assert r.exit_code == 0, r.output
+    assert "wav, 5 frames" in r.stderr and signals.files.is_stream((tmp_path / "s.wav.ubpe").read_bytes())
+    src.unlink()
+    r = CliRunner().invoke(main, ["decompress", str(tmp_path / "s.wav.ubpe")])
+    assert r.exit_code == 0, r.output
+    assert src.read_bytes() == data
+    r = CliRunner().invoke(main, ["compress", "-", "-c"], input=data)  # standard input too
+    assert r.exit_code == 0 and back(r.stdout_bytes) == data
+    r = CliRunner().invoke(main, ["compress", str(src), "-c", "--columns", "ch0"])
+    assert r.exit_code == 1 and "compressed whole" in r.stderr
+    r = CliRunner().invoke(main, ["inspect", str(tmp_path / "s.wav.ubpe")])
+    assert r.exit_code == 0 and "frames of wav" in r.output
