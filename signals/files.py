@@ -499,8 +499,9 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
     return {"frames": n_frames, "bytes_in": sum(sizes), "bytes_out": out + 20, "values": values}
 
 
-# samples per WAV frame: a frame's coding holds about 60 bytes a sample (int16: 2 MiB of samples,
-# about 60 MB), and frames of 1 M samples lose 0.05% against one container (10 M samples)
+# bytes of samples per WAV frame: coding one holds about 50 bytes a sample (1 M int16 samples: a
+# 20 MB WAV peaks at 120 MB, where one container took 549 MB), and frames of 1 M samples cost
+# 0.03% more than one container of 10 M (bench/RESULTS.md)
 WAV_FRAME_BYTES = 2 << 20
 
 
