@@ -126,11 +126,11 @@ class ChronosUBPETokenizer:
         return Tags(estimator_type=None, target_tags=TargetTags(required=False),
                     input_tags=InputTags(one_d_array=True, two_d_array=False))
 
-    def _grid(self) -> tuple[np.ndarray, np.ndarray]:
+    def _grid(self, *, params: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """``(centres, inner boundaries)``: those fixed by :meth:`fit` (``centers_``,
         ``boundaries_``; a later ``set_params`` does not move the bins of a fitted
-        vocabulary), else those of the parameters."""
-        if hasattr(self, "centers_"):
+        vocabulary), else (or with ``params``) those of the parameters."""
+        if hasattr(self, "centers_") and not params:
             return self.centers_, self.boundaries_
         c = np.linspace(self.low_limit, self.high_limit, self.n_bins)
         return c, (c[1:] + c[:-1]) / 2
@@ -161,6 +161,10 @@ class ChronosUBPETokenizer:
         ValueError
             On a non-finite sample or a window that is not 1-D.
         """
+        return self._quantize(window, self._grid()[1])
+
+    @staticmethod
+    def _quantize(window: Any, inner: np.ndarray) -> tuple[np.ndarray, float]:
         w = np.asarray(window, np.float64)
         if w.ndim != 1:
             raise ValueError(f"a context window is 1-D, got shape {w.shape}")
@@ -168,7 +172,7 @@ class ChronosUBPETokenizer:
             raise ValueError(f"sample {int(np.argmax(~np.isfinite(w)))}: non-finite value")
         s = mean_scale(w)
         # bucketize(right=True) over [-inf, inner..., +inf], minus one: bins from 0
-        return np.searchsorted(self._grid()[1], w / s, side="right").astype(np.int64), s
+        return np.searchsorted(inner, w / s, side="right").astype(np.int64), s
 
     def dequantize(self, bins: Any, scale: float) -> np.ndarray:
         """Bin centres times the scale, float64.
@@ -210,17 +214,16 @@ class ChronosUBPETokenizer:
         self
         """
         self._check_params()
-        for name in ("centers_", "boundaries_"):  # (a refit takes the parameters' bins)
-            self.__dict__.pop(name, None)
-        centres, inner = self._grid()
-        docs = [self.quantize(w)[0] for s in series for w in self._windows(s)]
+        centres, inner = self._grid(params=True)  # (a refit takes the parameters' bins; a fit
+        # that fails leaves the object as it was)
+        docs = [self._quantize(w, inner)[0] for s in series for w in self._windows(s)]
         if not docs:
             raise ValueError("no samples to train on")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a small corpus supports fewer merges
-            self.tokenizer_ = Tokenizer(self.n_bins, self.vocab_size,
-                                        n_candidates=self.n_candidates, progress=False).fit(docs)
-        self.centers_, self.boundaries_ = centres, inner
+            tokenizer = Tokenizer(self.n_bins, self.vocab_size, n_candidates=self.n_candidates,
+                                  progress=False).fit(docs)
+        self.tokenizer_, self.centers_, self.boundaries_ = tokenizer, centres, inner
         return self
 
     # ------------------------------------------------------------- coding

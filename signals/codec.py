@@ -378,7 +378,7 @@ def compress(x: Any, *, level: int = DEFAULT_LEVEL, max_error: float | None = No
         default_names or [f"ch{i}" for i in range(len(chans))])
     if len(names) != len(chans):
         raise ValueError(f"{len(names)} names for {len(chans)} channels")
-    twice = sorted(str(n) for n, k in Counter(names).items() if k > 1)
+    twice = sorted(n for n, k in Counter(map(str, names)).items() if k > 1)  # (stored as str)
     if twice:  # (decompress gives channels back by name)
         raise ValueError(f"channel names must be distinct: {', '.join(map(repr, twice))} more "
                          f"than once")

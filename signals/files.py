@@ -629,7 +629,8 @@ def _decode_frame(ctx: dict[str, Any], frame: bytes | SignalFormatError
     here."""
     if isinstance(frame, SignalFormatError):
         raise frame
-    header, columns, blobs = decode_columns(frame, ctx["model"])
+    header, columns, blobs = decode_columns(frame, ctx["model"],
+                                            max_values=ctx.get("max_values", MAX_VALUES))
     source = header.get("source")
     if source == "wav":
         try:
@@ -658,7 +659,7 @@ def _head(pieces: list[bytes], n: int) -> bytes:
 
 
 def decompress_file_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None,
-                           threads: int = 1) -> dict:
+                           threads: int = 1, max_values: int = MAX_VALUES) -> dict:
     """Write back the file of a stream made by :func:`compress_csv_stream` (its CSV text) or
     :func:`compress_wav_stream` (its WAV bytes), frame by frame.
 
@@ -671,6 +672,8 @@ def decompress_file_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None,
     threads : int
         Frames decoded at a time, in a pool of as many threads (0: one per
         CPU; 1, the default: in the calling thread); the text is the same.
+    max_values : int
+        The most values a frame may declare (memory, as :func:`decompress_file`).
         Each frame in flight holds its values and its text (about 3x the
         frame's text).
 
@@ -693,8 +696,8 @@ def decompress_file_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None,
     threads = default_threads() if threads == 0 else threads
     frames = _in_order(container.iter_stream_frames(src))
     try:
-        n, out = _write_frames(_ordered_map(_decode_frame, {"model": model}, frames, threads,
-                                            processes=False), dst)
+        n, out = _write_frames(_ordered_map(_decode_frame, {"model": model, "max_values": max_values},
+                                            frames, threads, processes=False), dst)
     except SignalFormatError as e:  # (a frame's own message says where in the frame)
         done = getattr(e, "frames_done", 0)
         raise SignalFormatError(str(e) if str(e).startswith("frame ") else
@@ -910,7 +913,7 @@ def compress_packets_file(data: bytes, kind: str, model: Any, packet_size: int, 
     return buf.getvalue()
 
 
-def decompress_packets_file(data: bytes, model: Any) -> Decoded:
+def decompress_packets_file(data: bytes, model: Any, *, max_values: int = MAX_VALUES) -> Decoded:
     """The channels of a packet stream, concatenated, as a ``.npy`` file: shape (n,) or
     (n_channels, n), in the model's dtype (channels of several integer dtypes: the smallest
     that holds them all).
@@ -919,12 +922,19 @@ def decompress_packets_file(data: bytes, model: Any) -> Decoded:
     ------
     SignalFormatError
         On a stream made with another model (names both ids), a corrupted
-        packet, or a stream cut before its end marker.
+        packet, a stream cut before its end marker, or more than ``max_values``
+        values in all (the .npy is held whole).
     ValueError
         If the channels' dtypes have no common dtype that holds them exactly
         (int64 and uint64).
     """
-    parts = list(model.read_packet_stream(io.BytesIO(data)))
+    parts, n = [], 0
+    for part in model.read_packet_stream(io.BytesIO(data)):
+        n += sum(np.size(c) for c in part) if isinstance(part, list) else part.size
+        if n > max_values:
+            raise SignalFormatError(f"the packet stream holds more than max_values={max_values:,} "
+                                    f"values (ubpe decompress --max-values)")
+        parts.append(part)
     if parts and isinstance(parts[0], list):  # channels of different dtypes: one .npy dtype
         chans = [np.concatenate(c) for c in zip(*parts)]
         common = np.result_type(*chans)

@@ -59,7 +59,9 @@ def _channel(x: Any, channel: int) -> tuple[np.ndarray, str]:
     return chans[channel], (names[channel] if names else f"ch{channel}")
 
 
-MAX_KEPT_RANGE = 2**30  # integers spanning fewer values are kept exactly (a tokenizer's alphabet)
+# integers spanning fewer values are kept exactly (16-bit audio; the residual picture draws a value
+# per residual, the vocabulary picture fits a tokenizer on an alphabet of twice the range)
+MAX_KEPT_RANGE = 2**16
 
 
 def _codes(x: np.ndarray, n_levels: int) -> tuple[np.ndarray, str]:
@@ -323,7 +325,7 @@ def vocab_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, max_merges: 
     channel : int, default 0
     n_levels : int, default 1024
         Uniform quantizer levels for float input, and for integers that span
-        ``MAX_KEPT_RANGE`` (2**30) values or more (the title then says so);
+        ``MAX_KEPT_RANGE`` (2**16) values or more (the title then says so);
         other integers are kept exactly, as :func:`signals.compress` codes them.
     max_merges : int, default 1024
     vocab_sizes : sequence of int, optional
@@ -393,7 +395,7 @@ def residual_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, title: st
     channel : int, default 0
     n_levels : int, default 1024
         Uniform quantizer levels for float input, and for integers that span
-        ``MAX_KEPT_RANGE`` (2**30) values or more (the title then says so);
+        ``MAX_KEPT_RANGE`` (2**16) values or more (the title then says so);
         other integers are kept exactly, as :func:`signals.compress` codes them.
     title : str, optional
 
@@ -421,8 +423,12 @@ def residual_figure(x: Any, *, channel: int = 0, n_levels: int = 1024, title: st
     ax = fig.add_subplot()
     lim = int(np.quantile(np.abs(res), 0.995)) + 1
     keep = np.abs(values) <= lim
-    ax.bar(values[keep], p[keep], width=1.0, color=_SHADES[0], alpha=0.6,
-           label="residuals (coder's table)")
+    if keep.sum() <= 512:
+        ax.bar(values[keep], p[keep], width=1.0, color=_SHADES[0], alpha=0.6,
+               label="residuals (coder's table)")
+    else:  # (one line collection: a bar per value, thousands of patches, draws for seconds)
+        ax.vlines(values[keep], p[keep].min() / 2, p[keep], color=_SHADES[0], alpha=0.6,
+                  label="residuals (coder's table)")
     grid = np.arange(-lim, lim + 1)
     ax.plot(grid, laplace(grid), color=_SHADES[1], lw=1.5, label="discrete Laplace (Rice/Golomb)")
     ax.set_yscale("log")

@@ -84,6 +84,16 @@ def _deviation(back: np.ndarray, x2: np.ndarray) -> np.ndarray:
     return (back - high.astype(np.float64)) - (x2 - high).astype(np.float64)
 
 
+def _midpoints(lo: Any, hi: Any) -> Any:
+    """``(lo + hi) / 2`` elementwise, as quantizers saved before computed it (so that a
+    reloaded codebook is the fitted one, subnormals included); where the sum overflows (near
+    1.8e308), ``lo / 2 + hi / 2``."""
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        m = (lo + hi) / 2
+    return np.where(np.isfinite(m), m, lo / 2 + hi / 2)
+
+
 def _design_scaled(design, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``design(x)`` (a quantizer's edges and codebook), run on ``x`` scaled by a power of two
     where its values pass 2**500 (variances, means and centres near 1e308 overflow), then
@@ -276,8 +286,9 @@ class Quantizer:
                                  initial=0.0))
             else:
                 b = float(np.max(np.maximum(np.abs(c - e[:-1]), np.abs(e[1:] - c))))
-            top = max(abs(e[0]), abs(e[-1]))
-            bounds.append(b + (float(np.spacing(top)) if top > _EXACT else 0.0))
+            top = max(abs(e[0]), abs(e[-1]))  # (below the largest double: its spacing is inf)
+            bounds.append(b + (float(np.spacing(min(top, np.nextafter(np.inf, 0) / 2)))
+                               if top > _EXACT else 0.0))
         self.max_error_ = np.array(bounds)
 
     def _design(self, x):
@@ -493,7 +504,7 @@ class UniformQuantizer(Quantizer):
 
     def _design(self, x):
         edges = np.linspace(x.min(), x.max(), self.n_levels + 1)
-        return edges, edges[:-1] / 2 + edges[1:] / 2  # (a sum near 1e308 overflows)
+        return edges, _midpoints(edges[:-1], edges[1:])
 
     @property
     def step_(self) -> np.ndarray:
@@ -511,7 +522,7 @@ class UniformQuantizer(Quantizer):
         self.dtype_ = _saved_dtype(d)
         self.n_features_in_ = len(self.lossless_)
         self.bin_edges_ = [np.linspace(lo, hi, int(k) + 1) for lo, hi, k in d["range"]]
-        centres = [e[:-1] / 2 + e[1:] / 2 for e in self.bin_edges_]  # (a sum near 1e308 overflows)
+        centres = [_midpoints(e[:-1], e[1:]) for e in self.bin_edges_]
         self.codebook_ = [np.array([e[0]]) if e[0] == e[-1] else  # a constant float channel
                           c if ll else _representable(c, self.dtype_)
                           for e, c, ll in zip(self.bin_edges_, centres, self.lossless_)]
@@ -579,7 +590,7 @@ class MuLawQuantizer(Quantizer):
             raise ValueError(f"mu must be a positive finite number, got {self.mu!r}")
 
     def _design(self, x):
-        centre, half = x.max() / 2 + x.min() / 2, x.max() / 2 - x.min() / 2  # (no overflow)
+        centre, half = float(_midpoints(x.min(), x.max())), (x.max() - x.min()) / 2
         y = np.linspace(-1.0, 1.0, self.n_levels + 1)
         expand = lambda y: centre + half * np.sign(y) * np.expm1(np.abs(y) * np.log1p(self.mu)) / self.mu
         # the inner edges strictly inside the range (a range of a few ulps, or denormals,
@@ -639,7 +650,7 @@ class LloydMaxQuantizer(Quantizer):
         if not half > 0:  # two neighbouring subnormals: one bin
             return np.array([x.min(), x.max()]), np.array([centre])
         edges = np.linspace(-1.0, 1.0, self.n_levels + 1)
-        init = edges[:-1] / 2 + edges[1:] / 2
+        init = _midpoints(edges[:-1], edges[1:])
         with warnings.catch_warnings():  # an empty cluster keeps its codeword: harmless
             warnings.simplefilter("ignore", UserWarning)
             book, _ = kmeans2(((x - centre) / half)[:, None], init[:, None], iter=self.max_iter,
@@ -668,7 +679,7 @@ def _bin_means(x, edges):
     k = len(edges) - 1
     counts = np.bincount(idx, minlength=k)
     means = np.bincount(idx, weights=x / counts[idx], minlength=k)  # (a sum near 1e308 overflows)
-    centres = edges[:-1] / 2 + edges[1:] / 2
+    centres = _midpoints(edges[:-1], edges[1:])
     return np.clip(np.where(counts > 0, means, centres), edges[:-1], edges[1:])
 
 

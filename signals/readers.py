@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -335,9 +336,9 @@ def npz_arrays(data: bytes, path: str) -> list[tuple[str, np.ndarray]]:
                 with z.open(info) as f:
                     arrays.append((key, np.lib.format.read_array(f, allow_pickle=False)))
     except (ValueError, OSError, zipfile.BadZipFile, EOFError, NotImplementedError,
-            RuntimeError) as e:
+            RuntimeError, zlib.error) as e:
         # (NotImplementedError: a member compressed with a method zipfile does not read;
-        # RuntimeError: an encrypted one)
+        # RuntimeError: an encrypted one; zlib.error: a damaged deflated one)
         raise ValueError(f"{path}: not a readable npz file ({e})") from None
     return arrays
 

@@ -94,6 +94,10 @@ def test_set_params_after_fit_keeps_the_fitted_bins():
     assert np.array_equal(c.decode(ids, s), back)
     assert np.array_equal(c.encode(50 * w)[0], c.encode(w)[0])  # (mean scaling)
     assert c.centers_.size == 256 and c.half_bin == 15.0 / 255
+    for bad in ([np.array([1.0, np.nan])], []):  # a failed refit leaves the fitted object
+        with pytest.raises(ValueError):
+            c.fit(bad)
+        assert c.centers_.size == 256 and np.array_equal(c.decode(ids, s), back)
     c.set_params(vocab_size=1100).fit([x])  # a refit takes the new parameters
     assert c.centers_.size == 1000 and c.centers_[-1] == 5.0
 

@@ -1,3 +1,4 @@
+import io
 import json
 import os
 import re
@@ -863,3 +864,56 @@ def test_decompressed_name_takes_the_kind_where_the_name_has_no_suffix(tmp_path)
         assert r.exit_code == 0, r.output
         assert (tmp_path / out).exists(), name
     assert (tmp_path / "wv.wav").read_bytes() == wav
+
+
+def test_closed_standard_output_and_damaged_token_files(tmp_path, daphnet_csv, daphnet_model):
+    """'>&-' gave an AttributeError traceback; a damaged deflated member of a token file a
+    zlib.error traceback; a 'model' member of objects a message without the file."""
+    import zipfile
+    tokens = tmp_path / "t.npz"
+    assert run("encode", daphnet_model, daphnet_csv, "-o", tokens).exit_code == 0
+    p = subprocess.run([sys.executable, "-m", "ubpe", "decode", str(daphnet_model), str(tokens),
+                        "-c"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       preexec_fn=lambda: os.close(1), timeout=120)
+    assert p.returncode == 1 and b"standard output is closed" in p.stderr
+    assert b"Traceback" not in p.stderr
+    with zipfile.ZipFile(tokens) as z:
+        members = {i.filename: z.read(i) for i in z.infolist()}
+    bad = tmp_path / "bad.npz"
+    with zipfile.ZipFile(bad, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    raw = bytearray(bad.read_bytes())
+    with zipfile.ZipFile(bad) as z:
+        info = z.getinfo(next(n for n in members if n.startswith("tokens/")))
+    raw[info.header_offset + 30 + len(info.filename) + 5] ^= 0xFF  # (inside the deflated data)
+    bad.write_bytes(bytes(raw))
+    r = run("decode", daphnet_model, bad, "-c")
+    assert r.exit_code == 1 and f"ubpe: {bad}:" in r.stderr and "Traceback" not in r.output
+    objects = tmp_path / "objects.npz"
+    with np.load(tokens) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["model"] = np.array([str(arrays["model"])], dtype=object)
+    np.savez(objects, **arrays)
+    r = run("decode", daphnet_model, objects, "-c")
+    assert r.exit_code == 1 and f"ubpe: {objects}: not a token file (model:" in r.stderr
+
+
+def test_max_values_bounds_stream_frames_and_packet_streams(tmp_path, daphnet_csv):
+    """--max-values was not passed to the decoders of CSV streams and packet streams."""
+    out = tmp_path / "d.csv.ubpe"
+    with open(daphnet_csv, "rb") as src, open(out, "wb") as dst:
+        signals.files.compress_csv_stream(src, dst, frame_bytes=20000)
+    r = run("decompress", out, "-c", "--max-values", 10)
+    assert r.exit_code == 1 and "max_values=10" in r.stderr
+    model = SignalModel(64, 80, progress=False).fit([np.arange(4000) % 50], names=["v"])
+    model.save(tmp_path / "m.json")
+    buf = io.BytesIO()
+    model.write_packet_stream([np.arange(300) % 50], buf)
+    (tmp_path / "p.ubpe").write_bytes(buf.getvalue())
+    r = run("decompress", tmp_path / "p.ubpe", "--model", tmp_path / "m.json", "-c",
+            "--max-values", 299)
+    assert r.exit_code == 1 and "max_values=299" in r.stderr
+    r = run("decompress", tmp_path / "p.ubpe", "--model", tmp_path / "m.json", "-c",
+            "--max-values", 300)
+    assert r.exit_code == 0

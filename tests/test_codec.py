@@ -395,6 +395,8 @@ def test_channel_names_and_meta_are_checked():
     library's error, without the key."""
     with pytest.raises(ValueError, match="'x' more than once"):
         compress([np.arange(3), np.arange(4)], names=["x", "x"])
+    with pytest.raises(ValueError, match="'1' more than once"):  # (names are stored as text)
+        compress([np.arange(3), np.arange(4)], names=[1, "1"])
     with pytest.raises(ValueError, match=r"meta\['gain'\]: nan"):
         compress(np.arange(3), meta={"gain": float("nan")})
     with pytest.raises(ValueError, match=r"meta\['a.b'\]: inf"):

@@ -230,9 +230,9 @@ def test_residuals_of_integers_are_exact_and_a_quantizer_is_named():
     word ("table 4.92 bits/sample" for residuals of 8.59); uint64 values above 2**63 crashed."""
     from signals.predict import LinearPredictor
     rng = np.random.default_rng(0)
-    x = np.cumsum(rng.integers(-3000, 3000, 5000)).astype(np.int64)
+    x = (np.sin(np.arange(5000) / 9) * 30000 + rng.integers(-300, 300, 5000)).astype(np.int16)
     fig = pictures.residual_figure(x)
-    res, _ = LinearPredictor().encode(x - x.min())
+    res, _ = LinearPredictor().encode(x.astype(np.int64) - int(x.min()))
     _, counts = np.unique(res, return_counts=True)
     p = counts / res.size
     assert fig.ubpe_entropy[0] == pytest.approx(float(-(p * np.log2(p)).sum()))
@@ -243,6 +243,10 @@ def test_residuals_of_integers_are_exact_and_a_quantizer_is_named():
     assert pictures.residual_figure(big).ubpe_entropy[0] > 0
     wide = np.array([0, 2**62, 5], np.int64)  # (2**62 values: a tokenizer's alphabet is 2**30)
     assert "quantized" in pictures.vocab_figure(wide, max_merges=4).axes[0].get_title()
+    t = np.arange(20000)  # (24-bit: quantized, as before integers were kept; 2**30 failed)
+    a24 = (2**23 * np.sin(t / 30) + rng.normal(0, 2**16, t.size)).astype(np.int32)
+    for draw in (pictures.residual_figure, pictures.vocab_figure):
+        assert "quantized to 1,024 levels" in draw(a24).axes[0].get_title()
 
 
 def test_save_all_writes_nothing_when_a_picture_fails(ecg, tmp_path):
@@ -291,3 +295,12 @@ def test_bits_picture_is_titled_with_its_channel(monkeypatch, tmp_path):
     x = np.stack([np.arange(3000) % 50, np.arange(3000) % 7])
     pictures.save_all(x, tmp_path, which=["bits"], channel=1, parallel=False)
     assert titles == ["ch1: bits per sample, blocks compressed on their own"]
+
+
+def test_cli_plot_of_standard_input_names_it_so(tmp_path):
+    """The messages named the temporary file that standard input was copied to."""
+    r = CliRunner().invoke(main, ["plot", "-", "-o", str(tmp_path)], input=b"")
+    assert r.exit_code == 1 and "ubpe: standard input: the file is empty" in r.stderr
+    r = CliRunner().invoke(main, ["plot", "-", "-o", str(tmp_path), "--channel", "3"],
+                           input=b"a\n1\n2\n3\n")
+    assert r.exit_code == 2 and "standard input has 1 channel" in r.output

@@ -37,6 +37,7 @@ import os
 import stat
 import tempfile
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ from typing import Any
 # what a reader or loader may raise on bad input (the command line makes each one line on
 # stderr and exit status 1, never a traceback; signals.parallel reports it as the file's error)
 BAD_INPUT = (ValueError, TypeError, OSError, LookupError, ArithmeticError, MemoryError,
-             RecursionError, EOFError)
+             RecursionError, EOFError, zlib.error)
 
 
 class FormatError(ValueError):

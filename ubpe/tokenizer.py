@@ -335,12 +335,19 @@ class Tokenizer:
         self.counts_ = np.asarray(counts, np.int64)
         self._build_tables()
 
+    def __getstate__(self) -> dict:
+        """Pickle without the segmentation encoders' trie (derived: built again on use)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_trie_cache"}
+
     def __setstate__(self, state: dict) -> None:
         """Unpickle; a tokenizer pickled before ``_alphabet`` existed was fitted on its
-        ``alphabet_size``."""
+        ``alphabet_size``; the trie is built again on use (one pickled by an older version
+        holds the tables of its own encoders)."""
         self.__dict__.update(state)
-        if "merges_" in state and "_alphabet" not in state:
-            self._alphabet = int(self.alphabet_size)
+        if "merges_" in state:
+            self._trie_cache = None
+            if "_alphabet" not in state:
+                self._alphabet = int(self.alphabet_size)
 
     def _build_tables(self):
         m = self.merges_

@@ -358,6 +358,8 @@ def check_output(dst: str, inputs: list[str], *, force: bool, binary: bool) -> N
         Exit status 1, with the reason.
     """
     if dst == STDIO:
+        if sys.stdout is None:  # (closed by the shell: '>&-')
+            raise BadInput("standard output is closed; use -o PATH")
         if binary and sys.stdout.isatty():
             raise BadInput("binary data is not written to a terminal; use -o "
                                        "PATH or redirect standard output")
@@ -431,6 +433,8 @@ def open_output(output: str) -> Iterator[Any]:
     """A binary file object for an output: a temporary file renamed to ``output`` when the
     block ends without error (with the umask), or standard output for ``"-"``."""
     if output == STDIO:
+        if sys.stdout is None:  # (closed by the shell: '>&-')
+            raise BadInput("standard output is closed; use -o PATH")
         try:
             yield _WholeWrites(sys.stdout.buffer)
             sys.stdout.buffer.flush()

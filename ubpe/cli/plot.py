@@ -72,8 +72,14 @@ def plot(source, outdir, which, channel, start, length, rate, model_path, column
         with tempfile.TemporaryDirectory(prefix="ubpe-") as tmp:
             path = Path(tmp) / f"stdin.{kind}"
             path.write_bytes(raw)
-            return _plot(path, raw, outdir, names, channel, start, length, rate, model_path,
-                         columns, exclude, dpi, serial, force, report, t0)
+            try:
+                return _plot(path, raw, outdir, names, channel, start, length, rate, model_path,
+                             columns, exclude, dpi, serial, force, report, t0)
+            except click.BadParameter as e:  # (messages name the input, not the temporary file)
+                raise click.BadParameter(e.message.replace(str(path), "standard input"),
+                                         param_hint=e.param_hint) from None
+            except ValueError as e:
+                raise type(e)(str(e).replace(str(path), "standard input")) from None
     return _plot(source, source.read_bytes(), outdir, names, channel, start, length, rate,
                  model_path, columns, exclude, dpi, serial, force, report, t0)
 

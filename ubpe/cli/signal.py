@@ -488,7 +488,8 @@ def _kind_suffix(source: Path) -> str:
 @click.option("--max-values", type=click.IntRange(1), default=signals.codec.MAX_VALUES,
               show_default="2**30",
               help="Refuse a file that declares more values (its memory: about 8 bytes each), "
-                   "as a guard against crafted files.")
+                   "as a guard against crafted files: a container, a frame of a stream, a "
+                   "packet stream in all.")
 def decompress(sources, output, to_stdout, force, report: Reporter, model_path, threads,
                max_values):
     """Give back the files that 'ubpe compress' compressed, exactly.
@@ -505,7 +506,7 @@ def decompress(sources, output, to_stdout, force, report: Reporter, model_path, 
         if signals.files.is_stream(data):
             with open_output(job.output) as dst:
                 s = signals.files.decompress_file_stream(io.BytesIO(data), dst, model=model,
-                                                        threads=threads)
+                                                         threads=threads, max_values=max_values)
             report.info(f"{job.name}: {len(data):,} -> {s['bytes_out']:,} bytes "
                         f"({s['frames']} frames); wrote {_where(job.output)}")
             return
@@ -513,7 +514,7 @@ def decompress(sources, output, to_stdout, force, report: Reporter, model_path, 
             if model is None:
                 raise ValueError(f"{job.name}: a packet stream; pass the model it was made with "
                                  f"(--model)")
-            out = signals.files.decompress_packets_file(data, model).data
+            out = signals.files.decompress_packets_file(data, model, max_values=max_values).data
         elif container.container_version(data) == 1:
             values = signals.decompress(data, max_values=max_values)
             info = signals.inspect(data)

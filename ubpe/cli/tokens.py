@@ -7,7 +7,9 @@ import json
 import time
 import warnings
 import zipfile
+import zlib
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -327,9 +329,16 @@ def decode(model_path, tokens_path, output, to_stdout, force, report: Reporter, 
     raw = read_input(tokens_path)
     if not raw.startswith(b"PK"):  # (an .npz is a zip archive)
         raise ValueError(f"{where}: not a token file (an .npz written by 'ubpe encode')")
+    def member(z: Any, name: str) -> np.ndarray:
+        try:
+            return z[name]
+        except (ValueError, MemoryError, zlib.error) as e:  # (an object array, a forged
+            # shape, a damaged deflated member)
+            raise ValueError(f"{where}: not a token file ({name}: {e})") from None
+
     try:
         with np.load(io.BytesIO(raw), allow_pickle=False) as z:
-            stored = str(z["model"]) if "model" in z.files else None
+            stored = str(member(z, "model")) if "model" in z.files else None
             missing = [n for n in model.channel_names_ if f"tokens/{n}" not in z.files]
             if stored is not None and stored != model.content_id():
                 raise ValueError(f"{where} was encoded with the model {stored[:19]}..., not "
@@ -338,10 +347,7 @@ def decode(model_path, tokens_path, output, to_stdout, force, report: Reporter, 
                 raise ValueError(f"{where}: no tokens for the model's channel(s) "
                                  f"{', '.join(map(repr, missing))}; was it written by 'ubpe "
                                  f"encode' with this model?")
-            try:
-                tokens = [z[f"tokens/{n}"] for n in model.channel_names_]
-            except ValueError as e:  # (an object array: numpy refuses to unpickle it)
-                raise ValueError(f"{where}: not a token file ({e})") from None
+            tokens = [member(z, f"tokens/{n}") for n in model.channel_names_]
     except (OSError, EOFError, zipfile.BadZipFile) as e:
         raise ValueError(f"{where}: not a token file ({e})") from None
     for n, t in zip(model.channel_names_, tokens):
