@@ -99,10 +99,21 @@ def _compress_task(source: str, output: str, columns: list | None, exclude: list
     if columns is not None or exclude is not None:
         csv_options.update(columns=columns, exclude=exclude)
     path = Path(source)
+    wav = path.suffix.lower() == ".wav" and path.stat().st_size > files.WAV_FRAME_BYTES
+    if wav:  # (a WAV whose data chunk starts beyond its first 8 MiB: one container)
+        with open(path, "rb") as src:
+            wav = files.wav_layout(src.read(files.FRAME_BYTES), source) is not None
     if path.suffix.lower() in CSV_SUFFIXES and path.stat().st_size > files.FRAME_BYTES:
         with open(path, "rb") as src, atomic_writer(output) as dst:  # bounded memory
             s = files.compress_csv_stream(src, dst, path=source, csv_options=csv_options,
                                           **options)
+        n, size, n_ch, whole, left_out = s["values"], s["bytes_out"], None, None, None
+    elif wav:
+        files.check_picks_apply("wav", csv_options, source)
+        with open(path, "rb") as src, atomic_writer(output) as dst:  # bounded memory
+            first = src.read(files.FRAME_BYTES)
+            s = files.compress_wav_stream(src, dst, first=first, path=source,
+                                          frame_bytes=files.WAV_FRAME_BYTES, **options)
         n, size, n_ch, whole, left_out = s["values"], s["bytes_out"], None, None, None
     else:
         data = compress_path(source, csv_options=csv_options, **options)

@@ -170,6 +170,23 @@ def test_a_csv_above_the_frame_size_is_a_stream_in_bounded_memory(client, tmp_pa
     assert back.getvalue() == data
 
 
+def test_a_wav_above_its_frame_size_is_a_stream_too(client, tmp_path, monkeypatch):
+    """compress_files coded every WAV as one container (its memory grew with the file)."""
+    import io
+
+    import signals.files as F
+    data = (Path(__file__).parent / "data" / "speech_0880.wav").read_bytes()
+    monkeypatch.setattr(F, "WAV_FRAME_BYTES", len(data) // 3)  # threads in this process see it
+    src = tmp_path / "s.wav"
+    src.write_bytes(data)
+    [r] = compress_files([src], out_dir=tmp_path / "out", scheduler=client, level=1)
+    packed = (tmp_path / "out" / "s.wav.ubpe").read_bytes()
+    assert F.is_stream(packed) and r["bytes"] == len(packed) and r["samples"] == 47840
+    back = io.BytesIO()
+    F.decompress_file_stream(io.BytesIO(packed), back)
+    assert back.getvalue() == data
+
+
 def test_failed_files_are_reported_and_the_others_compressed(client, files, tmp_path):
     # (a bad input was a failed Dask task: the worker logged its traceback, and the command
     # line named only the first failure)
