@@ -21,6 +21,7 @@ import math
 import os
 import struct
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -177,13 +178,11 @@ VERBATIM_PROBE = 4
 
 
 def _compress_csv(data: bytes, path: str, max_error: float | None, csv_options: dict | None,
-                  opts: dict, prefix: int = 0) -> bytes:
-    """One CSV container; its first ``prefix`` bytes (a frame's copy of the header line) are
-    coded but not given back (the header's ``frame_prefix``)."""
+                  opts: dict, place: dict | None = None) -> bytes:
+    """One CSV container; ``place``: a later frame's header keys (:func:`_frame_place`), its
+    first ``frame_prefix`` bytes (a copy of the header line) coded but not given back."""
     parts = table.encode_csv(data, path=path, **(csv_options or {}))
-    header: dict[str, Any] = {"source": "csv", "csv": parts.layout}
-    if prefix:
-        header["frame_prefix"] = prefix
+    header: dict[str, Any] = {"source": "csv", "csv": parts.layout, **(place or {})}
     exact = encode_columns(list(parts.int_columns), header, blobs=parts.blobs, **opts)
     if max_error is None:
         return exact
@@ -375,18 +374,28 @@ def _thread_map(fn: Callable, ctx: dict[str, Any], it: Iterator[tuple], threads:
                 f.cancel()
 
 
-def _encode_piece(ctx: dict[str, Any], text: bytes, where: str, later: bool, prefix: int
-                  ) -> tuple[bytes, int]:
+def _encode_piece(ctx: dict[str, Any], text: bytes, where: str, later: bool,
+                  place: dict | None) -> tuple[bytes, int]:
     """One frame of a CSV stream, and the values it holds. The first frame's choices, column by
     column (:func:`signals.codec.column_plans`), code the later frames (put in ``ctx`` here:
-    the first frame is coded in this process, before the workers start)."""
+    the first frame is coded in this process, before the workers start), and its CRC-32 is
+    their ``first_frame_crc``."""
     csv_options = ctx["later"] if later else ctx["csv_options"]
     opts = {**ctx["opts"], "plans": ctx.get("plans")} if later else ctx["opts"]
-    frame = _compress_csv(text, where, ctx["max_error"], csv_options, opts, prefix)
+    frame = _compress_csv(text, where, ctx["max_error"], csv_options, opts, place)
     header, sections, values = container.read_container(frame)
     if not later:
         ctx["plans"] = column_plans(header, sections)
+        ctx["first_crc"] = zlib.crc32(frame)
     return frame, values
+
+
+def _frame_place(prefix: int, offset: int, first_crc: int) -> dict[str, int]:
+    """A later frame's header keys (docs/format.md, section 3): the length of its copy of the
+    file's head (dropped when decoded), the byte of the file where its own bytes start, and
+    the CRC-32 of the stream's first frame, so that a frame out of place (moved, missing,
+    repeated, from another stream) is an error."""
+    return {"frame_prefix": prefix, "frame_offset": offset, "first_frame_crc": first_crc}
 
 
 def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
@@ -454,9 +463,10 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
                     body = cm is not None and any(ln.startswith(cm) for _, ln in s.inserted)
                     ctx["later"].update(delimiter=s.delimiter, comment=(csv_options or {}).get(
                         "comment") or (s.comment if body else None))
-                job: tuple = (piece, path, False, 0)
-            else:
-                job = (prefix + piece, f"{path} (the piece at byte {n_in:,})", True, len(prefix))
+                job: tuple = (piece, path, False, None)
+            else:  # (the first frame is coded by now: _ordered_map's first_alone)
+                job = (prefix + piece, f"{path} (the piece at byte {n_in:,})", True,
+                       _frame_place(len(prefix), n_in, ctx["first_crc"]))
             del piece  # the piece is held once while it is coded (in the job)
             yield job
             del job
@@ -506,13 +516,15 @@ WAV_FRAME_BYTES = 2 << 20
 
 
 def wav_frames(src: IO[bytes], first: bytes, path: str, frame_bytes: int = WAV_FRAME_BYTES
-               ) -> Iterator[tuple[bytes, int]]:
-    """A WAV file cut into frames of about ``frame_bytes`` of samples (whole sample frames),
-    read from ``src`` a frame at a time: ``(frame, prefix)`` pairs, each frame a WAV file of its
-    own. The first is the file's first bytes (its head and first samples: a file shorter than
-    its data chunk declares); every later one is a copy of the head, whose data chunk declares
-    the frame's samples, then the samples (and, in the last frame, every byte after them), and
-    ``prefix`` is that copy's length (the stream's ``frame_prefix``: dropped when decoded).
+               ) -> Iterator[tuple[bytes, int, int]]:
+    """A WAV file cut into frames of about ``frame_bytes`` (whole sample frames), read from
+    ``src`` a frame at a time: ``(frame, prefix, samples)`` triples, each frame a WAV file of
+    its own. The first is the file's first bytes (its head and first samples: a file shorter
+    than its data chunk declares). Every later one is a short head (``RIFF``, ``WAVE``, the
+    file's fmt chunk, a data chunk declaring the frame's samples), ``prefix`` bytes long (the
+    stream's ``frame_prefix``: dropped when decoded), then the frame's samples; the bytes after
+    the samples (a partial sample frame, later chunks: any length) follow in frames of their
+    own, of no samples. ``samples``: the file's sample frames before the frame's.
     The frames' bytes after their prefixes, joined, are the file.
 
     Raises
@@ -525,34 +537,41 @@ def wav_frames(src: IO[bytes], first: bytes, path: str, frame_bytes: int = WAV_F
     if lay is None:
         raise ValueError(f"{path}: no data chunk in the first {len(first):,} bytes of the WAV "
                          f"file")
-    head, block = first[:lay.start], lay.block
+    block = lay.block
     step = max(block, frame_bytes - frame_bytes % block)
     rest = bytearray(first[lay.start:])
-    left, k = lay.size, 0  # sample bytes the data chunk still declares; frames made
-    eof = False
-    while True:
-        want = min(step, left - left % block)
-        while len(rest) <= want and not eof:  # (a byte beyond the piece: does the file go on?)
+    left, done, eof = lay.size - lay.size % block, 0, False  # sample bytes declared, framed
+
+    def fill(want: int) -> None:  # (a byte beyond ``want``: whether the file goes on)
+        nonlocal eof, rest
+        while len(rest) <= want and not eof:
             more = src.read(max(want + 1 - len(rest), 1 << 20))
             eof = not more
             rest += more
+
+    def short_head(n: int) -> bytes:
+        return (b"RIFF" + struct.pack("<I", 4 + len(lay.fmt) + 8 + n) + b"WAVE" + lay.fmt
+                + b"data" + struct.pack("<I", n))
+
+    while True:  # the samples
+        want = min(step, left - done)
+        fill(want)
         n = min(want, len(rest) - len(rest) % block)
-        last = eof or left - n < block  # (at the end of the file, all it has left fits here)
-        if last:  # the samples end here: every byte after them goes with this frame
-            while more := src.read(1 << 20):
-                rest += more
-        piece = bytes(rest) if last else bytes(rest[:n])
-        del rest[:len(piece)]
-        if k == 0:
-            yield head + piece, 0
-        else:
-            copy = bytearray(head)
-            struct.pack_into("<I", copy, lay.start - 4, n)  # (the data chunk: this frame's samples)
-            yield bytes(copy) + piece, len(head)
-        if last:
+        piece = bytes(rest[:n])
+        del rest[:n]
+        head = first[:lay.start] if not done else short_head(n)
+        yield head + piece, (len(head) if done else 0), done // block
+        done += n
+        if n < want or done >= left or (eof and not rest):
+            break
+    while rest or not eof:  # the bytes after the samples
+        fill(step)
+        if not rest:
             return
-        left -= n
-        k += 1
+        piece = bytes(rest[:step])
+        del rest[:len(piece)]
+        head = short_head(0)
+        yield head + piece, len(head), done // block
 
 
 def compress_wav_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
@@ -562,10 +581,10 @@ def compress_wav_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
                         model: Any = None) -> dict:
     """Compress a WAV file of any size in bounded memory, as a stream of containers.
 
-    The samples are cut into frames of about ``frame_bytes`` (:func:`wav_frames`); each is
-    one container of the stream (``docs/format.md``, section 3), coded as
-    :func:`compress_file` codes a WAV file, so that memory is bounded by the frame, not the
-    file, in both directions. :func:`decompress_file_stream` gives back the same bytes.
+    The file is cut into frames of about ``frame_bytes`` (:func:`wav_frames`); each is one
+    container of the stream (``docs/format.md``, section 3), coded as :func:`compress_file`
+    codes a WAV file, so that memory is bounded by the frame, not the file, in both
+    directions. :func:`decompress_file_stream` gives back the same bytes.
 
     Parameters
     ----------
@@ -585,20 +604,25 @@ def compress_wav_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
     Raises
     ------
     ValueError
-        On input that cannot be read (names the file and the byte offset of the frame).
+        On input that cannot be read (names the file and the frame's first sample and byte).
     """
     level, max_error = check_level(level), check_max_error(max_error)
     container.write_stream_head(dst)
-    out, n_frames, values, n_in = 10, 0, 0, 0
-    for frame, prefix in wav_frames(src, first, path, frame_bytes):
-        where = path if not n_frames else f"{path} (the frame at byte {n_in:,})"
+    out, n_frames, values, n_in, first_crc = 10, 0, 0, 0, 0
+    for frame, prefix, before in wav_frames(src, first, path, frame_bytes):
+        where = path if not n_frames else f"{path} (the frame from sample {before:,}, byte {n_in:,})"
         columns, head, tail, wav = split_wav(frame, where)
         header: dict[str, Any] = {"source": "wav", "wav": wav}
-        if prefix:
-            header["frame_prefix"] = prefix
-        coded = encode_columns(columns, header, blobs=[head, tail], max_error=max_error,
-                               quantizer=quantizer, level=level, channel_options=channel_options,
-                               model=model)
+        if n_frames:
+            header.update(_frame_place(prefix, n_in, first_crc))
+        try:
+            coded = encode_columns(columns, header, blobs=[head, tail], max_error=max_error,
+                                   quantizer=quantizer, level=level,
+                                   channel_options=channel_options, model=model)
+        except ValueError as e:  # (a sample's index counts from the frame)
+            raise ValueError(f"{where}: {e}") from None
+        if not n_frames:
+            first_crc = zlib.crc32(coded)
         n_in += len(frame) - prefix
         values += sum(c.size for _, c in columns)
         del frame, columns, head, tail
@@ -622,29 +646,31 @@ def _in_order(frames: Iterator[bytes]) -> Iterator[tuple[bytes | SignalFormatErr
 
 
 def _decode_frame(ctx: dict[str, Any], frame: bytes | SignalFormatError
-                  ) -> tuple[Any, int, list[bytes], Any]:
+                  ) -> tuple[Any, int, list[bytes], Any, tuple]:
     """A frame's source; for a CSV or WAV frame, the length of its copy of the file's head
     (``frame_prefix``), its bytes in pieces (that copy included; not joined: one copy less
-    held), and its WAV description (None for CSV). A read error (:func:`_in_order`) is raised
-    here."""
+    held), its WAV description (None for CSV), and its place: ``(frame_offset,
+    first_frame_crc, its own CRC-32)`` (None where a stream made before them has none).
+    A read error (:func:`_in_order`) is raised here."""
     if isinstance(frame, SignalFormatError):
         raise frame
     header, columns, blobs = decode_columns(frame, ctx["model"],
                                             max_values=ctx.get("max_values", MAX_VALUES))
     source = header.get("source")
+    place = (header.get("frame_offset"), header.get("first_frame_crc"), zlib.crc32(frame))
     if source == "wav":
         try:
             head, tail = blobs
             pieces = [head, _wav_samples(header["wav"], columns), tail]
         except (KeyError, TypeError, ValueError) as e:
             raise SignalFormatError(f"header: inconsistent wav layout ({e})") from None
-        return "wav", _frame_prefix(header, sum(map(len, pieces))), pieces, header["wav"]
+        return "wav", _frame_prefix(header, sum(map(len, pieces))), pieces, header["wav"], place
     if source != "csv":
-        return source, 0, [], None
+        return source, 0, [], None, place
     pieces = blobs if header.get("verbatim") else table.decode_csv_pieces(table.CsvParts(
         header["csv"], [(c.name, c.values) for c in columns], blobs))
     del columns, blobs
-    return "csv", _frame_prefix(header, sum(len(x) for x in pieces)), pieces, None
+    return "csv", _frame_prefix(header, sum(len(x) for x in pieces)), pieces, None, place
 
 
 def _head(pieces: list[bytes], n: int) -> bytes:
@@ -708,15 +734,22 @@ def decompress_file_stream(src: IO[bytes], dst: IO[bytes], *, model: Any = None,
 def _write_frames(decoded: Iterator, dst: IO[bytes]) -> tuple[int, int]:
     """The bytes of the decoded CSV or WAV frames to ``dst``: ``(frames, bytes)``; an error
     carries the count of the frames written before it (``frames_done``)."""
-    n, out, head, copy, kind, wav0 = 0, 0, b"", None, None, None
+    n, out, head, copy, kind, wav0, crc0 = 0, 0, b"", None, None, None, 0
     try:
-        for source, p, pieces, wav in decoded:
+        for source, p, pieces, wav, (offset, first_crc, crc) in decoded:
             if n == 0 and source in ("csv", "wav"):
-                kind, wav0 = source, wav
+                kind, wav0, crc0 = source, wav, crc
             if source != kind:
                 raise SignalFormatError(f"frame {n} holds {source!r} data, not "
                                         f"{kind or 'CSV or WAV'}; read it with "
                                         f"signals.decompress_stream")
+            if n and first_crc is not None and first_crc != crc0:
+                raise SignalFormatError(f"frame {n} belongs to another stream (its first frame "
+                                        f"is not this one's)")
+            if n and offset is not None and offset != out:
+                raise SignalFormatError(f"frame {n} holds the file from byte {offset}, where "
+                                        f"byte {out:,} comes next (frames moved, missing or "
+                                        f"repeated)")
             if kind == "wav":  # (a later frame: a copy of the file's head, then its samples)
                 if (p > 0) != (n > 0) or wav != wav0:
                     raise SignalFormatError(f"frame {n}: not the frame of this WAV file that its "
@@ -1069,12 +1102,14 @@ def _wav_samples(wav: dict, columns: list) -> bytes:
 class WavLayout:
     """Where a WAV file's samples lie: they start at byte ``start`` (the data chunk's body),
     and its data chunk declares ``size`` bytes; frames of ``block`` bytes (one sample of every
-    channel); ``wav`` describes them (rate, channels, bits, dtype)."""
+    channel); ``wav`` describes them (rate, channels, bits, dtype); ``fmt`` is the fmt chunk's
+    bytes (its id, size and body)."""
 
     start: int
     size: int
     block: int
     wav: dict
+    fmt: bytes
 
 
 def wav_layout(data: bytes, path: str) -> WavLayout | None:
@@ -1089,11 +1124,12 @@ def wav_layout(data: bytes, path: str) -> WavLayout | None:
     """
     if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
         raise ValueError(f"{path}: not a RIFF/WAVE file")
-    pos, fmt = 12, None
+    pos, fmt, fmt_chunk = 12, None, b""
     while pos + 8 <= len(data):
         cid, size = data[pos:pos + 4], struct.unpack_from("<I", data, pos + 4)[0]
         if cid == b"fmt ":
             fmt = data[pos + 8:pos + 8 + size]
+            fmt_chunk = data[pos:pos + 8 + size]
         if cid == b"data":
             if fmt is None or len(fmt) < 16:
                 raise ValueError(f"{path}: the data chunk at byte {pos} comes before a valid "
@@ -1110,7 +1146,8 @@ def wav_layout(data: bytes, path: str) -> WavLayout | None:
                                  f"{bits} bits in {width} bytes); PCM 8/16/24/32/64-bit integer "
                                  f"and 32/64-bit float are supported")
             return WavLayout(pos + 8, size, block, {"rate": rate, "n_channels": n_ch,
-                                                    "bits": bits, "dtype": _WAV_KINDS[(tag, width)]})
+                                                    "bits": bits, "dtype": _WAV_KINDS[(tag, width)]},
+                             fmt_chunk)
         pos += 8 + size + (size & 1)
     return None
 

@@ -142,7 +142,7 @@ def test_damaged_streams_raise_format_errors():
     for f in [f1[0], f2[1]]:
         F.container.write_stream_frame(spliced, f)
     F.container.write_stream_end(spliced, 2)
-    with pytest.raises(SignalFormatError, match="header line"):
+    with pytest.raises(SignalFormatError, match="frame 1 belongs to another stream"):
         F.decompress_file_stream(io.BytesIO(spliced.getvalue()), io.BytesIO())
 
 
@@ -375,3 +375,20 @@ def test_a_stray_quote_keeps_the_pieces_small():
     pieces = list(csv_pieces(io.BytesIO(data), frame_bytes=1000))
     assert b"".join(pieces) == data and all(p.endswith(b"\n") for p in pieces)
     assert max(len(p) for p in pieces) <= 1000 + 20
+
+
+def test_frames_moved_missing_or_repeated_are_errors():
+    """A stream's frames swapped, dropped or repeated decoded with exit 0 to other bytes: each
+    later frame now says where in the file it starts."""
+    data = (DATA / "daphnet_accel_150.csv").read_bytes()
+    packed, _ = stream_round_trip(data, frame_bytes=len(data) // 4)
+    f = list(iter_stream_frames(io.BytesIO(packed)))
+    assert len(f) >= 4
+    for frames in ([f[0], f[2], f[1]] + f[3:], [f[0]] + f[2:], [f[0], f[1], f[1]] + f[2:]):
+        out = io.BytesIO()
+        F.container.write_stream_head(out)
+        for x in frames:
+            F.container.write_stream_frame(out, x)
+        F.container.write_stream_end(out, len(frames))
+        with pytest.raises(SignalFormatError, match="frames moved, missing or repeated"):
+            F.decompress_file_stream(io.BytesIO(out.getvalue()), io.BytesIO())

@@ -133,7 +133,7 @@ def test_model_with_a_ranked_stage_and_its_packet():
 
 
 def test_wav_stream_with_head_copies():
-    """A WAV file's stream (frames of 256 sample bytes, each later one behind a copy of the
+    """A WAV file's stream (frames of 256 sample bytes, each later one behind a short
     head): written by tests/data/frozen/make_containers_v2.py, read as it was."""
     data = (FROZEN / "wav_stream_v2.ubps").read_bytes()
     out = io.BytesIO()
@@ -141,5 +141,5 @@ def test_wav_stream_with_head_copies():
     t = np.arange(300)
     samples = np.stack([t * 37 % 200 - 100, t * t % 91], axis=1).astype("<i2")
     wav = out.getvalue()
-    assert info["frames"] == 5 and wav[:4] == b"RIFF" and wav.endswith(b"LIST\x04\x00\x00\x00INFO")
+    assert info["frames"] == 6 and wav[:4] == b"RIFF" and wav.endswith(b"LIST\x04\x00\x00\x00INFO")
     assert wav[44:44 + samples.nbytes] == samples.tobytes()

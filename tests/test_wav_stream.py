@@ -53,8 +53,8 @@ def test_every_wav_layout_comes_back_byte_for_byte(channels, width, n, frame, ex
     size = {"exact": None, "huge": 0xFFFFFFF0, "small": len(samples) // 3, "zero": 0}[declared]
     data = wav(samples, channels=channels, width=width, declared=size, tail=extra)
     frames = list(wav_frames(io.BytesIO(data[64:]), data[:64], "x.wav", frame))
-    assert b"".join(f[p:] for f, p in frames) == data
-    assert [p for _, p in frames] == [0] + [44] * (len(frames) - 1)
+    assert b"".join(f[p:] for f, p, _ in frames) == data
+    assert [p for _, p, _ in frames] == [0] + [44] * (len(frames) - 1)  # (short heads)
     assert back(stream_of(data, frame, level=1)) == data
 
 
@@ -81,9 +81,17 @@ def test_a_frame_of_another_wav_or_a_missing_head_copy_is_an_error():
             container.write_stream_frame(out, f)
         container.write_stream_end(out, len(frames))
         return out.getvalue()
-    assert back(joined(fa)) == a
-    for frames in ([fa[0], fb[1]] + fa[2:], [fa[0], fa[0]] + fa[2:], [fa[1]] + fa[1:]):
-        with pytest.raises(SignalFormatError, match="frame [01]: not the frame of this WAV"):
+    assert back(joined(fa)) == a and len(fa) >= 4
+    for frames, message in (
+            ([fa[0], fb[1]] + fa[2:], "frame 1 belongs to another stream"),
+            ([fb[0]] + fa[1:], "frame 1 belongs to another stream"),
+            ([fa[0], fa[2], fa[1]] + fa[3:], "frame 1 holds the file from byte 2044, where "
+                                              "byte 1,044 comes next"),
+            ([fa[0], fa[1], fa[1]] + fa[2:], "frame 2 holds the file from byte 1044"),
+            ([fa[0]] + fa[2:], "frame 1 holds the file from byte 2044"),
+            ([fa[0], fa[0]] + fa[2:], "frame 1: not the frame of this WAV"),
+            ([fa[1]] + fa[1:], "frame 0: not the frame of this WAV")):
+        with pytest.raises(SignalFormatError, match=message):
             back(joined(frames))
     csv = io.BytesIO()
     signals.files.compress_csv_stream(io.BytesIO(b"a\n" + b"1\n" * 500), csv, frame_bytes=300)

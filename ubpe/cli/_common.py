@@ -188,14 +188,13 @@ def start_numba() -> None:
 
 
 def threads_option(what: str, where: str):
-    """Add ``-T/--threads N`` (as xz's and zstd's): ``N`` frames of a large CSV coded at a
+    """Add ``-T/--threads N`` (as xz's and zstd's): ``what`` names the frames coded ``N`` at a
     time, ``where`` (processes or threads); 0 is one per CPU. The command receives
     ``threads``."""
     return click.option("-T", "--threads", default=1, show_default=True, type=click.IntRange(0),
                         metavar="N",
-                        help=f"{what} N frames of a CSV larger than a frame (8 MiB) at a time, "
-                             f"{where} (0: one per CPU). The output is the same bytes "
-                             f"whatever N; memory grows with it.")
+                        help=f"{what} N at a time, {where} (0: one per CPU). The output is "
+                             f"the same bytes whatever N; memory grows with it.")
 
 
 # -------------------------------------------------------------- output names

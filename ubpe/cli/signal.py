@@ -8,6 +8,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import IO, Any, cast
 
 import click
 import numpy as np
@@ -296,7 +297,7 @@ def _model_option(f):
 @click.option("--scheduler", metavar="ADDRESS", default=None,
               help="Compress the files on this Dask scheduler (tcp://host:8786); inputs and "
                    "outputs must be on a file system the workers share.")
-@threads_option("Compress", "in N processes")
+@threads_option("Compress the frames of a CSV larger than a frame (8 MiB)", "in N processes")
 def compress(sources, output, to_stdout, force, report: Reporter, model_path, level, max_error,
              quantizer, levels, skip_rows, comment, delimiter, columns, exclude, packet_size,
              workers, scheduler, threads):
@@ -462,6 +463,24 @@ def _decompressed_name(source: Path) -> Path:
     return out.with_name(out.name + _kind_suffix(source)) if not out.suffix else out
 
 
+class _Counted:
+    """A binary input read after its first bytes ``head`` (already read), counting what is read."""
+
+    def __init__(self, head: bytes, src: Any) -> None:
+        self.head, self.src, self.n = head, src, 0
+
+    def read(self, size: int = -1) -> bytes:
+        if self.head:
+            out, self.head = (self.head, b"") if size < 0 or size >= len(self.head) else \
+                (self.head[:size], self.head[size:])
+            if size < 0 or len(out) < size:
+                out += self.src.read(-1 if size < 0 else size - len(out))
+        else:
+            out = self.src.read(size)
+        self.n += len(out)
+        return out
+
+
 _SOURCE_SUFFIX = {"csv": ".csv", "wav": ".wav", "npy": ".npy", "array": ".npy", "npz": ".npz",
                   "arrays": ".npz"}
 
@@ -470,9 +489,12 @@ def _kind_suffix(source: Path) -> str:
     """The suffix of what a ``.ubpe`` gives back, for a name that has none (``ubpe compress - -o
     x.ubpe < in.wav`` -> ``x.wav``); "" where the file cannot say (the job reports why)."""
     try:
-        data = source.read_bytes()
-        if signals.files.is_stream(data):  # (a CSV or WAV file's: its first frame says which)
-            data = next(container.iter_stream_frames(io.BytesIO(data)))
+        with open(source, "rb") as f:  # (a stream: its first frame says which; read alone)
+            head = f.read(len(container.STREAM_MAGIC))
+            if signals.files.is_stream(head):
+                data = next(container.iter_stream_frames(cast(IO[bytes], _Counted(head, f))))
+            else:
+                data = head + f.read()
         return _SOURCE_SUFFIX.get(str(signals.inspect(data).get("source")), "")
     except (OSError, ValueError, StopIteration):
         return ""
@@ -484,7 +506,8 @@ def _kind_suffix(source: Path) -> str:
                 ".ubpe, in its folder (a/x.csv.ubpe -> a/x.csv; a packet stream's channels: "
                 "a/x.npy; a recording's arrays: a/x.edf.npz).")
 @_model_option
-@threads_option("Decompress", "in N threads")
+@threads_option("Decompress the frames of a stream (a CSV above 8 MiB, a WAV above 2 MiB)",
+                "in N threads")
 @click.option("--max-values", type=click.IntRange(1), default=signals.codec.MAX_VALUES,
               show_default="2**30",
               help="Refuse a file that declares more values (its memory: about 8 bytes each), "
@@ -502,14 +525,23 @@ def decompress(sources, output, to_stdout, force, report: Reporter, model_path, 
     model = _model_or_exit(model_path, report)
 
     def work(job: Job) -> None:
-        data = read_input(job.source)
-        if signals.files.is_stream(data):
-            with open_output(job.output) as dst:
-                s = signals.files.decompress_file_stream(io.BytesIO(data), dst, model=model,
-                                                         threads=threads, max_values=max_values)
-            report.info(f"{job.name}: {len(data):,} -> {s['bytes_out']:,} bytes "
-                        f"({s['frames']} frames); wrote {_where(job.output)}")
-            return
+        src = open_input(job.source)
+        try:
+            data = src.read(len(container.STREAM_MAGIC))
+            if signals.files.is_stream(data):  # read a frame at a time: bounded memory
+                counted = _Counted(data, src)
+                with open_output(job.output) as dst:
+                    s = signals.files.decompress_file_stream(cast(IO[bytes], counted), dst,
+                                                             model=model,
+                                                             threads=threads,
+                                                             max_values=max_values)
+                report.info(f"{job.name}: {counted.n:,} -> {s['bytes_out']:,} bytes "
+                            f"({s['frames']} frames); wrote {_where(job.output)}")
+                return
+            data += src.read()
+        finally:
+            if src is not sys.stdin.buffer:
+                src.close()
         if data[:len(container.PACKET_STREAM_MAGIC)] == container.PACKET_STREAM_MAGIC:
             if model is None:
                 raise ValueError(f"{job.name}: a packet stream; pass the model it was made with "
