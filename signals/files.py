@@ -390,12 +390,12 @@ def _encode_piece(ctx: dict[str, Any], text: bytes, where: str, later: bool,
     return frame, values
 
 
-def _frame_place(prefix: int, offset: int, first_crc: int) -> dict[str, int]:
+def _frame_place(prefix: int, index: int, first_crc: int) -> dict[str, int]:
     """A later frame's header keys (docs/format.md, section 3): the length of its copy of the
-    file's head (dropped when decoded), the byte of the file where its own bytes start, and
-    the CRC-32 of the stream's first frame, so that a frame out of place (moved, missing,
-    repeated, from another stream) is an error."""
-    return {"frame_prefix": prefix, "frame_offset": offset, "first_frame_crc": first_crc}
+    file's head (dropped when decoded), its index in the stream, and the CRC-32 of the
+    stream's first frame, so that a frame out of place (moved, missing, repeated, from
+    another stream) is an error."""
+    return {"frame_prefix": prefix, "frame_index": index, "first_frame_crc": first_crc}
 
 
 def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
@@ -466,7 +466,7 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
                 job: tuple = (piece, path, False, None)
             else:  # (the first frame is coded by now: _ordered_map's first_alone)
                 job = (prefix + piece, f"{path} (the piece at byte {n_in:,})", True,
-                       _frame_place(len(prefix), n_in, ctx["first_crc"]))
+                       _frame_place(len(prefix), k, ctx["first_crc"]))
             del piece  # the piece is held once while it is coded (in the job)
             yield job
             del job
@@ -614,7 +614,7 @@ def compress_wav_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
         columns, head, tail, wav = split_wav(frame, where)
         header: dict[str, Any] = {"source": "wav", "wav": wav}
         if n_frames:
-            header.update(_frame_place(prefix, n_in, first_crc))
+            header.update(_frame_place(prefix, n_frames, first_crc))
         try:
             coded = encode_columns(columns, header, blobs=[head, tail], max_error=max_error,
                                    quantizer=quantizer, level=level,
@@ -649,7 +649,7 @@ def _decode_frame(ctx: dict[str, Any], frame: bytes | SignalFormatError
                   ) -> tuple[Any, int, list[bytes], Any, tuple]:
     """A frame's source; for a CSV or WAV frame, the length of its copy of the file's head
     (``frame_prefix``), its bytes in pieces (that copy included; not joined: one copy less
-    held), its WAV description (None for CSV), and its place: ``(frame_offset,
+    held), its WAV description (None for CSV), and its place: ``(frame_index,
     first_frame_crc, its own CRC-32)`` (None where a stream made before them has none).
     A read error (:func:`_in_order`) is raised here."""
     if isinstance(frame, SignalFormatError):
@@ -657,7 +657,7 @@ def _decode_frame(ctx: dict[str, Any], frame: bytes | SignalFormatError
     header, columns, blobs = decode_columns(frame, ctx["model"],
                                             max_values=ctx.get("max_values", MAX_VALUES))
     source = header.get("source")
-    place = (header.get("frame_offset"), header.get("first_frame_crc"), zlib.crc32(frame))
+    place = (header.get("frame_index"), header.get("first_frame_crc"), zlib.crc32(frame))
     if source == "wav":
         try:
             head, tail = blobs
@@ -736,7 +736,7 @@ def _write_frames(decoded: Iterator, dst: IO[bytes]) -> tuple[int, int]:
     carries the count of the frames written before it (``frames_done``)."""
     n, out, head, copy, kind, wav0, crc0 = 0, 0, b"", None, None, None, 0
     try:
-        for source, p, pieces, wav, (offset, first_crc, crc) in decoded:
+        for source, p, pieces, wav, (index, first_crc, crc) in decoded:
             if n == 0 and source in ("csv", "wav"):
                 kind, wav0, crc0 = source, wav, crc
             if source != kind:
@@ -746,10 +746,9 @@ def _write_frames(decoded: Iterator, dst: IO[bytes]) -> tuple[int, int]:
             if n and first_crc is not None and first_crc != crc0:
                 raise SignalFormatError(f"frame {n} belongs to another stream (its first frame "
                                         f"is not this one's)")
-            if n and offset is not None and offset != out:
-                raise SignalFormatError(f"frame {n} holds the file from byte {offset}, where "
-                                        f"byte {out:,} comes next (frames moved, missing or "
-                                        f"repeated)")
+            if n and index is not None and index != n:
+                raise SignalFormatError(f"frame {n} says it is frame {index} of its stream "
+                                        f"(frames moved, missing or repeated)")
             if kind == "wav":  # (a later frame: a copy of the file's head, then its samples)
                 if (p > 0) != (n > 0) or wav != wav0:
                     raise SignalFormatError(f"frame {n}: not the frame of this WAV file that its "
@@ -1129,7 +1128,7 @@ def wav_layout(data: bytes, path: str) -> WavLayout | None:
         cid, size = data[pos:pos + 4], struct.unpack_from("<I", data, pos + 4)[0]
         if cid == b"fmt ":
             fmt = data[pos + 8:pos + 8 + size]
-            fmt_chunk = data[pos:pos + 8 + size]
+            fmt_chunk = data[pos:pos + 8 + size + (size & 1)]  # (and its pad byte)
         if cid == b"data":
             if fmt is None or len(fmt) < 16:
                 raise ValueError(f"{path}: the data chunk at byte {pos} comes before a valid "

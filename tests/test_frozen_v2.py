@@ -143,3 +143,11 @@ def test_wav_stream_with_head_copies():
     wav = out.getvalue()
     assert info["frames"] == 6 and wav[:4] == b"RIFF" and wav.endswith(b"LIST\x04\x00\x00\x00INFO")
     assert wav[44:44 + samples.nbytes] == samples.tobytes()
+    frames = list(signals.container.iter_stream_frames(io.BytesIO(data)))
+    first_crc = __import__("zlib").crc32(frames[0])
+    for k, f in enumerate(frames[1:], 1):  # (each later frame's place in its stream)
+        header = signals.container.read_container(f)[0]
+        assert header["frame_index"] == k and header["first_frame_crc"] == first_crc
+    old = io.BytesIO()  # (written at 090c931: every later frame behind a copy of the whole head)
+    signals.files.decompress_file_stream(io.BytesIO((FROZEN / "wav_stream_v2_head.ubps").read_bytes()), old)
+    assert old.getvalue() == wav
