@@ -749,7 +749,7 @@ def _write_frames(decoded: Iterator, dst: IO[bytes]) -> tuple[int, int]:
             if n and index is not None and index != n:
                 raise SignalFormatError(f"frame {n} says it is frame {index} of its stream "
                                         f"(frames moved, missing or repeated)")
-            if kind == "wav":  # (a later frame: a copy of the file's head, then its samples)
+            if kind == "wav":  # (a later frame: a short head, then its samples or later bytes)
                 if (p > 0) != (n > 0) or wav != wav0:
                     raise SignalFormatError(f"frame {n}: not the frame of this WAV file that its "
                                             f"place needs (head copy {p}, {wav})")
