@@ -109,15 +109,12 @@ def _design_scaled(design, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return edges, np.clip(np.ldexp(codebook, shift), edges[:-1], edges[1:])
 
 
-def float_bounds(dtype: np.dtype, lo: int | None = None, hi: int | None = None) -> tuple[float, float]:
-    """The least and greatest float64 within an integer dtype's range (or within ``lo..hi``):
-    ``float(2**63 - 1)`` is 2**63, which an int64 cast would wrap to -2**63."""
+def float_bounds(dtype: np.dtype) -> tuple[float, float]:
+    """The least and greatest float64 within an integer dtype's range: ``float(2**63 - 1)`` is
+    2**63, which an int64 cast would wrap to -2**63."""
     info = np.iinfo(dtype)
-    lo = info.min if lo is None else lo
-    hi = info.max if hi is None else hi
-    f_lo, f_hi = float(lo), float(hi)
-    return (f_lo if f_lo >= lo else float(np.nextafter(f_lo, np.inf)),
-            f_hi if f_hi <= hi else float(np.nextafter(f_hi, -np.inf)))
+    lo, hi = float(info.min), float(info.max)  # (info.min: a power of two or 0, exact)
+    return lo, hi if hi <= info.max else float(np.nextafter(hi, -np.inf))
 
 
 def _representable(codebook: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -678,9 +675,11 @@ def _bin_means(x, edges):
     idx = np.searchsorted(edges[1:-1], x, side="right")
     k = len(edges) - 1
     counts = np.bincount(idx, minlength=k)
-    means = np.bincount(idx, weights=x / counts[idx], minlength=k)  # (a sum near 1e308 overflows)
+    sums = np.bincount(idx, weights=x, minlength=k)  # (values below 2**500: _design_scaled)
     centres = _midpoints(edges[:-1], edges[1:])
-    return np.clip(np.where(counts > 0, means, centres), edges[:-1], edges[1:])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(counts > 0, sums / np.maximum(counts, 1), centres)
+    return np.clip(means, edges[:-1], edges[1:])
 
 
 QUANTIZERS = {cls.kind: cls for cls in (UniformQuantizer, QuantileQuantizer, GaussianQuantizer,
