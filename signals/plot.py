@@ -56,7 +56,8 @@ def _channel(x: Any, channel: int) -> tuple[np.ndarray, str]:
     chans, names = as_channels(x)
     if not 0 <= channel < len(chans):
         raise ValueError(f"channel {channel} does not exist ({len(chans)} channel(s))")
-    return chans[channel], (names[channel] if names else f"ch{channel}")
+    c = chans[channel]  # (bool as 0 and 1: quantizers take numbers)
+    return (c.view(np.uint8) if c.dtype == np.bool_ else c), (names[channel] if names else f"ch{channel}")
 
 
 # integers spanning fewer values are kept exactly (16-bit audio; the residual picture draws a value

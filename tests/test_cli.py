@@ -917,3 +917,15 @@ def test_max_values_bounds_stream_frames_and_packet_streams(tmp_path, daphnet_cs
     r = run("decompress", tmp_path / "p.ubpe", "--model", tmp_path / "m.json", "-c",
             "--max-values", 300)
     assert r.exit_code == 0
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_disk_behind_standard_output_is_named_so(tmp_path):
+    """`ubpe inspect a b > /dev/full` blamed each input ('a: No space left on device')."""
+    (tmp_path / "a.ubpe").write_bytes(signals.compress(np.arange(100)))
+    with open("/dev/full", "wb") as full:
+        p = subprocess.run([sys.executable, "-m", "ubpe", "inspect", str(tmp_path / "a.ubpe"),
+                            str(tmp_path / "a.ubpe")], stdout=full, stderr=subprocess.PIPE,
+                           timeout=120)
+    assert p.returncode == 1
+    assert p.stderr.decode().strip() == "ubpe: standard output: No space left on device"

@@ -304,3 +304,13 @@ def test_cli_plot_of_standard_input_names_it_so(tmp_path):
     r = CliRunner().invoke(main, ["plot", "-", "-o", str(tmp_path), "--channel", "3"],
                            input=b"a\n1\n2\n3\n")
     assert r.exit_code == 2 and "standard input has 1 channel" in r.output
+
+
+def test_bool_channels_are_drawn_as_0_and_1(tmp_path):
+    """The tokens picture refused a bool .npy ('x must be numeric, got dtype bool')."""
+    flags = np.arange(3000) % 7 < 3
+    np.save(tmp_path / "b.npy", flags)
+    r = CliRunner().invoke(main, ["plot", str(tmp_path / "b.npy"), "-o", str(tmp_path),
+                                  "--which", "tokens,residuals"])
+    assert r.exit_code == 0, r.output
+    assert pictures.tokens_figure(flags).ubpe_spans[:, 1].sum() == 400

@@ -487,6 +487,9 @@ def run_jobs(jobs: list[Job], report: Reporter, work: Callable[[Job], None]) -> 
         except BrokenPipeError:
             raise  # (the reader went away: ubpe.cli stops quietly, status 141)
         except BAD_INPUT as e:
+            named = output_error(e, "standard output") if isinstance(e, OSError) else e
+            if named is not e:  # (a full disk behind standard output: not the input's fault,
+                raise named from None  # and the next inputs would fail the same way)
             report.error(job.name, e)
     report.exit()
 
