@@ -121,3 +121,14 @@ def test_cli_writes_a_large_wav_as_a_stream(tmp_path, monkeypatch):
     assert r.exit_code == 1 and "compressed whole" in r.stderr
     r = CliRunner().invoke(main, ["inspect", str(tmp_path / "s.wav.ubpe")])
     assert r.exit_code == 0 and "frames of wav" in r.output
+
+
+def test_inspect_of_a_wav_stream(tmp_path):
+    """inspect left out the WAV line of a stream, and gave a frame of no samples (the bytes
+    after them) thousands of bits a value."""
+    data = wav(np.arange(3000, dtype="<i2").tobytes(), tail=b"LIST\x04\x00\x00\x00INFO")
+    (tmp_path / "s.ubpe").write_bytes(stream_of(data, 2000))
+    r = CliRunner().invoke(main, ["inspect", str(tmp_path / "s.ubpe")])
+    assert r.exit_code == 0, r.output
+    assert "wav          8000 Hz, 1 channel(s), 16 bits (<i2)" in r.output
+    assert r.output.rstrip().endswith("no values")  # (the last frame: the LIST chunk)

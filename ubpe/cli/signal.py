@@ -147,9 +147,7 @@ def _inspect_container(data: bytes) -> None:
     if info.get("csv_columns"):
         _echo_csv_columns(info["csv_columns"], info.get("max_error") or 0.0)
     if info.get("wav"):
-        w = info["wav"]
-        echo(f"wav          {w['rate']} Hz, {w['n_channels']} channel(s), {w['bits']} bits "
-             f"({w['dtype']})")
+        _echo_wav(info["wav"])
     if info.get("meta"):
         echo(f"meta         {json.dumps(info['meta'], ensure_ascii=False)}")
     echo(f"streams      {len(info['channels'])}, {n:,} values")
@@ -185,6 +183,11 @@ def _echo_csv_columns(columns: list[dict], bound: float, where: str = "") -> Non
         echo(f"  {c['name']:<28} {what}, {c['exceptions']:,} cells kept verbatim")
 
 
+def _echo_wav(w: dict) -> None:
+    click.echo(f"wav          {w['rate']} Hz, {w['n_channels']} channel(s), {w['bits']} bits "
+               f"({w['dtype']})")
+
+
 def _inspect_stream(data: bytes) -> None:
     """A stream of containers: its frames, values and bits per value (every frame checked)."""
     frames = list(container.iter_stream_frames(io.BytesIO(data)))
@@ -194,15 +197,18 @@ def _inspect_stream(data: bytes) -> None:
     click.echo(f"format       ubpe.signal stream, version {container.VERSION}, {len(data):,} bytes, "
                f"{len(frames)} frames of {', '.join(sources) or 'nothing'}")
     click.echo(f"values       {n:,}")
-    click.echo(f"bits/value   {8 * len(data) / max(n, 1):.3f}")
+    click.echo(f"bits/value   {8 * len(data) / n:.3f}" if n else "bits/value   - (no values)")
     worst = max([i["max_error"] for i in infos], default=0.0)
     if infos and infos[0].get("csv_columns"):
         _echo_csv_columns(infos[0]["csv_columns"], worst, " (in the first frame)")
     else:
         click.echo("max error    " + ("0: every value exact" if not worst else f"{worst:g}"))
+    if infos and infos[0].get("wav"):
+        _echo_wav(infos[0]["wav"])
     for k, (f, i) in enumerate(zip(frames, infos)):
+        values = sum(ch["n_samples"] for ch in i["channels"])
         click.echo(f"  frame {k:<6} {len(f):,} bytes, {len(i['channels'])} streams, "
-                   f"{i['bits_per_sample']:.3f} bits/value")
+                   + (f"{i['bits_per_sample']:.3f} bits/value" if values else "no values"))
 
 
 def _where(output: str) -> str:
