@@ -829,6 +829,7 @@ def compress_path(path: str | Path, **options: Any) -> bytes:
     header = {"source": "arrays", "shape": None, "meta": {
         "recording": rec.metadata(), "format": suffix[1:],
         **({"skipped": list(rec.skipped)} if rec.skipped else {}),
+        **({"annotations": rec.annotations} if rec.annotations else {}),
         **({"left_out": left_out} if left_out else {})}}
     return encode_columns(chans, header, level=level, **opts)
 

@@ -82,6 +82,12 @@ class Recording:
     skipped : list of str
         Columns of the file that are not channels (text, timestamps of a
         Parquet or Arrow table): not read, so not kept by ``ubpe compress``.
+    annotations : list of [onset s, duration s, text]
+        An EDF+/BDF+ file's annotations (a duration of -1: none given).
+
+    Names are made distinct: a name that an earlier channel has takes ``#2``,
+    ``#3``... (EDF labels and WFDB names may repeat; channels are picked and
+    written back by name).
     """
 
     path: str
@@ -91,6 +97,7 @@ class Recording:
     rates: list[float | None] = field(default_factory=list)
     scaling: list[Scaling | None] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    annotations: list[list] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = len(self.channels)
@@ -99,6 +106,14 @@ class Recording:
         self.scaling = list(self.scaling) or [None] * n
         if not (len(self.names) == len(self.units) == len(self.rates) == len(self.scaling) == n):
             raise ValueError("names, units, rates and scaling need one entry per channel")
+        originals, taken = {str(n) for n in self.names}, set()
+        for i, name in enumerate(map(str, self.names)):
+            unique, k = name, 1
+            while unique in taken or (k > 1 and unique in originals):  # (not a later one's own)
+                k += 1
+                unique = f"{name}#{k}"
+            taken.add(unique)
+            self.names[i] = unique
 
     def physical(self, i: int) -> np.ndarray:
         """Channel ``i`` in physical units (float64; the samples as they are when unscaled)."""
@@ -135,13 +150,14 @@ class Recording:
             raise ValueError("give columns (the ones kept) or exclude (the ones left out), "
                              "not both")
         if columns:
-            keep = [index(c) for c in columns]
+            keep = list(dict.fromkeys(index(c) for c in columns))  # (a channel named twice: once)
         else:
             drop = {index(c) for c in exclude or []}
             keep = [i for i in range(len(self.names)) if i not in drop]
         return Recording(self.path, [self.names[i] for i in keep], [self.channels[i] for i in keep],
                          [self.units[i] for i in keep], [self.rates[i] for i in keep],
-                         [self.scaling[i] for i in keep], list(self.skipped))
+                         [self.scaling[i] for i in keep], list(self.skipped),
+                         list(self.annotations))
 
 
 def _need(module: str, extra: str = "formats") -> Any:
@@ -219,12 +235,15 @@ def read_edf(path: str | Path) -> Recording:
     -------
     Recording
         ``channels`` are the stored integers (int32: 16-bit for EDF, 24-bit
-        for BDF); :meth:`Recording.physical` applies the header's scaling.
+        for BDF); :meth:`Recording.physical` applies the header's scaling;
+        ``annotations`` holds an EDF+/BDF+ file's annotations.
 
     Raises
     ------
     OSError
         If pyedflib cannot open the file.
+    ValueError
+        If a signal's digital range is empty (its scaling divides by zero).
     ImportError
         Without pyedflib.
     """
@@ -243,11 +262,16 @@ def read_edf(path: str | Path) -> Recording:
             rates.append(float(reader.getSampleFrequency(i)))
             dmin, dmax = reader.getDigitalMinimum(i), reader.getDigitalMaximum(i)
             pmin, pmax = reader.getPhysicalMinimum(i), reader.getPhysicalMaximum(i)
+            if dmax == dmin:
+                raise ValueError(f"{path}: signal {i} ({names[-1]!r}) declares the digital "
+                                 f"range {dmin}..{dmax}, which scales to nothing")
             gain = (pmax - pmin) / (dmax - dmin)
             scaling.append(Scaling(gain, pmin - gain * dmin))
+        onsets, durations, texts = reader.readAnnotations()
+        notes = [[float(o), float(d), str(t)] for o, d, t in zip(onsets, durations, texts)]
     finally:
         reader.close()
-    return Recording(str(path), names, chans, units, rates, scaling)
+    return Recording(str(path), names, chans, units, rates, scaling, annotations=notes)
 
 
 def read_wfdb(path: str | Path) -> Recording:
@@ -261,8 +285,9 @@ def read_wfdb(path: str | Path) -> Recording:
     Returns
     -------
     Recording
-        ``channels`` are the stored integers (int64); the scaling is
-        ``(digital - baseline) / adc_gain``.
+        ``channels`` are the stored integers (int64), every sample of a
+        channel recorded at a multiple of the frame rate (its rate: the
+        multiple of ``fs``); the scaling is ``(digital - baseline) / adc_gain``.
 
     Raises
     ------
@@ -274,18 +299,19 @@ def read_wfdb(path: str | Path) -> Recording:
     wfdb = _need("wfdb")
     p = Path(path)
     record_name = str(p.with_suffix("")) if p.suffix in (".hea", ".dat") else str(p)
-    try:
-        rec = wfdb.rdrecord(record_name, physical=False)
+    try:  # (smooth_frames=False: a channel of several samples a frame keeps them all)
+        rec = wfdb.rdrecord(record_name, physical=False, smooth_frames=False)
     except OSError:
         raise
     except Exception as e:  # noqa: BLE001 (wfdb's parser raises what it meets: TypeError...)
         raise ValueError(f"{path}: not a readable WFDB record ({type(e).__name__}: {e})") from None
-    d = np.asarray(rec.d_signal)
-    names = [str(n) for n in rec.sig_name]
+    names = [str(n) if n is not None else f"ch{i}" for i, n in enumerate(rec.sig_name)]
     scaling: list[Scaling | None] = [Scaling(1.0 / float(g), -float(b) / float(g))
                                      for g, b in zip(rec.adc_gain, rec.baseline)]
-    return Recording(str(path), names, [d[:, i].astype(np.int64) for i in range(d.shape[1])],
-                     [str(u) for u in rec.units], [float(rec.fs) for _ in names], scaling)
+    per_frame = list(rec.samps_per_frame or [1] * len(names))
+    return Recording(str(path), names, [np.asarray(c).astype(np.int64) for c in rec.e_d_signal],
+                     [str(u) for u in rec.units], [float(rec.fs) * k for k in per_frame],
+                     scaling)
 
 
 SUFFIXES = {".parquet": read_parquet, ".pq": read_parquet, ".arrow": read_arrow,

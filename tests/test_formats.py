@@ -195,3 +195,47 @@ def test_read_signal_reads_recordings_and_bad_headers_are_named(tmp_path, ecg_di
     from ubpe.cli import main
     res = CliRunner().invoke(main, ["build", str(tmp_path / "e.parquet"), "-o", str(tmp_path / "m.json")])
     assert res.exit_code == 1 and "reads CSV files" in res.stderr
+
+
+def test_repeated_names_are_made_distinct_and_picked_once():
+    """Two EDF signals labelled 'EEG' overwrote each other in the .npz (the second one kept),
+    and --exclude EEG dropped one of them without a word."""
+    r = Recording("x", ["EEG", "EEG", "EEG#2", "None"], [np.arange(3) + k for k in range(4)])
+    assert r.names == ["EEG", "EEG#3", "EEG#2", "None"]
+    assert r.select(["EEG#3"]).channels[0].tolist() == [1, 2, 3]
+    assert r.select(["EEG", 0]).names == ["EEG"]  # (a channel named twice: kept once)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning",
+                            "ignore:The inplace keyword")
+def test_wfdb_channels_of_several_samples_a_frame_keep_every_sample(tmp_path):
+    """rdrecord averaged a channel of 2 samples a frame down to the frame rate (its values
+    changed, the file said lossless)."""
+    wfdb = pytest.importorskip("wfdb")
+    a, b = np.arange(1000) % 50 - 25, np.arange(2000) % 300 - 150
+    wfdb.wrsamp("mf", fs=100, units=["mV", "mV"], sig_name=["a", "b"],
+                e_d_signal=[a.astype(np.int64), b.astype(np.int64)], samps_per_frame=[1, 2],
+                fmt=["16", "16"], adc_gain=[200.0, 200.0], baseline=[0, 0],
+                write_dir=str(tmp_path))
+    r = read_recording(tmp_path / "mf.hea")
+    assert r.rates == [100.0, 200.0]
+    assert np.array_equal(r.channels[0], a) and np.array_equal(r.channels[1], b)
+
+
+def test_edf_annotations_are_kept_in_the_container(tmp_path, ecg_digital):
+    """EDF+ annotations were dropped without a word."""
+    pyedflib = pytest.importorskip("pyedflib")
+    path = tmp_path / "rec.edf"
+    w = pyedflib.EdfWriter(str(path), 1, file_type=pyedflib.FILETYPE_EDFPLUS)
+    w.setSignalHeaders([{"label": "MLII", "dimension": "mV", "sample_frequency": 360,
+                         "physical_min": -10.0, "physical_max": 10.0,
+                         "digital_min": -32768, "digital_max": 32767}])
+    w.writeSamples([(ecg_digital - 1024).astype(np.int32)], digital=True)
+    w.writeAnnotation(1.0, 0.5, "Stim")
+    w.writeAnnotation(3.0, -1, "Arousal")
+    w.close()
+    r = read_recording(path)
+    assert [a[2] for a in r.annotations] == ["Stim", "Arousal"]
+    assert r.annotations[0][:2] == pytest.approx([1.0, 0.5])
+    meta = signals.inspect(signals.files.compress_path(path))["meta"]
+    assert [a[2] for a in meta["annotations"]] == ["Stim", "Arousal"]
