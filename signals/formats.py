@@ -314,6 +314,22 @@ def read_wfdb(path: str | Path) -> Recording:
                      scaling)
 
 
+def record_files(path: str | Path) -> list[Path]:
+    """The files a recording is read from: a WFDB header and the signal files it names, else
+    the file itself (what its size counts)."""
+    p = Path(path)
+    if p.suffix.lower() != ".hea":
+        return [p]
+    names: list[str] = []
+    try:  # (a header line of a signal: its file name first; '#' comments, the record line first)
+        lines = [ln for ln in p.read_text(errors="replace").splitlines()
+                 if ln.strip() and not ln.lstrip().startswith("#")]
+        names = [ln.split()[0] for ln in lines[1:]]
+    except OSError:
+        pass
+    return [p] + [p.with_name(n) for n in dict.fromkeys(names) if p.with_name(n).is_file()]
+
+
 SUFFIXES = {".parquet": read_parquet, ".pq": read_parquet, ".arrow": read_arrow,
             ".feather": read_arrow, ".ipc": read_arrow, ".edf": read_edf, ".bdf": read_edf,
             ".hea": read_wfdb}

@@ -239,3 +239,21 @@ def test_edf_annotations_are_kept_in_the_container(tmp_path, ecg_digital):
     assert r.annotations[0][:2] == pytest.approx([1.0, 0.5])
     meta = signals.inspect(signals.files.compress_path(path))["meta"]
     assert [a[2] for a in meta["annotations"]] == ["Stim", "Arousal"]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning",
+                            "ignore:The inplace keyword")
+def test_a_wfdb_records_size_counts_its_signal_files(tmp_path, ecg_digital):
+    """The summary counted the 143-byte header alone: '143 -> 4,116 bytes (0.03x)'."""
+    wfdb = pytest.importorskip("wfdb")
+    from click.testing import CliRunner
+
+    from signals.formats import record_files
+    from ubpe.cli import main
+    wfdb.wrsamp("r16", fs=360, units=["mV"], sig_name=["MLII"], d_signal=ecg_digital[:, None],
+                fmt=["16"], adc_gain=[200.0], baseline=[1024], write_dir=str(tmp_path))
+    files = record_files(tmp_path / "r16.hea")
+    assert [f.name for f in files] == ["r16.hea", "r16.dat"]
+    total = sum(f.stat().st_size for f in files)
+    r = CliRunner().invoke(main, ["compress", str(tmp_path / "r16.hea"), "-o", str(tmp_path / "o.ubpe")])
+    assert r.exit_code == 0 and f"r16.hea: {total:,} -> " in r.stderr

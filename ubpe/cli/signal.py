@@ -431,7 +431,8 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
         skipped, left_out = meta.get("skipped"), meta.get("left_out")
         where = "standard output" if job.output == STDIO else job.output
         # (raw is empty where compress_path read the file itself; standard input is all in raw)
-        size = len(raw) if job.source == STDIO else len(raw) or Path(job.source).stat().st_size
+        size = len(raw) if job.source == STDIO else len(raw) or sum(  # (WFDB: header and signals)
+            f.stat().st_size for f in signals.formats.record_files(job.source))
         what = (f"stored whole ({info['stored_whole']}): smaller than coding its columns"
                 if info.get("stored_whole") else f"{len(info['channels'])} columns, {n:,} values")
         report.info(f"{job.name}: {size:,} -> {len(data):,} bytes "
