@@ -306,6 +306,7 @@ def test_cli_plot_of_standard_input_names_it_so(tmp_path):
     assert r.exit_code == 2 and "standard input has 1 channel" in r.output
 
 
+@pytest.mark.filterwarnings("ignore:the corpus supports only")
 def test_bool_channels_are_drawn_as_0_and_1(tmp_path):
     """The tokens picture refused a bool .npy ('x must be numeric, got dtype bool')."""
     flags = np.arange(3000) % 7 < 3
