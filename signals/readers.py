@@ -333,7 +333,7 @@ def npz_arrays(data: bytes, path: str) -> list[tuple[str, np.ndarray]]:
                 with z.open(info) as f:
                     if info.is_dir() or f.read(6) != b"\x93NUMPY":
                         raise ValueError(f"member {name!r} is not a NumPy array (.npy)")
-                with z.open(info) as f:
+                    f.seek(0)
                     arrays.append((key, np.lib.format.read_array(f, allow_pickle=False)))
     except (ValueError, OSError, zipfile.BadZipFile, EOFError, NotImplementedError,
             RuntimeError, zlib.error) as e:

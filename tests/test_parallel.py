@@ -154,34 +154,23 @@ def test_cli_compress_with_workers_gives_back_the_files(tmp_path):
         assert r.exit_code == 0 and Path(str(f) + ".back").read_bytes() == f.read_bytes()
 
 
-def test_a_csv_above_the_frame_size_is_a_stream_in_bounded_memory(client, tmp_path, monkeypatch):
+@pytest.mark.parametrize("name, limit, samples", [
+    ("daphnet_accel_150.csv", "FRAME_BYTES", None),
+    ("speech_0880.wav", "WAV_FRAME_BYTES", 47840),  # (coded as one container before)
+])
+def test_a_file_above_its_frame_size_is_a_stream_in_bounded_memory(client, tmp_path, monkeypatch,
+                                                                    name, limit, samples):
     import io
 
     import signals.files as F
-    data = (Path(__file__).parent / "data" / "daphnet_accel_150.csv").read_bytes()
-    monkeypatch.setattr(F, "FRAME_BYTES", len(data) // 3)  # threads in this process see it
-    src = tmp_path / "big.csv"
+    data = (Path(__file__).parent / "data" / name).read_bytes()
+    monkeypatch.setattr(F, limit, len(data) // 3)  # threads in this process see it
+    src = tmp_path / f"big{Path(name).suffix}"
     src.write_bytes(data)
     [r] = compress_files([src], out_dir=tmp_path / "out", scheduler=client, level=1)
-    packed = (tmp_path / "out" / "big.csv.ubpe").read_bytes()
+    packed = (tmp_path / "out" / f"{src.name}.ubpe").read_bytes()
     assert F.is_stream(packed) and r["bytes"] == len(packed) and r["samples"] > 0
-    back = io.BytesIO()
-    F.decompress_file_stream(io.BytesIO(packed), back)
-    assert back.getvalue() == data
-
-
-def test_a_wav_above_its_frame_size_is_a_stream_too(client, tmp_path, monkeypatch):
-    """compress_files coded every WAV as one container (its memory grew with the file)."""
-    import io
-
-    import signals.files as F
-    data = (Path(__file__).parent / "data" / "speech_0880.wav").read_bytes()
-    monkeypatch.setattr(F, "WAV_FRAME_BYTES", len(data) // 3)  # threads in this process see it
-    src = tmp_path / "s.wav"
-    src.write_bytes(data)
-    [r] = compress_files([src], out_dir=tmp_path / "out", scheduler=client, level=1)
-    packed = (tmp_path / "out" / "s.wav.ubpe").read_bytes()
-    assert F.is_stream(packed) and r["bytes"] == len(packed) and r["samples"] == 47840
+    assert samples is None or r["samples"] == samples
     back = io.BytesIO()
     F.decompress_file_stream(io.BytesIO(packed), back)
     assert back.getvalue() == data
