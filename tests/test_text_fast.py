@@ -91,7 +91,12 @@ def test_compiled_encode_matches_regex_path_and_tiktoken(models, encs, name, tex
     ids = tok.encode(text, disallowed_special=())
     assert ids == via_regex.encode(text, disallowed_special=())
     assert tok.decode(ids) == text
-    assert encs[name].encode(text, disallowed_special=()) == ids
+    # tiktoken's Rust regex knows another Unicode version than the regex module: code points
+    # unassigned in Python's own tables (hypothesis drew U+3D000, a letter for regex 2026.11
+    # and not for tiktoken) may be classed otherwise (ByteTokenizer.to_tiktoken)
+    import unicodedata
+    if not any(unicodedata.category(c) == "Cn" for c in text):
+        assert encs[name].encode(text, disallowed_special=()) == ids
 
 
 def test_long_pieces_use_the_heap_and_agree(models, encs):

@@ -945,6 +945,13 @@ class ByteTokenizer:
     def to_tiktoken(self, name: str | None = None) -> Any:
         """A ``tiktoken.Encoding`` with this model's ranks, pattern and special tokens.
 
+        It gives this model's ids wherever the two regex engines class the
+        text's characters alike: this tokenizer reads ``\\p{L}`` and the other
+        classes through the ``regex`` module's Unicode tables, tiktoken
+        through those of its Rust regex crate, and a code point assigned in
+        one Unicode version and not the other (U+3D000, a letter for
+        ``regex`` 2026.11, unassigned for tiktoken 0.14) may be cut otherwise.
+
         Raises
         ------
         ValueError
