@@ -611,7 +611,7 @@ def compress_wav_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
     out, n_frames, values, n_in, first_crc = 10, 0, 0, 0, 0
     for frame, prefix, before in wav_frames(src, first, path, frame_bytes):
         where = path if not n_frames else f"{path} (the frame from sample {before:,}, byte {n_in:,})"
-        columns, head, tail, wav = split_wav(frame, where)
+        columns, head, tail, wav = split_wav(frame, where, open_end=not n_frames)
         header: dict[str, Any] = {"source": "wav", "wav": wav}
         if n_frames:
             header.update(_frame_place(prefix, n_frames, first_crc))
@@ -1098,10 +1098,15 @@ def _wav_samples(wav: dict, columns: list) -> bytes:
     return samples.astype("<i4").view(np.uint8).reshape(*samples.shape, 4)[..., :3].tobytes()
 
 
+WAV_UNKNOWN_SIZE = 1 << 62  # (the samples of a data chunk declaring 0 bytes: to the end)
+
+
 @dataclass
 class WavLayout:
     """Where a WAV file's samples lie: they start at byte ``start`` (the data chunk's body),
-    and its data chunk declares ``size`` bytes; frames of ``block`` bytes (one sample of every
+    and its data chunk declares ``size`` bytes (a data chunk that declares 0, as a recorder
+    writing to a pipe leaves it, runs to the end of the file: ``size`` is then
+    ``WAV_UNKNOWN_SIZE``); frames of ``block`` bytes (one sample of every
     channel); ``wav`` describes them (rate, channels, bits, dtype); ``fmt`` is the fmt chunk's
     bytes (its id, size and body)."""
 
@@ -1112,9 +1117,10 @@ class WavLayout:
     fmt: bytes
 
 
-def wav_layout(data: bytes, path: str) -> WavLayout | None:
+def wav_layout(data: bytes, path: str, open_end: bool = True) -> WavLayout | None:
     """The :class:`WavLayout` of a WAV file from its first bytes, or None where its data chunk
-    does not start within them.
+    does not start within them. ``open_end``: a data chunk declaring 0 bytes runs to the end
+    of the file (else it holds none: the later frames of a stream that hold no samples).
 
     Raises
     ------
@@ -1145,17 +1151,20 @@ def wav_layout(data: bytes, path: str) -> WavLayout | None:
                 raise ValueError(f"{path}: unsupported WAV encoding (format tag {tag}, "
                                  f"{bits} bits in {width} bytes); PCM 8/16/24/32/64-bit integer "
                                  f"and 32/64-bit float are supported")
-            return WavLayout(pos + 8, size, block, {"rate": rate, "n_channels": n_ch,
-                                                    "bits": bits, "dtype": _WAV_KINDS[(tag, width)]},
-                             fmt_chunk)
+            wav = {"rate": rate, "n_channels": n_ch, "bits": bits,
+                   "dtype": _WAV_KINDS[(tag, width)]}
+            open_size = size or (WAV_UNKNOWN_SIZE if open_end else 0)
+            return WavLayout(pos + 8, open_size, block, wav, fmt_chunk)
         pos += 8 + size + (size & 1)
     return None
 
 
-def split_wav(data: bytes, path: str) -> tuple[list[tuple[str, np.ndarray]], bytes, bytes, dict]:
+def split_wav(data: bytes, path: str, open_end: bool = True
+              ) -> tuple[list[tuple[str, np.ndarray]], bytes, bytes, dict]:
     """A WAV file's channels (``(name, samples)``, in the sample types of ``_WAV_KINDS``), and the
-    bytes before and after its samples, and its description (rate, channels, bits, dtype)."""
-    lay = wav_layout(data, path)
+    bytes before and after its samples, and its description (rate, channels, bits, dtype);
+    ``open_end`` as for :func:`wav_layout`."""
+    lay = wav_layout(data, path, open_end)
     if lay is None:
         raise ValueError(f"{path}: no data chunk in the WAV file")
     start, block, n_ch, kind = lay.start, lay.block, lay.wav["n_channels"], lay.wav["dtype"]

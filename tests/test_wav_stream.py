@@ -73,6 +73,21 @@ def test_real_speech_in_frames_costs_little_more_than_one_container():
     assert len(stream) < 1.05 * whole  # (frames of 8,192 samples: each codes its own tables)
 
 
+def test_a_data_chunk_declaring_zero_bytes_holds_the_rest_of_the_file_as_samples():
+    # (a recorder writing to a pipe cannot go back to write the size: it leaves 0)
+    samples = SPEECH.read_bytes()[44:]
+    samples = samples[:len(samples) // 2 * 2]
+    exact, zero = wav(samples), wav(samples, declared=0, tail=b"\x01")
+    for data in (exact, zero):
+        columns, head, tail, _ = signals.files.split_wav(data, "x.wav")
+        assert columns[0][1].size == len(samples) // 2 and tail == data[len(head) + len(samples):]
+    whole = signals.compress_file(zero, "wav")
+    assert signals.decompress_file(whole).data == zero
+    assert len(whole) < len(signals.compress_file(exact, "wav")) + 16  # (not kept as raw bytes)
+    stream = stream_of(zero, 16384)
+    assert back(stream) == zero and len(stream) < 1.05 * len(whole)
+
+
 def test_a_frame_of_another_wav_or_a_missing_head_copy_is_an_error():
     a = wav(np.arange(3000, dtype="<i2").tobytes())
     b = wav(np.arange(3000, dtype="<i2").tobytes(), channels=2)
