@@ -523,15 +523,28 @@ class SignalModel:
                 out.append(self.tokenizer_.encode_batch(docs, method=method, beam=beam))
         return out
 
-    def decode(self, token_channels: Sequence[ArrayLike]) -> list[np.ndarray]:
-        """Token arrays back to (quantized) samples, one float64 array per channel."""
+    def decode(self, token_channels: Sequence[ArrayLike], *,
+               max_values: int | None = None) -> list[np.ndarray]:
+        """Token arrays back to (quantized) samples, one float64 array per channel.
+
+        ``max_values`` bounds the samples of all channels together (checked before each
+        channel's are allocated: see :meth:`ubpe.Tokenizer.decode`).
+
+        Raises
+        ------
+        ValueError
+            On a token id outside the vocabulary, or more than ``max_values`` samples (names
+            the channel).
+        """
         self._check_channels(token_channels)
-        out = []
+        out: list[np.ndarray] = []
+        left = max_values
         for name, q, t in zip(self.channel_names_, self.quantizers_, token_channels):
             try:
-                out.append(q.decode(self.tokenizer_.decode(t)))
+                out.append(q.decode(self.tokenizer_.decode(t, max_length=left)))
             except (TypeError, ValueError) as e:
                 raise ValueError(f"channel {name!r}: {e}") from None
+            left = None if left is None else left - out[-1].size
         return out
 
     def _check_fitted(self) -> None:

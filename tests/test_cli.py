@@ -852,6 +852,31 @@ def test_decode_errors_name_the_token_file(tmp_path, daphnet_csv, daphnet_model)
         assert r.exit_code == 1 and f"ubpe: {path}:" in r.stderr, r.stderr
 
 
+def test_decode_refuses_token_ids_that_expand_beyond_max_values(tmp_path):
+    """A token can stand for a run of 32,768 samples: an 8 MB token file of its id asked for
+    488 GiB (numpy's MemoryError, or the machine's memory where the system overcommits)."""
+    csv = tmp_path / "z.csv"
+    rng = np.random.default_rng(0)
+    csv.write_text("x\n" + "0\n" * 60000 + "".join(f"{v}\n" for v in rng.integers(0, 9, 3000)))
+    model, tokens = tmp_path / "m.json", tmp_path / "t.npz"
+    assert run("build", csv, "-o", model, "-q").exit_code == 0
+    assert run("encode", model, csv, "-o", tokens, "-q").exit_code == 0
+    tok = SignalModel.load(model).tokenizer_
+    longest = int(np.argmax(np.diff(tok._exp_start)))
+    assert tok.decode([longest]).size >= 4096
+    with np.load(tokens) as z:
+        bomb = {k: z[k] for k in z.files}
+    bomb["tokens/x"] = np.full(300_000, longest, np.int32)
+    np.savez(tmp_path / "bomb.npz", **bomb)
+    r = run("decode", model, tmp_path / "bomb.npz", "-o", tmp_path / "out.csv")
+    assert r.exit_code == 1 and "more than the 1,073,741,824 allowed" in r.stderr, r.stderr
+    assert not (tmp_path / "out.csv").exists()
+    assert run("decode", model, tokens, "-o", tmp_path / "a.csv", "--max-values", 63000).exit_code == 0
+    r = run("decode", model, tokens, "-o", tmp_path / "b.csv", "--max-values", 62999)
+    assert r.exit_code == 1 and "expand to 63,000 symbols, more than the 62,999" in r.stderr
+    assert tok.decode([longest, 0], max_length=None).size == tok.decode([longest]).size + 1
+
+
 def test_decompressed_name_takes_the_kind_where_the_name_has_no_suffix(tmp_path):
     """`ubpe compress - -o wv.ubpe < x.wav` then `ubpe decompress wv.ubpe` wrote a WAV named
     'wv'; a container of signals.compress saved as sig.ubpe gave an .npy named 'sig'."""

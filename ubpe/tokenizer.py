@@ -701,12 +701,16 @@ class Tokenizer:
         tokens, tf = np.unique(np.asarray(ids, np.int64), return_counts=True)
         return float(((1.0 + np.log(tf)) * self._token_weight[tokens]).sum())
 
-    def decode(self, ids: ArrayLike) -> np.ndarray:
+    def decode(self, ids: ArrayLike, *, max_length: int | None = None) -> np.ndarray:
         """Expand token ids back into alphabet symbols (exact inverse of encode).
 
         Parameters
         ----------
         ids : array-like of int, shape (m,)
+        max_length : int, optional
+            Refuse ids that expand to more symbols (checked before the output is
+            allocated: a token can stand for a long run, so that a few ids can
+            ask for gigabytes).
 
         Returns
         -------
@@ -715,8 +719,9 @@ class Tokenizer:
         Raises
         ------
         ValueError
-            If an id is not in the vocabulary (names the id and position), or
-            ``ids`` is not 1-D.
+            If an id is not in the vocabulary (names the id and position),
+            ``ids`` is not 1-D, or they expand to more than ``max_length``
+            symbols.
         TypeError
             If the ids are not integers.
         """
@@ -735,7 +740,11 @@ class Tokenizer:
         starts = self._exp_start[ids]
         lengths = self._exp_start[ids + 1] - starts
         out_pos = np.cumsum(lengths) - lengths
-        idx = np.arange(lengths.sum()) - np.repeat(out_pos - starts, lengths)
+        total = int(out_pos[-1] + lengths[-1])
+        if max_length is not None and total > max_length:
+            raise ValueError(f"the {ids.size:,} token ids expand to {total:,} symbols, more "
+                             f"than the {max_length:,} allowed")
+        idx = np.arange(total) - np.repeat(out_pos - starts, lengths)
         return self._exp_flat[idx]
 
     def decode_batch(self, batch: Sequence[ArrayLike]) -> list[np.ndarray]:

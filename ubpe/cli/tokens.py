@@ -16,6 +16,7 @@ import numpy as np
 
 import signals.formats
 from signals import CsvError, SignalModel, read_csv
+from signals.codec import MAX_VALUES
 from signals.model import PACKET_SIZE, stage_lines
 from signals.table import encode_csv, sniff
 
@@ -313,7 +314,11 @@ def encode(model_path, files, output, to_stdout, force, report: Reporter, method
               help="With a model built on several files: write the channels of the file NAME "
                    "(its name without folder and suffix, as the model's channels 'NAME:column' "
                    "say), under their column names.")
-def decode(model_path, tokens_path, output, to_stdout, force, report: Reporter, file_name):
+@click.option("--max-values", type=click.IntRange(1), default=MAX_VALUES, show_default="2**30",
+              help="Refuse token ids that expand to more samples, all channels together (a "
+                   "token can stand for a long run: a guard against crafted files).")
+def decode(model_path, tokens_path, output, to_stdout, force, report: Reporter, file_name,
+           max_values):
     """Turn a token file from 'ubpe encode' back into a CSV of (quantized) samples.
 
     One column per channel, named as in the model; integer channels that
@@ -355,7 +360,7 @@ def decode(model_path, tokens_path, output, to_stdout, force, report: Reporter, 
             raise ValueError(f"{where}: channel {n!r}: token ids must be a 1-D integer array, "
                              f"got {t.dtype} of shape {t.shape}")
     try:
-        values = model.decode(tokens)
+        values = model.decode(tokens, max_values=max_values)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
     # integers where the channel gives back integers exactly (a constant 0.5 is lossless too)
