@@ -451,6 +451,9 @@ class UBPECodec(Codec):
         n_samples = shape[ax] if shape else 1
         n_chans = math.prod(d for i, d in enumerate(shape) if i != ax)  # (0 samples too)
         if version == COMPACT_VERSION:
+            if code_dtype.kind not in "iu":  # (written for integer and bool chunks only)
+                raise signals.SignalFormatError(f"ubpe codec: a compact chunk of {dtype} (the "
+                                                f"chunk is corrupted)")
             vals = _read_compact(data, pos, n_chans, n_samples, code_dtype)
         else:
             model = _load_model(self.model) if self.model is not None else None
@@ -465,6 +468,9 @@ class UBPECodec(Codec):
                              f"{shape} needs {n_chans * n_samples}")
         chans = vals.reshape(n_chans, n_samples).astype(code_dtype, copy=False)
         if native == np.bool_:
+            if chans.size and chans.max() > 1:  # (numpy would hold the bytes as they are)
+                raise signals.SignalFormatError(f"ubpe codec: a bool chunk holds the value "
+                                                f"{chans.max()} (the chunk is corrupted)")
             chans = chans.view(np.bool_)
         result = self._unchannels(chans, shape).astype(dtype, order="F" if fortran else "C")
         if out is not None:
@@ -517,8 +523,16 @@ def _make_zarr_codec() -> type:
 
         async def _decode_single(self, chunk_bytes, chunk_spec):
             out = await asyncio.to_thread(self._codec.decode, chunk_bytes.to_bytes())
-            return chunk_spec.prototype.nd_buffer.from_ndarray_like(
-                out.reshape(chunk_spec.shape))
+            dtype = chunk_spec.dtype  # (zarr 3.1: a ZDType; 3.0: a numpy dtype)
+            dtype = np.dtype(dtype.to_native_dtype() if hasattr(dtype, "to_native_dtype")
+                             else dtype)
+            if out.shape != tuple(chunk_spec.shape) or \
+                    out.dtype.newbyteorder("=") != dtype.newbyteorder("="):
+                raise signals.SignalFormatError(
+                    f"ubpe codec: the chunk holds {out.dtype} of shape {out.shape}, the array's "
+                    f"chunk is {dtype} of shape {tuple(chunk_spec.shape)} (a chunk of another "
+                    f"array?)")
+            return chunk_spec.prototype.nd_buffer.from_ndarray_like(out)
 
         async def _encode_single(self, chunk_array, chunk_spec):
             data = await asyncio.to_thread(self._codec.encode, chunk_array.as_ndarray_like())

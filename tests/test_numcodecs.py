@@ -123,6 +123,25 @@ def test_compact_chunks_are_checked():
         c.decode(forged)
 
 
+def test_a_forged_dtype_byte_is_refused():
+    """A compact chunk relabelled bool decoded to numpy bools holding the bytes 2 and 255
+    (``d.all()`` False with every element printed True); relabelled float32 it failed inside
+    numpy ("Invalid integer data type 'f'")."""
+    from signals.numcodecs_codec import _DTYPES
+    c = UBPECodec()
+
+    def relabelled(x, dtype):
+        body = bytearray(c.encode(x)[:-4])
+        body[1] = _DTYPES.index(dtype)
+        return bytes(body) + zlib.crc32(body).to_bytes(4, "little")
+    with pytest.raises(SignalFormatError, match="bool chunk holds the value 255"):
+        c.decode(relabelled(np.array([0, 1, 2, 255], np.uint8), "|b1"))
+    assert same_bits(c.decode(relabelled(np.array([0, 1, 1], np.uint8), "|b1")),
+                     np.array([False, True, True]))
+    with pytest.raises(SignalFormatError, match="a compact chunk of float32"):
+        c.decode(relabelled(np.arange(5, dtype="<i4"), "<f4"))
+
+
 def test_config_round_trip_through_json():
     c = UBPECodec(max_error=0.25, axis=1, level=7)
     c2 = numcodecs.get_codec(json.loads(json.dumps(c.get_config())))
@@ -327,6 +346,27 @@ def test_zarr_zip_store(tmp_path, ecg_csv):
 
 
 @zarr_needed
+def test_zarr_chunk_of_another_array_is_an_error(tmp_path):
+    """A (10, 3) chunk copied where a (3, 10) one belongs was reshaped to it, and a chunk of
+    another dtype cast to the array's, without an error."""
+    zarr = pytest.importorskip("zarr")
+    from signals.numcodecs_codec import UBPEZarrCodec
+    x = np.arange(900).reshape(30, 30)
+
+    def array(name, chunks, dtype):
+        z = zarr.create_array(tmp_path / name, shape=x.shape, chunks=chunks, dtype=dtype,
+                              serializer=UBPEZarrCodec(), compressors=None)
+        z[...] = x.astype(dtype)
+        return tmp_path / name
+    a, b, c = array("a", (10, 3), "i4"), array("b", (3, 10), "i4"), array("c", (10, 3), "i2")
+    for src, dst, message in ((a, b, "int32 of shape \\(10, 3\\), the array's chunk is int32 of "
+                                     "shape \\(3, 10\\)"), (c, a, "holds int16")):
+        (dst / "c" / "0" / "0").write_bytes((src / "c" / "0" / "0").read_bytes())
+        with pytest.raises(SignalFormatError, match=message):
+            zarr.open_array(dst, mode="r")[:3, :3]
+    assert np.array_equal(zarr.open_array(c, mode="r")[...], x.astype("i2"))
+
+
 def test_zarr_codec_from_dict():
     pytest.importorskip("zarr")
     from signals.numcodecs_codec import UBPEZarrCodec
