@@ -135,11 +135,8 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
     """
     level, max_error = check_level(level), check_max_error(max_error)
     opts: dict[str, Any] = {"level": level, "channel_options": channel_options, "model": model}
-    check_picks_apply(kind, csv_options, path)
+    check_picks_apply(kind, csv_options, path, quantizer)
     if kind == "csv":
-        if quantizer is not None:
-            raise ValueError(f"{path}: --quantizer applies to arrays and WAV files; for a CSV "
-                             f"file, --max-error bounds the error of its decimal columns")
         out = _compress_csv(data, path, max_error, csv_options, opts)
         if allow_verbatim and len(data) <= VERBATIM_MAX_BYTES \
                 and len(container.zstd_compress(data, level=1)) < VERBATIM_PROBE * len(out):
@@ -159,9 +156,13 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
     raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(KINDS)}")
 
 
-def check_picks_apply(kind: str, csv_options: dict | None, path: str) -> None:
+def check_picks_apply(kind: str, csv_options: dict | None, path: str,
+                      quantizer: Any = None) -> None:
     """ValueError where ``columns``/``exclude`` are given for a file that is compressed whole
-    (they were ignored: every array was kept)."""
+    (they were ignored: every array was kept), or a quantizer for a CSV file."""
+    if kind == "csv" and quantizer is not None:
+        raise ValueError(f"{path}: --quantizer applies to arrays and WAV files; for a CSV "
+                         f"file, --max-error bounds the error of its decimal columns")
     picked = {k: v for k, v in (csv_options or {}).items() if k in ("columns", "exclude") and v}
     if kind != "csv" and picked:
         raise ValueError(f"{path}: {' and '.join(picked)} pick the columns of a CSV file or the "

@@ -168,6 +168,13 @@ def test_cli_writes_a_stream_above_the_frame_size(tmp_path, monkeypatch):
     assert r.exit_code == 0 and F.is_stream(r.stdout_bytes)
     r = CliRunner().invoke(main, ["decompress", "-", "-q"], input=r.stdout_bytes)
     assert r.exit_code == 0 and r.stdout_bytes == data
+    # --quantizer, refused for a CSV file of one container, was ignored in a stream (exit 0)
+    for size in (len(data), len(data) // 4):
+        monkeypatch.setattr(F, "FRAME_BYTES", size)
+        r = CliRunner().invoke(main, ["compress", str(src), "-o", str(tmp_path / "q.ubpe"),
+                                      "--quantizer", "mulaw"])
+        assert r.exit_code == 1 and "--quantizer applies to arrays and WAV" in r.stderr, r.output
+        assert not (tmp_path / "q.ubpe").exists()
     # a truncated stream: exit 1, one line, no output file
     (tmp_path / "cut.csv.ubpe").write_bytes(packed[:-7])
     r = CliRunner().invoke(main, ["decompress", str(tmp_path / "cut.csv.ubpe")])

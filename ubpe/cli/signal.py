@@ -375,6 +375,7 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
                 raw = src.read(signals.files.FRAME_BYTES + 1)
                 kind = signals.files.kind_of(job.source if job.source != STDIO else "", raw)
                 if kind == "csv" and len(raw) > signals.files.FRAME_BYTES and packet_size is None:
+                    signals.files.check_picks_apply(kind, csv_options, job.name, q)
                     box, raw = [raw], b""  # its bytes held by the stream's reader alone
                     with open_output(job.output) as dst:  # a stream of frames: bounded memory
                         s = signals.files.compress_csv_stream(
