@@ -26,6 +26,7 @@ from ubpe.serialization import (
     FormatError,
     check_document,
     content_id,
+    get_limits,
     plain_params,
     read_document,
     write_document,
@@ -676,11 +677,14 @@ class SignalModel:
             channels = doc["channels"]
             if not isinstance(channels, list) or not channels:
                 raise ValueError("'channels' must be a non-empty list")
-            names = []
+            names, bins, most = [], 0, get_limits().max_alphabet
             for i, ch in enumerate(channels):
                 if not isinstance(ch, dict) or not isinstance(ch.get("name"), str):
                     raise ValueError(f"channel {i} has no name")
-                _check_quantizer(ch.get("quantizer"), n_levels, f"channel {ch['name']!r}")
+                bins += _check_quantizer(ch.get("quantizer"), n_levels, f"channel {ch['name']!r}")
+                if bins > most:  # (about 24 bytes a bin once built: the tokenizer's bound)
+                    raise ValueError(f"the quantizers of channels 0..{i} declare {bins:,} bins, "
+                                     f"more than the {most:,} a model may hold")
                 names.append(ch["name"])
             if len(set(names)) != len(names):
                 raise ValueError("two channels have the same name")
@@ -731,8 +735,9 @@ class SignalModel:
         return m
 
 
-def _check_quantizer(d, n_levels: int, where: str) -> None:
-    """Check a quantizer's dict against ``n_levels`` before it allocates anything.
+def _check_quantizer(d, n_levels: int, where: str) -> int:
+    """Check a quantizer's dict against ``n_levels`` before it allocates anything; its
+    number of bins.
 
     Raises ``ValueError`` naming the channel.
     """
@@ -763,7 +768,7 @@ def _check_quantizer(d, n_levels: int, where: str) -> None:
                              f"min < max (or min = max with one bin: a constant)")
         if not (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= n_levels):
             raise ValueError(f"{where}: {k!r} bins, expected 1..{n_levels}")
-        return
+        return k
     edges, book = d.get("bin_edges"), d.get("codebook")
     if not (isinstance(edges, list) and isinstance(book, list) and len(edges) == len(book) == 1
             and isinstance(edges[0], list) and isinstance(book[0], list)
@@ -772,6 +777,7 @@ def _check_quantizer(d, n_levels: int, where: str) -> None:
                          f"k in 1..{n_levels}")
     if not all(number(v) for v in edges[0] + book[0]):
         raise ValueError(f"{where}: bin edges and codebook must be finite numbers")
+    return len(book[0])
 
 
 # ---------------------------------------------------------------- fixed mappings of the codec part

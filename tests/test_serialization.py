@@ -224,6 +224,37 @@ def test_limits_are_checked_before_reading_or_allocating(tmp_path):
         pass
 
 
+def test_small_forged_models_cannot_ask_for_gigabytes(tmp_path):
+    """A 1.8 kB signal model of 10 channels of 2**24 uniform bins took 3.4 GB to load (each
+    channel was checked alone); a text tokenizer whose alphabet was not the 256 bytes loaded
+    (ids 256..299 decoded to their value mod 256), or built its core's tables for 2**24
+    symbols (755 MB) before it was refused."""
+    big = 2**24
+    doc = {"format": "ubpe.signal-model", "version": 2,
+           "params": {"n_levels": big, "vocab_size": big, "n_candidates": 1,
+                      "min_frequency": 2, "doc_length": None},
+           "channels": [{"name": f"c{i}", "quantizer": {"kind": "uniform", "n_levels": big,
+                                                         "lossless": [False],
+                                                         "range": [[0.0, 1.0, big]]}}
+                        for i in range(10)],
+           "tokenizer": {"format": "ubpe.tokenizer", "version": 2,
+                         "params": {"alphabet_size": big, "vocab_size": big, "n_candidates": 1,
+                                    "min_frequency": 2, "token_order": "weight"},
+                         "n_documents": 1, "merges": [], "weights": [], "counts": []}}
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps(seal(doc)))
+    with pytest.raises(FormatError, match="channels 0..1 declare 33,554,432 bins, more than "
+                                          "the 16,777,216"):
+        SignalModel.load(p)
+    text = json.loads((FROZEN / "byte_tokenizer_v2.json").read_text())
+    for alphabet in (300, big):
+        text["tokenizer"]["params"]["alphabet_size"] = alphabet
+        p.write_text(json.dumps(seal(text)))
+        with pytest.raises(FormatError, match=f"alphabet is the 256 byte values, this file's "
+                                              f"is {alphabet}"):
+            ByteTokenizer.load(p)
+
+
 def test_merges_beyond_the_vocabulary_are_refused():
     doc = Tokenizer.load(FROZEN / "tokenizer_v1.json").to_dict()
     doc["params"]["vocab_size"] = 6

@@ -588,6 +588,10 @@ def test_numpy_hyperparameters_save(tmp_path):
     tok = ByteTokenizer(np.int64(300), progress=False).fit(["hello world " * 20])
     tok.save(tmp_path / "b.json")  # (a TypeError: int64 is not JSON serializable)
     assert ByteTokenizer.load(tmp_path / "b.json").vocab_size == 300
+    assert ByteTokenizer.load(tmp_path / "b.json").name == "ubpe"
+    tok.name = "mytok"  # (it came back "ubpe", and so did its tiktoken Encoding's)
+    tok.save(tmp_path / "b.json")
+    assert ByteTokenizer.load(tmp_path / "b.json").name == "mytok"
 
 
 def test_a_reader_that_goes_away_after_some_output_ends_the_command_too(shakespeare_tok, tmp_path):

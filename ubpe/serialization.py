@@ -65,9 +65,10 @@ class Limits:
     max_document_bytes : int, default 64 MiB
         Largest JSON document read; a larger file is refused unread.
     max_alphabet : int, default 2**24
-        Largest tokenizer alphabet loaded. A tokenizer's lookup tables take
-        about 28 bytes per alphabet symbol and merged token, so the default
-        bounds them to about 0.5 GB.
+        Largest tokenizer alphabet loaded, and the most quantizer bins of a
+        signal model's channels together. A tokenizer's lookup tables take
+        about 28 bytes per alphabet symbol and merged token, a quantizer
+        about 24 bytes a bin, so the default bounds each to about 0.5 GB.
     max_expansion : int, default 2**26
         Largest total length, in alphabet symbols, of the expansions of all
         tokens (the alphabet included): decode keeps them in one int32 table

@@ -321,6 +321,9 @@ class ByteTokenizer:
         """Set the id maps once ``tokenizer_`` is fitted or loaded."""
         core = self.tokenizer_
         n = core.n_tokens_
+        if core._alphabet != 256:
+            raise ValueError(f"a text tokenizer's alphabet is the 256 byte values, not "
+                             f"{core._alphabet}")
         self.byte_ids_ = np.asarray(byte_ids, np.int64)
         if self.byte_ids_.shape != (256,) or not np.array_equal(np.sort(self.byte_ids_),
                                                                 np.arange(256)):
@@ -895,7 +898,9 @@ class ByteTokenizer:
             "byte_ids": self.byte_ids_.tolist(),
             "params": plain_params({"vocab_size": self.vocab_size,
                                     "n_candidates": self.n_candidates,
-                                    "min_frequency": self.min_frequency}),
+                                    "min_frequency": self.min_frequency,
+                                    # (the default left out: older readers know no name)
+                                    **({"name": self.name} if self.name != "ubpe" else {})}),
             "tokenizer": self.tokenizer_.to_dict()})
 
     @classmethod
@@ -909,11 +914,20 @@ class ByteTokenizer:
         """
         doc = read_document(path, FORMAT, VERSION)
         try:
+            core = doc["tokenizer"]
+            if core["params"]["alphabet_size"] != 256:  # (before the core's tables are built)
+                raise FormatError(f"{path}: a text tokenizer's alphabet is the 256 byte values, "
+                                  f"this file's is {core['params']['alphabet_size']!r}")
+            if 256 + len(core["merges"]) > _bytebpe.MAX_TOKENS:
+                raise FormatError(f"{path}: {len(core['merges']):,} merges; the text kernels "
+                                  f"take at most {_bytebpe.MAX_TOKENS:,} ordinary tokens")
             specials = {str(k): int(v) for k, v in doc["special_tokens"].items()}
             tok = cls(**doc["params"], pattern=doc["pattern"])
             tok.tokenizer_ = Tokenizer.from_dict(doc["tokenizer"], source=f"{path}: tokenizer")
             _check_special_ids(specials, tok.tokenizer_.n_tokens_)
             tok._finish(doc["byte_ids"], specials)
+        except FormatError:
+            raise
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:
             raise FormatError(f"{path}: malformed text tokenizer ({e})") from None
         return tok
