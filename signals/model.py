@@ -12,6 +12,7 @@ A :class:`SignalModel` holds two fitted parts, both trained on one corpus:
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import os
@@ -609,11 +610,13 @@ class SignalModel:
         fitted = self._params()
         size = {} if fitted["packet_size"] == PACKET_SIZE else \
             {"codec_packet_size": fitted["packet_size"]}
-        return {"codec": {n: {"dtype": e["dtype"], "map": e["map"],
+        # (copies: a change to the document leaves the model, and its content id, as it is)
+        return {"codec": {n: {"dtype": e["dtype"], "map": dict(e["map"]),
                               "model": e["model"].get_config(),
                               **({"csv_scale": e["csv_scale"]} if "csv_scale" in e else {})}
                           for n, e in self.codec_.items()},
-                "codec_level": fitted["level"], **size, "codec_report": self.codec_report_}
+                "codec_level": fitted["level"], **size,
+                "codec_report": copy.deepcopy(self.codec_report_)}
 
     def _params(self) -> dict:
         """The hyperparameters the model was fitted (or loaded) with: ``set_params`` since
@@ -707,10 +710,15 @@ class SignalModel:
         # several files are named "file:column", the part after a colon of one of them
         columns = set(names) | {n[i + 1:] for n in names for i, ch in enumerate(n) if ch == ":"}
         try:
-            for name, entry in (doc.get("codec") or {}).items():
+            codec = doc.get("codec") or {}
+            if not isinstance(codec, dict):
+                raise TypeError(f"'codec' must be an object, got {type(codec).__name__}")
+            for name, entry in codec.items():
                 if name not in columns or not isinstance(entry, dict):
                     raise ValueError(f"codec entry {name!r} names no channel")
-                np.dtype(entry["dtype"])
+                if np.dtype(entry["dtype"]).kind not in "biuf":
+                    raise ValueError(f"codec entry {name!r}: dtype {entry['dtype']!r} is not "
+                                     f"numeric")
                 _check_mapping(entry["map"])
                 m.codec_[name] = {"dtype": entry["dtype"], "map": entry["map"],
                                   "model": ChannelModel.from_config(entry["model"])}
@@ -721,18 +729,39 @@ class SignalModel:
                         raise ValueError(f"codec entry {name!r}: csv_scale {scale!r} is not an "
                                          f"integer in 0..30")
                     m.codec_[name]["csv_scale"] = scale
-            m.codec_report_ = list(doc.get("codec_report") or [])
+            m.codec_report_ = _checked_report(doc.get("codec_report") or [])
             if "codec_level" in doc:
                 m.level = int(doc["codec_level"])
                 if not 0 <= m.level <= 9:
                     raise ValueError(f"codec level {m.level} is not in 0..9")
             if "codec_packet_size" in doc:
                 m.packet_size = _check_packet_size(doc["codec_packet_size"])
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise FormatError(f"{source}: malformed codec part ({e})") from None
         m._fitted_params = plain_params(m.get_params())
         m._id = None
         return m
+
+
+def _checked_report(report: Any) -> list[dict]:
+    """A saved ``codec_report_``, checked as far as ``ubpe inspect`` reads it (each entry: a
+    channel's name, whether its model was kept, why, and its held-out bits: numbers or null;
+    its stage lines are shown as far as they are understood, :func:`stage_lines`).
+
+    Raises ``ValueError`` or ``TypeError`` naming the entry."""
+    if not isinstance(report, list):
+        raise TypeError(f"'codec_report' must be a list, got {type(report).__name__}")
+    for i, r in enumerate(report):
+        if not (isinstance(r, dict) and isinstance(r.get("name"), str)
+                and isinstance(r.get("kept", False), bool)
+                and isinstance(r.get("reason", ""), str)):
+            raise ValueError(f"codec report entry {i} is not a channel's report (name, kept, "
+                             f"reason)")
+        for key in ("bits_own", "bits_model"):
+            v = r.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise ValueError(f"codec report entry {i}: {key} {v!r} is not a number")
+    return list(report)
 
 
 def _check_quantizer(d, n_levels: int, where: str) -> int:

@@ -31,7 +31,6 @@ from .channel import (
     _encode_batch,
     _put_varint,
     _starts,
-    decode_channel,
 )
 from .container import MAX_SAMPLES, PACKET_STREAM_MAGIC, VERSION, SignalFormatError, read_varint, varint
 
@@ -56,11 +55,7 @@ def decode_packet(packet: bytes, models: list[ChannelModel], model_id: bytes,
     out = []
     for payload, m in zip(payloads, models):  # (the batch decoder's kernels: one call each)
         x, _, bad = _decode_batch([payload], [n], m)
-        if bad:
-            try:  # the general reader names the fault
-                decode_channel(payload, n, model=m)
-            except ValueError as e:
-                raise SignalFormatError(f"packet payload: {e}") from None
+        if bad:  # (named by the general reader, where the size it declares can fit)
             raise SignalFormatError(f"packet payload: {bad[0]}")
         out.append(x)
     return out

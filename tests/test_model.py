@@ -1,6 +1,7 @@
 """Trained models (issue 15): files and packets coded against a model's content id."""
 
 import io
+import json
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from hypothesis.extra.numpy import arrays
 
 import signals
 from signals import SignalFormatError, SignalModel, read_csv
+from ubpe import FormatError
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +101,47 @@ def test_a_packet_from_another_model_or_corrupted_fails_alone(ecg_model, ecg_cou
                 ecg_model.decompress_packet(p)
         else:
             assert np.array_equal(ecg_model.decompress_packet(p), packets[k])
+
+
+def test_a_packet_declaring_more_samples_than_it_can_hold_allocates_nothing(ecg_model):
+    """One packet decoded alone (decompress_packet) asked the general reader for the samples
+    that it declares, to name the fault: 11 bytes declaring 2**33 samples took 64 GiB."""
+    import zlib
+
+    from signals.container import varint
+    coded = ecg_model.compress_packets([np.full(1000, 300, np.int64)])[0]
+    body = bytes([coded[0]]) + varint(2**33) + coded[3:-2]  # (1000: a varint of 2 bytes)
+    seed = zlib.crc32(ecg_model.model_id())
+    forged = body + (zlib.crc32(body, seed) & 0xFFFF).to_bytes(2, "little")
+    for decode in (ecg_model.decompress_packet, lambda p: ecg_model.decompress_packets([p])):
+        with pytest.raises(SignalFormatError, match="8589934592 samples cannot fit in"):
+            decode(forged)
+
+
+def test_a_forged_codec_part_is_a_format_error(ecg_model, tmp_path):
+    """Sealed model files whose codec part was a list, whose codec report held a number, or a
+    string for its bits, or whose channel dtype was text gave AttributeError tracebacks (or a
+    half-printed inspect); `inspect` says why a channel's model was kept."""
+    from click.testing import CliRunner
+
+    from ubpe.cli import main
+    from ubpe.serialization import seal
+    for change, message in (
+            (lambda d: d.update(codec=[1]), "'codec' must be an object"),
+            (lambda d: d.update(codec_report=[5]), "entry 0 is not a channel's report"),
+            (lambda d: d.update(codec_report={"a": 1}), "'codec_report' must be a list"),
+            (lambda d: d["codec_report"][0].update(bits_own="x"), "bits_own 'x' is not a number"),
+            (lambda d: d["codec"]["ecg"].update(dtype="<U5"), "dtype '<U5' is not numeric")):
+        doc = ecg_model.to_dict()
+        change(doc)
+        with pytest.raises(FormatError, match=message):
+            SignalModel.from_dict(doc)
+        (tmp_path / "m.json").write_text(json.dumps(seal(doc)))
+        r = CliRunner().invoke(main, ["inspect", str(tmp_path / "m.json")])
+        assert r.exit_code == 1 and "Traceback" not in r.output and not r.stdout, r.output
+    ecg_model.save(tmp_path / "m.json")
+    r = CliRunner().invoke(main, ["inspect", str(tmp_path / "m.json")])
+    assert r.exit_code == 0 and "kept, " in r.stdout and "(lower bits on the held-out" in r.stdout
 
 
 def test_packet_overhead_is_small(ecg_model):

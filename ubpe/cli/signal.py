@@ -79,7 +79,8 @@ def _inspect_document(doc: dict, where: str) -> None:
         echo(f"content id   {model.content_id()}"
              + (" (checksum verified)" if "checksum" in doc else " (no checksum: version 1)"))
         echo(f"channels     {len(model.channel_names_)}: {', '.join(model.channel_names_)}")
-        echo(f"quantizer    uniform, {model.n_levels:,} levels per channel")
+        kinds = sorted({q.kind for q in model.quantizers_})
+        echo(f"quantizer    {', '.join(kinds)}, {model.n_levels:,} levels per channel")
         echo(f"vocabulary   {tok.n_tokens_:,} tokens ({tok.alphabet_size:,} alphabet + "
              f"{len(tok.merges_):,} merges), n_candidates {tok.n_candidates}")
         if lengths.size:
@@ -98,7 +99,8 @@ def _inspect_document(doc: dict, where: str) -> None:
             saved = (f", {r['bits_own']:.3f} -> {r['bits_model']:.3f} bits/sample held out in "
                      f"packets of {model.packet_size:,}"
                      if r.get("bits_own") is not None else "")
-            echo(f"  {r['name']:<28} {'kept' if r.get('kept') else 'not kept'}{saved}")
+            echo(f"  {r['name']:<28} {'kept' if r.get('kept') else 'not kept'}{saved}"
+                 + (f" ({r['reason']})" if r.get("reason") else ""))
             for line in stage_lines(r):
                 echo(f"    {line}")
         return
