@@ -44,7 +44,7 @@ from .codec import (
 from .container import SignalFormatError
 from .intmap import check_max_error
 from .quantize import float_bounds
-from .readers import npz_arrays
+from .readers import npz_arrays, read_npy
 
 CSV_SUFFIXES = (".csv", ".tsv", ".txt")
 KINDS = ("csv", "wav", "npy", "npz")
@@ -1187,7 +1187,7 @@ def _split_arrays(data: bytes, kind: str, path: str) -> tuple[list[tuple[str, np
         arrays = npz_arrays(data, path)
     else:
         try:
-            arrays = [("array", np.load(io.BytesIO(data), allow_pickle=False))]
+            arrays = [("array", read_npy(io.BytesIO(data), len(data)))]
         except (ValueError, OSError, EOFError) as e:
             raise ValueError(f"{path}: not a readable npy file ({e})") from None
     columns, desc = [], []

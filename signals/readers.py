@@ -309,6 +309,34 @@ def _read_csv(path: str, columns: list[str | int] | None, exclude: list[str | in
                        [x.decode("utf-8", "replace") for x in s.preamble])
 
 
+def read_npy(f: Any, size: int) -> np.ndarray:
+    """An array of the NumPy format (``.npy``) from the binary file object ``f`` that holds
+    ``size`` bytes, its data checked against them before anything is allocated (numpy
+    allocates what the header declares before it reads: 144 bytes declaring ``(2**40,)``
+    asked for 8 TiB).
+
+    Raises
+    ------
+    ValueError
+        Not an ``.npy`` header, a header declaring more bytes than ``size`` holds, or an
+        array that ``numpy.load(..., allow_pickle=False)`` refuses (objects).
+    """
+    start = f.tell()
+    version = np.lib.format.read_magic(f)
+    if version not in ((1, 0), (2, 0), (3, 0)):
+        raise ValueError(f"NumPy format version {version} is not read")
+    # (version 3 differs from 2 only in the header's encoding: UTF-8 for field names)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+        np.lib.format.read_array_header_2_0
+    shape, _, dtype = read_header(f)
+    need, have = int(np.prod(shape, dtype=object)) * dtype.itemsize, size - (f.tell() - start)
+    if need > have:
+        raise ValueError(f"its header declares {dtype} of shape {shape} ({need:,} bytes), "
+                         f"the file holds {max(have, 0):,} bytes of data")
+    f.seek(start)
+    return np.lib.format.read_array(f, allow_pickle=False)
+
+
 def npz_arrays(data: bytes, path: str) -> list[tuple[str, np.ndarray]]:
     """An ``.npz``'s arrays, ``(key, array)`` in member order, the keys as ``numpy.load`` gives
     them (``NAME.npy`` -> ``NAME``).
@@ -334,7 +362,10 @@ def npz_arrays(data: bytes, path: str) -> list[tuple[str, np.ndarray]]:
                     if info.is_dir() or f.read(6) != b"\x93NUMPY":
                         raise ValueError(f"member {name!r} is not a NumPy array (.npy)")
                     f.seek(0)
-                    arrays.append((key, np.lib.format.read_array(f, allow_pickle=False)))
+                    try:
+                        arrays.append((key, read_npy(f, info.file_size)))
+                    except ValueError as e:
+                        raise ValueError(f"member {name!r}: {e}") from None
     except (ValueError, OSError, zipfile.BadZipFile, EOFError, NotImplementedError,
             RuntimeError, zlib.error) as e:
         # (NotImplementedError: a member compressed with a method zipfile does not read;
@@ -383,7 +414,11 @@ def read_signal(path: str | Path, columns: list[str | int] | None = None,
             except ValueError as e:
                 raise CsvError(str(e)) from None
         else:
-            arrays = {path.stem: np.load(path)}
+            try:
+                with open(path, "rb") as f:
+                    arrays = {path.stem: read_npy(f, path.stat().st_size)}
+            except (ValueError, EOFError) as e:
+                raise CsvError(f"{path}: not a readable npy file ({e})") from None
         for key, arr in arrays.items():
             if arr.dtype.kind not in "iufb":
                 raise CsvError(f"{path}: array {key!r} is not numeric ({arr.dtype})")

@@ -921,7 +921,27 @@ def test_closed_standard_output_and_damaged_token_files(tmp_path, daphnet_csv, d
     arrays["model"] = np.array([str(arrays["model"])], dtype=object)
     np.savez(objects, **arrays)
     r = run("decode", daphnet_model, objects, "-c")
-    assert r.exit_code == 1 and f"ubpe: {objects}: not a token file (model:" in r.stderr
+    assert r.exit_code == 1 and f"ubpe: {objects}: not a token file (member 'model.npy':" \
+        in r.stderr
+    # a member whose header declares more than its bytes: refused before the allocation
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(head, {"descr": "<i4", "fortran_order": False,
+                                                "shape": (2**40,)})
+    forged = tmp_path / "forged.npz"
+    with zipfile.ZipFile(forged, "w") as z:
+        z.writestr("tokens/x.npy", head.getvalue() + bytes(16))
+    r = run("decode", daphnet_model, forged, "-c")
+    assert r.exit_code == 1 and "declares int32 of shape (1099511627776,)" in r.stderr
+    (tmp_path / "forged.npy").write_bytes(head.getvalue() + bytes(16))
+    r = run("text", "decode", Path(__file__).parent / "data" / "frozen" / "byte_tokenizer_v2.json",
+            tmp_path / "forged.npy", "-o", tmp_path / "out.txt")
+    assert r.exit_code == 1 and f"{tmp_path / 'forged.npy'}: not a readable .npy file (its " \
+        f"header declares int32" in r.stderr
+    for kind in ("npy", "npz"):
+        data = (tmp_path / f"forged.{kind}").read_bytes()
+        with pytest.raises(ValueError, match=f"x.{kind}: not a readable {kind} file .*8 bytes of "
+                                             f"data|x.{kind}: not a readable {kind} file .*16 "):
+            signals.compress_file(data, kind, path=f"x.{kind}")
 
 
 def test_max_values_bounds_stream_frames_and_packet_streams(tmp_path, daphnet_csv):

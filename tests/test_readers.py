@@ -144,6 +144,28 @@ def test_read_signal_npz_and_wav_still_work():
     assert c.names == ["temp"] and c.channels[0][:3].tolist() == [394, 392, 390]
 
 
+def test_an_npy_header_is_checked_against_its_bytes(tmp_path):
+    """numpy allocates what the header declares before it reads: 144 bytes asked for 8 TiB."""
+    import io
+
+    from signals.readers import read_npy
+    for x in (np.arange(7, dtype=">u2"), np.zeros((2, 0)), np.array(3.5), np.ones((3, 4), order="F")):
+        b = io.BytesIO()
+        np.save(b, x)
+        back = read_npy(io.BytesIO(b.getvalue()), len(b.getvalue()))
+        assert back.dtype == x.dtype and back.shape == x.shape and np.array_equal(back, x)
+        with pytest.raises(ValueError, match="the file holds"):
+            read_npy(io.BytesIO(b.getvalue()[:-1]), len(b.getvalue()) - 1) if x.size else \
+                read_npy(io.BytesIO(b"\x93NUMPY\x01\x00" + b.getvalue()[8:].replace(
+                    b"(2, 0)", b"(2, 9)")), len(b.getvalue()))
+    head = io.BytesIO()
+    np.lib.format.write_array_header_2_0(head, {"descr": "<f8", "fortran_order": False,
+                                                "shape": (2**40,)})
+    (tmp_path / "x.npy").write_bytes(head.getvalue() + bytes(64))
+    with pytest.raises(CsvError, match="x.npy: not a readable npy file .*the file holds 64 bytes"):
+        read_signal(tmp_path / "x.npy")
+
+
 # ------------------------------------------------------------------ output="numpy|pandas|polars|arrow"
 FIXTURES = ["pvlib_tmy3_723170_48h.csv", "seattle_weather_150.csv", "daphnet_accel_150.csv",
             "heartpy_ppg_300.csv", "seattle_temps_150.csv"]

@@ -161,9 +161,10 @@ def text_decode(model_path, source, output, to_stdout, force, report: Reporter):
     tok = ByteTokenizer.load(model_path)
     raw = sys.stdin.buffer.read() if str(source) == "-" else Path(source).read_bytes()
     if raw.startswith(b"\x93NUMPY"):  # a .npy file (as 'ubpe text encode --npy' writes)
+        from signals.readers import read_npy
         try:
-            ids = np.load(io.BytesIO(raw), allow_pickle=False)
-        except ValueError as e:
+            ids = read_npy(io.BytesIO(raw), len(raw))
+        except (ValueError, EOFError) as e:
             raise ValueError(f"{source}: not a readable .npy file ({e})") from None
         try:
             data = tok.decode_bytes(ids)

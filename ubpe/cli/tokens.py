@@ -6,10 +6,7 @@ import io
 import json
 import time
 import warnings
-import zipfile
-import zlib
 from pathlib import Path
-from typing import Any
 
 import click
 import numpy as np
@@ -18,6 +15,7 @@ import signals.formats
 from signals import CsvError, SignalModel, read_csv
 from signals.codec import MAX_VALUES
 from signals.model import PACKET_SIZE, stage_lines
+from signals.readers import npz_arrays
 from signals.table import encode_csv, sniff
 
 from ._common import (
@@ -334,27 +332,20 @@ def decode(model_path, tokens_path, output, to_stdout, force, report: Reporter, 
     raw = read_input(tokens_path)
     if not raw.startswith(b"PK"):  # (an .npz is a zip archive)
         raise ValueError(f"{where}: not a token file (an .npz written by 'ubpe encode')")
-    def member(z: Any, name: str) -> np.ndarray:
-        try:
-            return z[name]
-        except (ValueError, MemoryError, zlib.error) as e:  # (an object array, a forged
-            # shape, a damaged deflated member)
-            raise ValueError(f"{where}: not a token file ({name}: {e})") from None
-
-    try:
-        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
-            stored = str(member(z, "model")) if "model" in z.files else None
-            missing = [n for n in model.channel_names_ if f"tokens/{n}" not in z.files]
-            if stored is not None and stored != model.content_id():
-                raise ValueError(f"{where} was encoded with the model {stored[:19]}..., not "
-                                 f"{model.content_id()[:19]}... ({model_path})")
-            if missing:
-                raise ValueError(f"{where}: no tokens for the model's channel(s) "
-                                 f"{', '.join(map(repr, missing))}; was it written by 'ubpe "
-                                 f"encode' with this model?")
-            tokens = [member(z, f"tokens/{n}") for n in model.channel_names_]
-    except (OSError, EOFError, zipfile.BadZipFile) as e:
-        raise ValueError(f"{where}: not a token file ({e})") from None
+    try:  # (every member's declared shape checked against its bytes before it is read)
+        z = dict(npz_arrays(raw, where))
+    except ValueError as e:
+        raise ValueError(str(e).replace("not a readable npz file", "not a token file")) from None
+    stored = str(z["model"]) if "model" in z else None
+    missing = [n for n in model.channel_names_ if f"tokens/{n}" not in z]
+    if stored is not None and stored != model.content_id():
+        raise ValueError(f"{where} was encoded with the model {stored[:19]}..., not "
+                         f"{model.content_id()[:19]}... ({model_path})")
+    if missing:
+        raise ValueError(f"{where}: no tokens for the model's channel(s) "
+                         f"{', '.join(map(repr, missing))}; was it written by 'ubpe "
+                         f"encode' with this model?")
+    tokens = [z[f"tokens/{n}"] for n in model.channel_names_]
     for n, t in zip(model.channel_names_, tokens):
         if t.ndim != 1 or t.dtype.kind not in "iu":
             raise ValueError(f"{where}: channel {n!r}: token ids must be a 1-D integer array, "
