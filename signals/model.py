@@ -270,8 +270,9 @@ class SignalModel:
                              f"trained on {entry['dtype']}")
         ints = _apply_mapping(np.asarray(x), entry["map"])
         if ints is None:
-            raise ValueError(f"channel {name!r}: values do not map exactly at the model's "
-                             f"scale ({entry['map']})")
+            raise ValueError(f"channel {name!r}: {_unmapped(np.asarray(x), entry['map'])}; the "
+                             f"model's packets code only such values (a container, without "
+                             f"packets, codes any)")
         return ints, {"kind": "model", "dtype": entry["dtype"]}
 
     def unmap_channel(self, name: str, ints: np.ndarray) -> np.ndarray:
@@ -873,6 +874,37 @@ def _apply_mapping(x: np.ndarray, m: dict) -> np.ndarray | None:
     if not np.array_equal(back.view(np.uint8), np.ascontiguousarray(x).view(np.uint8)):
         return None  # not bit-exact (e.g. -0.0, or more decimals)
     return ints
+
+
+def _unmapped(x: np.ndarray, m: dict) -> str:
+    """Why :func:`_apply_mapping` refuses ``x`` (1-D): its first sample off the model's grid."""
+    step = int(m.get("step", 1))
+    if m["kind"] == "int" and x.dtype.kind not in "iub":
+        return f"{x.dtype} values, the model's are integers"
+    if m["kind"] == "decimal" and x.dtype.kind != "f":
+        return f"{x.dtype} values, the model's are decimal floats"
+    if m["kind"] == "int":
+        off = np.zeros(x.size, bool)
+        ints = x.view(np.int64) if x.dtype == np.uint64 else x.astype(np.int64)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            k = np.round(x.astype(np.float64) * 10.0 ** m["scale"])
+            off = ~np.isfinite(k) | (np.abs(k) >= 2.0 ** 53)
+            ints = np.where(off, 0, k).astype(np.int64)
+            back = (ints.astype(np.float64) / 10.0 ** m["scale"]).astype(x.dtype)
+        off |= (back.view(np.uint8).reshape(x.size, -1)
+                != x.view(np.uint8).reshape(x.size, -1)).any(1)  # (-0.0 too)
+    bad = np.flatnonzero(off | (ints % step != 0))
+    if not bad.size:
+        return f"values that do not map exactly at the model's scale ({m})"
+    i, v = int(bad[0]), x[bad[0]].item()
+    if off[i]:
+        return (f"sample {i} ({v!r}) is not a decimal with at most {m['scale']} decimals"
+                + (" (a negative zero)" if v == 0 else "") + ", as every value the model was "
+                "built on was")
+    unit = step if m["kind"] == "int" else f"{step / 10 ** m['scale']:g}"
+    return (f"sample {i} ({v!r}) is not a multiple of {unit}, as every value the model was "
+            f"built on was")
 
 
 def _undo_mapping(ints: np.ndarray, m: dict, dtype: np.dtype) -> np.ndarray:

@@ -306,8 +306,14 @@ def test_decimal_float_channels_use_a_fixed_scale(ecg_csv):
     x = mv[50_000:50_256]
     back = model.decompress_packet(model.compress_packet(x))
     assert back.dtype == x.dtype and np.array_equal(back, x)
-    with pytest.raises(ValueError, match="do not map exactly"):
+    with pytest.raises(ValueError, match=r"sample 0 \(.*\) is not a decimal with at most 3 "
+                                         r"decimals, as every value the model was built on"):
         model.compress_packet(x + 1e-7)
+    y = x.copy()
+    y[7] = 0.001  # (3 decimals, but the model's values were multiples of 0.005: the message
+    # said "values do not map exactly at the model's scale ({'kind': 'decimal', ...})")
+    with pytest.raises(ValueError, match=r"sample 7 \(0.001\) is not a multiple of 0.005"):
+        model.compress_packet(y)
     data = model.compress(x + 1e-7)  # a file falls back to its own coding for that channel
     assert np.array_equal(model.decompress(data), x + 1e-7)
 
