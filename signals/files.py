@@ -903,6 +903,8 @@ def compress_packets_file(data: bytes, kind: str, model: Any, packet_size: int, 
         raise ValueError(f"packet size must be at least 1, got {packet_size}")
     if kind == "csv":
         parts = table.encode_csv(data, path=path, **(csv_options or {}))
+        if not parts.layout.get("n_rows"):
+            raise ValueError(f"{path}: no data rows after the header: no packets to write")
         columns = list(parts.int_columns)
         codec = getattr(model, "codec_", {})
         for col in parts.layout.get("columns", []):
@@ -930,10 +932,14 @@ def compress_packets_file(data: bytes, kind: str, model: Any, packet_size: int, 
         raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(KINDS)}")
     by_name = dict(columns)
     names = list(getattr(model, "codec_", {}))
+    if not names:
+        raise ValueError(f"{path}: the model has no codec part (no channel kept one, or a model "
+                         f"of version 1-2): packets need one; compress without --packet-size")
     missing = [n for n in names if n not in by_name]
-    if missing or not names:
-        raise ValueError(f"{path}: the model codes channels {', '.join(names) or '(none)'}; the "
-                         f"file lacks {', '.join(missing) or 'them'}")
+    if missing:
+        raise ValueError(f"{path}: the model codes channels {', '.join(names)}, and a packet "
+                         f"holds them all; the file lacks {', '.join(missing)} (a model built on "
+                         f"files of other columns: build it on files of the same columns)")
     chans = [np.asarray(by_name[nm]) for nm in names]  # (a list: each channel keeps its dtype)
     if len({c.size for c in chans}) != 1:
         raise ValueError(f"{path}: the model's channels differ in length in this file")

@@ -448,6 +448,10 @@ def read_packet_stream(fileobj: IO[bytes], model_id: bytes) -> Iterator[bytes]:
         head = fileobj.read(n_head)
         if n_stream and not head:
             return
+        if len(head) < n_head and PACKET_STREAM_MAGIC.startswith(head[:len(PACKET_STREAM_MAGIC)]):
+            raise SignalFormatError(f"truncated packet stream: its header ends after "
+                                    f"{len(head)} of {n_head} bytes" + (
+                                        f" (after {k} packets)" if n_stream else ""))
         if len(head) < n_head or not head.startswith(PACKET_STREAM_MAGIC):
             raise SignalFormatError(
                 "not a ubpe packet stream (bad magic bytes)" if not n_stream else

@@ -708,6 +708,27 @@ def test_packets_refuse_a_lossy_option(tmp_path, daphnet_csv, daphnet_model):
     assert not (tmp_path / "p.ubpe").exists()
 
 
+def test_packet_refusals_say_what_is_wrong(tmp_path, daphnet_csv, daphnet_model):
+    """A header-only CSV was said to hold "category cells"; a model without a codec part that
+    "the file lacks (none)"; a packet stream cut in its header had "bad magic bytes"."""
+    header = daphnet_csv.read_text().splitlines()[0]
+    (tmp_path / "h.csv").write_text(header + "\n")
+    r = run("compress", tmp_path / "h.csv", "--model", daphnet_model, "--packet-size", 64,
+            "-o", tmp_path / "h.ubpe")
+    assert r.exit_code == 1 and "no data rows after the header" in r.stderr, r.stderr
+    frozen = Path(__file__).parent / "data" / "frozen" / "signal_model_v1.json"
+    r = run("compress", daphnet_csv, "--model", frozen, "--packet-size", 64,
+            "-o", tmp_path / "v1.ubpe")
+    assert r.exit_code == 1 and "the model has no codec part" in r.stderr, r.stderr
+    assert run("compress", daphnet_csv, "--model", daphnet_model, "--packet-size", 64,
+               "--exclude", "is_anomaly", "-o", tmp_path / "p.ubpe").exit_code == 0
+    (tmp_path / "cut.ubpe").write_bytes((tmp_path / "p.ubpe").read_bytes()[:20])
+    r = run("decompress", tmp_path / "cut.ubpe", "--model", daphnet_model, "-o",
+            tmp_path / "cut.npy")
+    assert r.exit_code == 1 and "its header ends after 20 of 26 bytes" in r.stderr, r.stderr
+    assert not (tmp_path / "cut.npy").exists()
+
+
 @pytest.mark.parametrize("bound", ["nan", "inf"])
 def test_a_bound_that_is_not_finite_is_a_usage_error(tmp_path, bound):
     """--max-error nan/inf passed click's FloatRange, then exit 1 blaming the input file."""
