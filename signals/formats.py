@@ -180,20 +180,25 @@ def _meta_value(meta: dict[bytes, bytes] | None, *keys: str) -> str | None:
 
 
 def _from_arrow_table(table: Any, path: str) -> Recording:
-    numeric: list[str] = []
+    numeric: list[int] = []  # (by index: a name may repeat, and take "#2" in the Recording)
     skipped: list[str] = []
     pa = _need("pyarrow")
-    for f in table.schema:
+    for i, f in enumerate(table.schema):
         t = f.type
-        (numeric if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
-         else skipped).append(f.name)
+        if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
+            numeric.append(i)
+        else:
+            skipped.append(f.name)
     if not numeric:
         raise ValueError(f"{path}: no numeric column (columns: {', '.join(table.column_names)})")
-    chans, names = as_channels(table.select(numeric))
+    try:
+        chans, names = as_channels(table.select(numeric))
+    except ValueError as e:  # (a null: named after its file)
+        raise ValueError(f"{path}: {e}") from None
     assert names is not None
     units, rates, scaling = [], [], []
-    for name in numeric:
-        meta = table.schema.field(name).metadata
+    for i in numeric:
+        meta = table.schema.field(i).metadata
         units.append(_meta_value(meta, "unit", "units"))
         rate = _meta_value(meta, "sampling_rate", "rate", "fs")
         rates.append(float(rate) if rate is not None else None)
@@ -219,13 +224,24 @@ def read_parquet(path: str | Path) -> Recording:
         Without pyarrow (``pip install 'ubpe[formats]'``).
     """
     pq = _need("pyarrow.parquet")
-    return _from_arrow_table(pq.read_table(path), str(path))
+    try:  # (a file's own reader: the dataset reader of read_table refuses repeated names;
+        # a folder, as Spark writes one, is a dataset)
+        table = pq.read_table(path) if Path(path).is_dir() else pq.ParquetFile(path).read()
+    except _need("pyarrow").ArrowException as e:
+        raise ValueError(f"{path}: not a readable Parquet file ({str(e).splitlines()[0]})") \
+            from None
+    return _from_arrow_table(table, str(path))
 
 
 def read_arrow(path: str | Path) -> Recording:
     """Read an Arrow IPC file (Feather v2, ``.arrow``); as :func:`read_parquet`."""
     feather = _need("pyarrow.feather")
-    return _from_arrow_table(feather.read_table(path), str(path))
+    try:
+        table = feather.read_table(path)
+    except _need("pyarrow").ArrowException as e:
+        raise ValueError(f"{path}: not a readable Arrow file ({str(e).splitlines()[0]})") \
+            from None
+    return _from_arrow_table(table, str(path))
 
 
 def read_edf(path: str | Path) -> Recording:

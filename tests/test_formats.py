@@ -105,6 +105,35 @@ def test_parquet_and_arrow(tmp_path, ecg_digital):
         assert r.channels[0].dtype == np.int16 and np.array_equal(r.channels[0], ecg_digital)
         assert r.scaling[0] == Scaling(0.005, -5.12) and r.scaling[1] is None
     assert read_recording(tmp_path / "ecg.parquet", exclude=["t"]).names == ["MLII"]
+    (tmp_path / "folder.parquet").mkdir()
+    pyarrow.parquet.write_table(table, tmp_path / "folder.parquet" / "part-0.parquet")
+    assert read_recording(tmp_path / "folder.parquet").names == ["MLII", "t"]  # (a dataset)
+
+
+def test_arrow_tables_with_a_repeated_name_or_a_null_name_the_file(tmp_path):
+    """A repeated column name gave pyarrow's KeyError ('Field "x" exists 2 times') or a
+    multi-line ArrowInvalid; a null, a message that named no file (compress_files of many)."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.feather
+    import pyarrow.parquet
+
+    from signals.files import compress_path
+    twice = pa.table([pa.array([1, 2]), pa.array([3, 4])], names=["x", "x"])
+    for name, write in (("d.parquet", pyarrow.parquet.write_table),
+                        ("d.arrow", pyarrow.feather.write_feather)):
+        write(twice, tmp_path / name)
+        r = read_recording(tmp_path / name)
+        assert r.names == ["x", "x#2"] and [c.tolist() for c in r.channels] == [[1, 2], [3, 4]]
+        back = signals.decompress(compress_path(tmp_path / name))
+        assert [b.tolist() for b in back] == [[1, 2], [3, 4]]
+    pyarrow.parquet.write_table(pa.table({"a": pa.array([1, None], pa.int32())}),
+                                tmp_path / "n.parquet")
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'n.parquet'}: channel 'a': missing"):
+        compress_path(tmp_path / "n.parquet")
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not a footer")
+    with pytest.raises(ValueError, match="bad.parquet: not a readable Parquet file \\(Parquet "
+                                         "magic bytes not found in footer\\. Either"):
+        read_recording(tmp_path / "bad.parquet")
 
 
 def test_columns_and_exclude_pick_a_recordings_channels_when_compressed(tmp_path, ecg_digital):
