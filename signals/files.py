@@ -375,13 +375,18 @@ def _thread_map(fn: Callable, ctx: dict[str, Any], it: Iterator[tuple], threads:
                 f.cancel()
 
 
+def _count_lines(text: bytes) -> int:
+    """The line ends of ``text`` as a CSV reader counts them: ``\n``, ``\r\n`` or ``\r``."""
+    return text.count(b"\n") + text.count(b"\r") - text.count(b"\r\n")
+
+
 def _encode_piece(ctx: dict[str, Any], text: bytes, where: str, later: bool,
-                  place: dict | None) -> tuple[bytes, int]:
+                  place: dict | None, first_line: int = 1) -> tuple[bytes, int]:
     """One frame of a CSV stream, and the values it holds. The first frame's choices, column by
     column (:func:`signals.codec.column_plans`), code the later frames (put in ``ctx`` here:
     the first frame is coded in this process, before the workers start), and its CRC-32 is
     their ``first_frame_crc``."""
-    csv_options = ctx["later"] if later else ctx["csv_options"]
+    csv_options = {**ctx["later"], "first_line": first_line} if later else ctx["csv_options"]
     opts = {**ctx["opts"], "plans": ctx.get("plans")} if later else ctx["opts"]
     frame = _compress_csv(text, where, ctx["max_error"], csv_options, opts, place)
     header, sections, values = container.read_container(frame)
@@ -451,23 +456,23 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
     sizes: list[int] = []
 
     def jobs(pieces: Iterator[bytes]) -> Iterator[tuple]:
-        n_in, prefix = 0, b""
+        n_in, lines, prefix = 0, 0, b""  # (bytes and lines before the piece)
         for k, piece in enumerate(_with_header(pieces)):
             sizes.append(len(piece))
             if not k:
                 s = first_sniff.pop("s", None)  # (None: coded as encode_csv codes it, whole)
                 prefix = (s.header or b"") if s is not None else b""
-                if s is not None:  # the later frames are read as the first one was: their
-                    # '#' lines are comments where the first frame's body had some (or the option
-                    # says so), else data (a first line of '#' says nothing of the body)
-                    cm = s.comment.encode() if s.comment else None
-                    body = cm is not None and any(ln.startswith(cm) for _, ln in s.inserted)
+                if s is not None:  # the later frames are read as the whole file would be:
+                    # their '#' lines are comments where the file starts with one (or the
+                    # option says so), as encode_csv reads them
                     ctx["later"].update(delimiter=s.delimiter, comment=(csv_options or {}).get(
-                        "comment") or (s.comment if body else None))
-                job: tuple = (piece, path, False, None)
+                        "comment") or s.comment)
+                job: tuple = (piece, path, False, None, 1)
             else:  # (the first frame is coded by now: _ordered_map's first_alone)
                 job = (prefix + piece, f"{path} (the piece at byte {n_in:,})", True,
-                       _frame_place(len(prefix), k, ctx["first_crc"]))
+                       _frame_place(len(prefix), k, ctx["first_crc"]),
+                       lines + 1 - _count_lines(prefix))  # (its errors name the file's lines)
+            lines += _count_lines(piece)
             del piece  # the piece is held once while it is coded (in the job)
             yield job
             del job

@@ -551,8 +551,19 @@ def _head_lines(text: bytes, start: int, count: int) -> list[tuple[int, bytes]]:
     return out
 
 
+def check_dialect(delimiter: str | None, comment: str | None, path: str = "<bytes>") -> None:
+    """CsvError unless ``delimiter`` is one character other than a quote or line break, and
+    ``comment`` is one character other than those and the delimiter (either may be None)."""
+    if delimiter is not None and (len(delimiter) != 1 or delimiter in '"\r\n'):
+        raise CsvError(f"{path}: the delimiter must be one character other than a quote or line "
+                       f"break, not {delimiter!r}")
+    if comment is not None and (len(comment) != 1 or comment in '"\r\n' or comment == delimiter):
+        raise CsvError(f"{path}: the comment character must be one character other than a quote, "
+                       f"a line break or the delimiter, not {comment!r}")
+
+
 def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = None,
-          delimiter: str | None = None, path: str = "<bytes>") -> Sniffed:
+          delimiter: str | None = None, path: str = "<bytes>", first_line: int = 1) -> Sniffed:
     """Find the dialect, the lines above the header and the header of a CSV file.
 
     Parameters
@@ -572,6 +583,10 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
         sampled lines into the same number (more than one) of fields.
     path : str
         Named in error messages.
+    first_line : int
+        The line number, in the file, of ``data``'s first line (a frame of a
+        stream: the lines of the file before it, less those of the header
+        copy in front of it), for the line numbers of error messages.
 
     Returns
     -------
@@ -583,9 +598,7 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
         If the file is empty, ``skip_rows`` leaves no line, or the delimiter
         is not one character (other than a quote or line break).
     """
-    if delimiter is not None and (len(delimiter) != 1 or delimiter in '"\r\n'):
-        raise CsvError(f"{path}: the delimiter must be one character other than a quote or line break, "
-                       f"not {delimiter!r}")
+    check_dialect(delimiter, comment, path)
     bom = data.startswith(BOM)
     text = data[3:] if bom else data
     if not text[:4096].strip() and not text.strip():
@@ -669,7 +682,7 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
         start += len(header)
     else:
         names = [f"col{j}" for j in range(len(first))]
-    body_line = 1 + sum(len(ln) > 0 for ln in preamble) + (header is not None)
+    body_line = first_line + sum(len(ln) > 0 for ln in preamble) + (header is not None)
     inserted: list[tuple[int, bytes]] = []
     blank = text.startswith((b"\n", b"\r"), start) or text.find(b"\n\n", start) >= 0
     if any_cr and not blank:
@@ -695,10 +708,15 @@ def _ragged_line(s: Sniffed, path: str) -> CsvError:
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=s.delimiter, strict=False)
     ins = [p for p, _ in s.inserted]
     try:
+        end = 0  # (the line the row before ended on)
         for r, row in enumerate(reader):
+            start, end = end + 1, reader.line_num
             if len(row) != width:
-                extra = sum(1 for p in ins if p <= r)
-                line = s.body_line + reader.line_num - 1 + extra
+                line = s.body_line + start - 1 + sum(1 for p in ins if p <= r)
+                if end > start and next(reader, None) is None:  # (a quote open to the end)
+                    return CsvError(f"{path}, line {line}: a quote opens a field that runs "
+                                    f"to the end of the file ({end - start + 1:,} lines): is "
+                                    f"a closing quote missing?")
                 return CsvError(f"{path}, line {line}: {len(row)} fields, expected {width}")
     except csv.Error as e:
         return CsvError(f"{path}: cannot split into fields ({e})")
@@ -1861,7 +1879,8 @@ def _raw_parts(data: bytes, reason: str) -> CsvParts:
 
 def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None = None,
                delimiter: str | None = None, columns: list[str | int] | None = None,
-               exclude: list[str | int] | None = None, path: str = "<bytes>") -> CsvParts:
+               exclude: list[str | int] | None = None, path: str = "<bytes>",
+               first_line: int = 1) -> CsvParts:
     """Split a CSV file into a layout, int64 columns and blobs, exactly.
 
     Parameters
@@ -1878,6 +1897,8 @@ def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None
         Columns never coded as numbers or timestamps.
     path : str
         Named in error messages.
+    first_line : int
+        As for ``sniff``: the line numbers of error messages.
 
     Returns
     -------
@@ -1895,8 +1916,9 @@ def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None
     ------
     CsvError
         On a ragged row (a row with another number of fields than the header;
-        the message names the line), or an unknown column in ``columns`` or
-        ``exclude``.
+        the message names the line), an unknown column in ``columns`` or
+        ``exclude``, or a ``delimiter`` or ``comment`` that is not one
+        character (other than a quote or line break).
 
     Notes
     -----
@@ -1907,11 +1929,13 @@ def encode_csv(data: bytes, *, skip_rows: int | None = None, comment: str | None
     exceptions kept verbatim. Dates are counted in days with the civil-calendar
     algorithms of H. Hinnant (https://howardhinnant.github.io/date_algorithms.html).
     """
+    check_dialect(delimiter, comment, path)  # (a bad option is an error, not a raw file)
     rest = data.removeprefix(BOM)
     if not rest[:4096].strip() and not rest.strip():
         return _raw_parts(data, "empty")
     try:
-        s = sniff(data, skip_rows=skip_rows, comment=comment, delimiter=delimiter, path=path)
+        s = sniff(data, skip_rows=skip_rows, comment=comment, delimiter=delimiter, path=path,
+                  first_line=first_line)
     except CsvError as e:  # no table in it (only comments, or every line skipped)
         return _raw_parts(data, str(e))
     cols = parse_table(s, path, threads=False)  # its memory matters more here than its speed

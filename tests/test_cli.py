@@ -526,6 +526,29 @@ def test_a_ragged_csv_names_its_line_and_leaves_no_output(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rag.csv"]  # no temporary file either
 
 
+def test_csv_refusals_name_the_files_line_and_what_is_wrong(tmp_path, monkeypatch):
+    """A quote that never closes was reported as a short row on the last line; in a stream, a
+    ragged row's line was counted from its piece (its header copy included); a delimiter or
+    comment of two characters was taken, and the file stored whole without a word."""
+    (tmp_path / "q.csv").write_bytes(b"a,b\r\n1,2\r\n\"3,4\r\n5,6\r\n7,8\r\n")
+    r = run("compress", tmp_path / "q.csv")
+    assert r.exit_code == 1 and "q.csv, line 3: a quote opens a field that runs to the end of " \
+        "the file (3 lines): is a closing quote missing?" in r.stderr, r.stderr
+    rows = [f"{i},{i % 7}\n" for i in range(3000)]
+    rows[2345] = "9,9,9\n"
+    (tmp_path / "big.csv").write_text("a,b\n" + "".join(rows))
+    monkeypatch.setattr(signals.files, "FRAME_BYTES", 4000)
+    r = run("compress", tmp_path / "big.csv")
+    assert r.exit_code == 1 and "(the piece at byte" in r.stderr and \
+        "line 2347: 3 fields, expected 2" in r.stderr, r.stderr
+    assert not (tmp_path / "big.csv.ubpe").exists()
+    for option in ("--delimiter", "--comment"):
+        r = run("compress", tmp_path / "q.csv", option, ";;")
+        assert r.exit_code == 2 and "one character" in r.output, r.output
+    with pytest.raises(ValueError, match="the delimiter must be one character"):
+        signals.compress_file(b"a;;b\n1;;2\n", "csv", csv_options={"delimiter": ";;"})
+
+
 def test_start_numba_skips_blas_and_leaves_scipy_importable():
     code = ("import sys\n"
             "from ubpe.cli._common import start_numba\n"

@@ -57,6 +57,22 @@ STDIO = "-"
 
 
 
+class _OneChar(click.ParamType):
+    """A CSV delimiter or comment character: one character, not a quote or a line break."""
+
+    name = "CHAR"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if value is None or (isinstance(value, str) and len(value) == 1
+                             and value not in '"\r\n'):
+            return value
+        self.fail(f"must be one character other than a quote or a line break, not {value!r}",
+                  param, ctx)
+
+
+CHAR = _OneChar()
+
+
 def split_list(value):
     if not value:
         return None

@@ -22,6 +22,7 @@ from ubpe.serialization import check_document, parse_json
 
 from ._common import (
     BAD_INPUT,
+    CHAR,
     STDIO,
     BadInput,
     Job,
@@ -286,9 +287,9 @@ def _model_option(f):
               help="Quantization levels per channel, with --quantizer.")
 @click.option("--skip-rows", type=click.IntRange(0), default=None,
               help="CSV: lines above the header (kept exactly). Default: detected.")
-@click.option("--comment", metavar="CHAR", default=None,
+@click.option("--comment", type=CHAR, default=None,
               help="CSV: lines starting with CHAR are comments (kept exactly).")
-@click.option("--delimiter", metavar="CHAR", default=None, help="CSV: field delimiter. Default: "
+@click.option("--delimiter", type=CHAR, default=None, help="CSV: field delimiter. Default: "
               "detected.")
 @click.option("--columns", metavar="A,B,...",
               help="CSV: columns to code as numbers (others are kept as text); a Parquet, "

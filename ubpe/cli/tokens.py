@@ -19,6 +19,7 @@ from signals.readers import npz_arrays
 from signals.table import encode_csv, sniff
 
 from ._common import (
+    CHAR,
     METHODS,
     STDIO,
     Reporter,
@@ -37,9 +38,9 @@ from .signal import load_model
 
 def csv_options(f):
     """--skip-rows, --comment and --delimiter: how a CSV file is read (build and encode)."""
-    f = click.option("--delimiter", metavar="CHAR", default=None,
+    f = click.option("--delimiter", type=CHAR, default=None,
                      help="Field delimiter. Default: detected.")(f)
-    f = click.option("--comment", metavar="CHAR", default=None,
+    f = click.option("--comment", type=CHAR, default=None,
                      help="Comment lines start with CHAR.")(f)
     return click.option("--skip-rows", type=click.IntRange(0), default=None,
                         help="Lines above the header. Default: detected (e.g. NREL's metadata "
