@@ -255,6 +255,15 @@ def test_small_forged_models_cannot_ask_for_gigabytes(tmp_path):
             ByteTokenizer.load(p)
 
 
+def test_merges_of_floats_or_booleans_are_refused():
+    """[[97.9, 98, 256], [True, 256, 257]] loaded as [[97, 98, 256], [1, 256, 257]]."""
+    for value in (97.9, True):
+        doc = Tokenizer.load(FROZEN / "tokenizer_v1.json").to_dict()
+        doc["merges"][0][0] = value
+        with pytest.raises(FormatError, match="merges must hold integer token ids"):
+            Tokenizer.from_dict(doc)
+
+
 def test_merges_beyond_the_vocabulary_are_refused():
     doc = Tokenizer.load(FROZEN / "tokenizer_v1.json").to_dict()
     doc["params"]["vocab_size"] = 6

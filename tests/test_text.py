@@ -1,6 +1,7 @@
 """The byte-level text adapter, its interchange with tiktoken and Hugging Face, its CLI."""
 
 import base64
+import io
 import os
 from pathlib import Path
 
@@ -533,6 +534,14 @@ def test_text_cli_missing_inputs_and_folders_are_bad_input(tmp_path):
     res = r.invoke(main, ["text", "train", str(DATA / "kjv_150k.txt"), "-o",
                           str(tmp_path / "nodir" / "x.json")])
     assert res.exit_code == 1 and "no folder" in res.stderr and ".tmp" not in res.stderr
+    # '-' where a file is read ('-: No such file or directory', exit 1), and the summary of
+    # --npy - (it said 'wrote -')
+    for args in (["encode", "-", str(model)], ["train", "-", "-o", str(tmp_path / "y.json")]):
+        res = r.invoke(main, ["text", *args], input="hello")
+        assert res.exit_code == 2 and "standard input ('-') is not accepted" in res.output, args
+    res = r.invoke(main, ["text", "encode", str(model), "--npy", "-"], input="hello")
+    assert res.exit_code == 0 and "wrote standard output" in res.stderr
+    assert np.load(io.BytesIO(res.stdout_bytes)).size > 0
 
 
 @pytest.mark.parametrize("size", [7, 11, 16, 23, 40])
@@ -582,6 +591,15 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(shakespeare_tok, tmp_p
                             str(tmp_path / "m.json"), "-"], input=b"hello world\n" * 20000,
                            stdout=out, stderr=subprocess.PIPE, timeout=120)
     assert p.returncode == 141 and p.stderr == b""
+
+
+def test_ids_of_python_ints_in_an_object_array_decode(shakespeare_tok):
+    """An object array of in-range ints (pandas, JSON) raised a bare StopIteration; one of an
+    id beyond int64 among numpy ints said 'token ids must be integers'."""
+    ids = shakespeare_tok.encode("hello world")
+    assert shakespeare_tok.decode(np.array(ids, dtype=object)) == "hello world"
+    with pytest.raises(ValueError, match="position 1: token id 18446744073709551616"):
+        shakespeare_tok.decode([np.int64(104), 2**64])
 
 
 def test_numpy_hyperparameters_save(tmp_path):

@@ -1255,9 +1255,13 @@ def _as_ids(tokens: Sequence[int] | np.ndarray) -> np.ndarray:
     if ids.ndim != 1:
         raise ValueError(f"token ids must be one-dimensional, got shape {ids.shape}")
     if ids.dtype.kind not in "iu":
-        if ids.dtype == object and all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
-            big = next(k for k, t in enumerate(ids) if not -2**63 <= t < 2**63)
-            raise ValueError(f"position {big}: token id {ids[big]} is not in the vocabulary")
+        if ids.dtype == object and all(isinstance(t, (int, np.integer))
+                                       and not isinstance(t, (bool, np.bool_)) for t in ids):
+            beyond = [k for k, t in enumerate(ids) if not -2**63 <= t < 2**63]
+            if not beyond:  # (Python ints from pandas or JSON: int64 is exact)
+                return ids.astype(np.int64)
+            raise ValueError(f"position {beyond[0]}: token id {ids[beyond[0]]} is not in the "
+                             f"vocabulary")
         raise TypeError(f"token ids must be integers, got {ids.dtype} values")
     if ids.dtype == np.uint64 and ids.max() >= 2**63:
         big = int(np.argmax(ids >= 2**63))

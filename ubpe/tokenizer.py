@@ -847,6 +847,9 @@ class Tokenizer:
         if len(lists["weights"]) != m or len(lists["counts"]) != m:
             raise FormatError(f"{source}: weights and counts must have one entry per merge")
         try:
+            if m and not all(isinstance(v, int) and not isinstance(v, bool)
+                             for row in lists["merges"] for v in row):
+                raise TypeError("merges must hold integer token ids (not floats or booleans)")
             merges = np.asarray(lists["merges"], np.int64) if m else np.zeros((0, 3), np.int64)
             weights = np.asarray(lists["weights"], np.float64)
             counts = np.asarray(lists["counts"], np.int64)

@@ -8,6 +8,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -17,14 +18,30 @@ from ubpe.text import ByteTokenizer
 from ._common import STDIO, Reporter, check_output, output_options, single_output, write_output
 
 
+class _FileOnly(click.Path):
+    """A path that is read as a file: '-' (standard input) is a usage error, not a file that
+    does not exist."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if str(value) == "-":
+            self.fail("is read from a file; standard input ('-') is not accepted here", param,
+                      ctx)
+        return super().convert(value, param, ctx)
+
+
+FILE_ONLY = _FileOnly()
+
+
 @click.group()
 def text():
     """Byte-level BPE for text (UTF-8 bytes as the alphabet)."""
 
 
 @text.command("train")
-@click.argument("files", nargs=-1, required=True,
-                type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=FILE_ONLY)
 @output_options("Model file to write (JSON); '-' for standard output.")
 @click.option("--vocab-size", default=8192, show_default=True, type=click.IntRange(256),
               help="Ordinary tokens: 256 bytes plus merges (special tokens come after).")
@@ -85,8 +102,7 @@ def _decode_utf8(data: bytes, source) -> str:
 
 
 @text.command("encode")
-@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False,
-                                                                  path_type=Path))
+@click.argument("model_path", metavar="MODEL", type=FILE_ONLY)
 @click.argument("source", metavar="[FILE|-]", default="-")
 @output_options("File of token ids to write (default: standard output).")
 @click.option("--npy", type=click.Path(dir_okay=False, path_type=Path),
@@ -126,7 +142,8 @@ def text_encode(model_path, source, output, to_stdout, force, report: Reporter, 
         buf = io.BytesIO()
         np.save(buf, ids.astype(np.int32))
         write_output(str(npy), buf.getvalue())
-        report.info(f"{len(content.encode()):,} bytes -> {ids.size:,} tokens; wrote {npy}")
+        report.info(f"{len(content.encode()):,} bytes -> {ids.size:,} tokens; wrote "
+                    f"{'standard output' if str(npy) == STDIO else npy}")
         return
     ends = np.array([b.endswith(b"\n") for b in _token_bytes(tok)], bool)
     cuts = np.flatnonzero(ends[ids]) + 1
@@ -148,8 +165,7 @@ def _token_bytes(tok: ByteTokenizer) -> list[bytes]:
 
 
 @text.command("decode")
-@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False,
-                                                                  path_type=Path))
+@click.argument("model_path", metavar="MODEL", type=FILE_ONLY)
 @click.argument("source", metavar="[FILE|-]", default="-")
 @output_options("Text file to write (default: standard output).")
 def text_decode(model_path, source, output, to_stdout, force, report: Reporter):
@@ -188,8 +204,7 @@ def text_decode(model_path, source, output, to_stdout, force, report: Reporter):
 
 
 @text.command("stats")
-@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False,
-                                                                  path_type=Path))
+@click.argument("model_path", metavar="MODEL", type=FILE_ONLY)
 @click.argument("files", nargs=-1, required=True,
                 type=click.Path(dir_okay=False, path_type=Path))
 def text_stats(model_path, files):
