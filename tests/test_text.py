@@ -148,6 +148,15 @@ def test_bad_ranks_files(tmp_path):
     p.write_text("\n".join(lines + ["YWI= 99999999999999999999999"]) + "\n")
     with pytest.raises(FormatError, match="line 257: .*outside 0..2"):  # (an OverflowError)
         ByteTokenizer.from_tiktoken(p)
+    # two entries on a line, or one over two lines: refused, as tiktoken refuses them (the
+    # file was split at every space and line end alike)
+    for odd in (lines[:65] + [lines[65] + " " + lines[66]] + lines[67:],
+                lines[:65] + lines[65].split() + lines[66:]):
+        p.write_text("\n".join(odd) + "\n")
+        with pytest.raises(FormatError, match="line 66: expected 'base64-token rank'"):
+            ByteTokenizer.from_tiktoken(p)
+    p.write_text("\n" + "\n".join(lines) + "\n\n")  # (blank lines pass, as in tiktoken)
+    assert ByteTokenizer.from_tiktoken(p).n_vocab == 256
     with pytest.raises(FormatError, match="ranks must be 0..n-1"):
         ByteTokenizer.from_tiktoken({bytes([b]): b + 1 for b in range(256)})
 

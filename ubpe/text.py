@@ -1309,6 +1309,10 @@ def _read_ranks_slow(path: str | os.PathLike) -> dict[bytes, int]:
     return ranks
 
 
+_SPACE = np.zeros(256, bool)  # (what bytes.split() splits at)
+_SPACE[list(b" \t\r\n\v\f")] = True
+
+
 def _read_ranks(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A tiktoken ranks file (``base64-token rank`` per line), decoded with numpy.
 
@@ -1317,7 +1321,18 @@ def _read_ranks(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.nda
     to name the line when the file is malformed (raises FormatError).
     """
     with open(path, "rb") as f:
-        parts = f.read().split()
+        data = f.read()
+    parts = data.split()
+    # two fields on every line that is not blank, as tiktoken reads them (two entries on a line
+    # or one over two lines were taken): where a field starts, counted by line
+    b = np.frombuffer(data, np.uint8)
+    space = _SPACE[b]
+    starts = np.flatnonzero(~space[1:] & space[:-1]) + 1
+    if b.size and not space[0]:
+        starts = np.concatenate(([0], starts))
+    per_line = np.bincount(np.searchsorted(np.flatnonzero(b == 10), starts))
+    if ((per_line != 0) & (per_line != 2)).any():
+        _read_ranks_slow(path)  # raises, naming the line
     codes, rank_text = parts[0::2], parts[1::2]
     if len(codes) != len(rank_text) or not codes:
         _read_ranks_slow(path)
