@@ -526,6 +526,17 @@ def test_a_ragged_csv_names_its_line_and_leaves_no_output(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rag.csv"]  # no temporary file either
 
 
+def test_an_input_whose_output_cannot_be_named_stops_only_itself(tmp_path):
+    """`ubpe decompress x.ubpe foo.bin`: foo.bin's output has no name, and x.csv was not
+    written either (xz goes on with the other inputs, and exits 1)."""
+    (tmp_path / "x.ubpe").write_bytes(signals.compress_file(b"a\n1\n2\n", "csv"))
+    (tmp_path / "foo.bin").write_bytes((tmp_path / "x.ubpe").read_bytes())
+    r = run("decompress", tmp_path / "foo.bin", tmp_path / "x.ubpe")
+    assert r.exit_code == 1 and "foo.bin: the name does not end in .ubpe" in r.stderr, r.stderr
+    assert (tmp_path / "x.csv").read_bytes() == b"a\n1\n2\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["foo.bin", "x.csv", "x.ubpe"]
+
+
 def test_csv_refusals_name_the_files_line_and_what_is_wrong(tmp_path, monkeypatch):
     """A quote that never closes was reported as a short row on the last line; in a stream, a
     ragged row's line was counted from its piece (its header copy included); a delimiter or

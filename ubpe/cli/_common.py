@@ -319,11 +319,17 @@ def plan(sources: Iterable[str], *, output: str | None, to_stdout: bool, force: 
         elif name_rule is None:
             raise click.UsageError("give the output with -o PATH, or -c for standard output")
         else:
-            dst = str(name_rule(Path(src)))
+            try:
+                dst = str(name_rule(Path(src)))
+            except BadInput as e:  # (no name for its output: as xz, the others still run)
+                if len(sources) == 1:
+                    raise
+                jobs.append(Job(src, src, refused=e.format_message()))
+                continue
         jobs.append(Job(src, dst))
     seen: dict[str, Job] = {}
     for job in jobs:
-        if job.output == STDIO:
+        if job.output == STDIO or job.refused is not None:
             continue
         key = str(Path(job.output).resolve())
         if key in seen:
@@ -332,6 +338,8 @@ def plan(sources: Iterable[str], *, output: str | None, to_stdout: bool, force: 
         seen[key] = job
     inputs = [j.source for j in jobs] + others
     for job in jobs:
+        if job.refused is not None:
+            continue
         try:
             check_output(job.output, inputs, force=force, binary=binary)
         except BadInput as e:
