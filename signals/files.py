@@ -20,6 +20,7 @@ import json
 import math
 import os
 import struct
+import warnings
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -945,6 +946,17 @@ def compress_packets_file(data: bytes, kind: str, model: Any, packet_size: int, 
         raise ValueError(f"{path}: the model codes channels {', '.join(names)}, and a packet "
                          f"holds them all; the file lacks {', '.join(missing)} (a model built on "
                          f"files of other columns: build it on files of the same columns)")
+    every = [c.get("name") for c in parts.layout.get("columns", [])] if kind == "csv" else \
+        list(by_name)  # (a CSV's text and date columns too)
+    wanted, left = set(names), []
+    for nm in every:  # (a repeated name: its first column is the channel)
+        if nm in wanted:
+            wanted.discard(nm)
+        else:
+            left.append(str(nm) if nm not in names else f"{nm} (a second column of that name)")
+    if left:  # (a packet holds the model's channels only: never dropped without a word)
+        warnings.warn(f"{path}: left out of the packets, not channels of the model: "
+                      f"{', '.join(left)}", stacklevel=2)
     chans = [np.asarray(by_name[nm]) for nm in names]  # (a list: each channel keeps its dtype)
     if len({c.size for c in chans}) != 1:
         raise ValueError(f"{path}: the model's channels differ in length in this file")

@@ -526,6 +526,27 @@ def test_a_ragged_csv_names_its_line_and_leaves_no_output(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rag.csv"]  # no temporary file either
 
 
+def test_packets_say_which_columns_they_leave_out(tmp_path):
+    """A packet holds the model's channels only: a text, date or second column of one name
+    was dropped without a word."""
+    rng = np.random.default_rng(0)
+    x = np.cumsum(rng.integers(-3, 4, 3000)) + 500
+    (tmp_path / "hr.csv").write_text("hr\n" + "".join(f"{v}\n" for v in x))
+    assert run("build", tmp_path / "hr.csv", "-o", tmp_path / "m.json", "-q").exit_code == 0
+    (tmp_path / "more.csv").write_text("hr,label,date,hr\n" + "".join(
+        f"{v},a{v % 3},2020-01-{1 + i % 28:02d},{v % 5}\n" for i, v in enumerate(x[:600])))
+    r = run("compress", tmp_path / "more.csv", "--model", tmp_path / "m.json", "--packet-size",
+            256, "-o", tmp_path / "p.pkt")
+    assert r.exit_code == 0 and "warning: " in r.stderr and "left out of the packets, not " \
+        "channels of the model: label, date, hr (a second column of that name)" in r.stderr
+    r = run("decompress", tmp_path / "p.pkt", "--model", tmp_path / "m.json", "-o",
+            tmp_path / "p.npy")
+    assert r.exit_code == 0 and np.array_equal(np.load(tmp_path / "p.npy"), x[:600])
+    r = run("compress", tmp_path / "hr.csv", "--model", tmp_path / "m.json", "--packet-size",
+            256, "-o", tmp_path / "q.pkt")
+    assert r.exit_code == 0 and "warning" not in r.stderr
+
+
 def test_an_input_whose_output_cannot_be_named_stops_only_itself(tmp_path):
     """`ubpe decompress x.ubpe foo.bin`: foo.bin's output has no name, and x.csv was not
     written either (xz goes on with the other inputs, and exits 1)."""

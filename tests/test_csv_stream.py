@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import signals.files as F
-from signals import SignalFormatError, compress_stream
+from signals import SignalFormatError, SignalModel, compress_stream
 from signals.container import iter_stream_frames
 from ubpe.cli import main
 
@@ -372,6 +372,16 @@ def test_inspect_of_a_csv_stream_gives_its_columns_and_bound(tmp_path, monkeypat
     res = r.invoke(main, ["inspect", str(tmp_path / "x.csv.ubpe")])
     assert res.exit_code == 0 and "frames of csv" in res.stdout
     assert "decimal columns within 0.05" in res.stdout and "2 digits after the point" in res.stdout
+    assert "model " not in res.stdout
+    # a stream made with a model says so, as one container does (it said nothing)
+    model = SignalModel(64, 70, progress=False).fit([np.arange(3000) % 7], names=["v"])
+    model.save(tmp_path / "m.json")
+    res = r.invoke(main, ["compress", str(src), "--model", str(tmp_path / "m.json"), "-q",
+                          "-o", str(tmp_path / "m.ubpe")])
+    assert res.exit_code == 0, res.output
+    res = r.invoke(main, ["inspect", str(tmp_path / "m.ubpe")])
+    assert res.exit_code == 0 and f"model        {model.content_id()} (decompress with " \
+        f"--model)" in res.stdout, res.stdout
 
 
 def test_a_stray_quote_keeps_the_pieces_small():

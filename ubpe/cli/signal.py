@@ -199,6 +199,9 @@ def _inspect_stream(data: bytes) -> None:
     sources = sorted({str(i.get("source")) for i in infos})
     click.echo(f"format       ubpe.signal stream, version {container.VERSION}, {len(data):,} bytes, "
                f"{len(frames)} frames of {', '.join(sources) or 'nothing'}")
+    models = sorted({str(i["model"]) for i in infos if i.get("model")})
+    if models:  # (decompressed only with it: --model)
+        click.echo(f"model        {', '.join(models)} (decompress with --model)")
     click.echo(f"values       {n:,}")
     click.echo(f"bits/value   {8 * len(data) / n:.3f}" if n else "bits/value   - (no values)")
     worst = max([i["max_error"] for i in infos], default=0.0)
