@@ -9,8 +9,13 @@ What comes back, by input kind:
 * **WAV** (PCM): the same bytes. Every byte outside the ``data`` chunk
   (format, other chunks) is kept verbatim as a blob; the samples are coded
   as one channel each.
-* **NumPy** ``.npy`` / ``.npz``: the same arrays (names, dtypes, shapes,
-  values bit for bit); the zip container itself is written anew.
+* **NumPy** ``.npy`` / ``.npz``: the same bytes. The arrays whose values
+  the file holds as they are (an ``.npy``, the members of an ``.npz`` that
+  the zip stores) are coded as channels; every other byte (``.npy``
+  headers, the zip's headers and directory, members it stores deflated) is
+  kept verbatim as a blob, the file's skeleton. A lossy file (``max_error``,
+  a quantizer) is written anew: its arrays, within the bound (the zip's
+  CRC-32s would not hold).
 """
 
 from __future__ import annotations
@@ -151,9 +156,13 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
         return encode_columns(columns, header, blobs=[head, tail], max_error=max_error,
                               quantizer=quantizer, **opts)
     if kind in ("npy", "npz"):
-        columns, arrays = _split_arrays(data, kind, path)
-        header = {"source": kind, "arrays": arrays}
-        return encode_columns(columns, header, max_error=max_error, quantizer=quantizer, **opts)
+        exact = max_error is None and quantizer is None
+        columns, arrays, skeleton = _split_arrays(data, kind, path, exact)
+        # exact: the file's bytes ("members", not "arrays": a reader that knows no skeleton
+        # refuses the file); lossy: the arrays, in a file written anew
+        header = {"source": kind, "members" if exact else "arrays": arrays}
+        return encode_columns(columns, header, blobs=[skeleton] if exact else [],
+                              max_error=max_error, quantizer=quantizer, **opts)
     raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(KINDS)}")
 
 
@@ -933,7 +942,7 @@ def compress_packets_file(data: bytes, kind: str, model: Any, packet_size: int, 
     elif kind == "wav":
         columns = split_wav(data, path)[0]
     elif kind in ("npy", "npz"):
-        columns = _split_arrays(data, kind, path)[0]
+        columns = _split_arrays(data, kind, path, exact=False)[0]  # (every array; no skeleton)
     else:
         raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(KINDS)}")
     by_name = dict(columns)
@@ -1030,7 +1039,11 @@ def decompress_file(data: bytes, *, model: Any = None, max_values: int = MAX_VAL
         if source == "wav":
             head, tail = blobs
             return Decoded("wav", head + _wav_samples(header["wav"], columns) + tail, ".wav")
-        if source in ("npy", "npz"):
+        if source in ("npy", "npz") and "members" in header:  # the file's bytes, exactly
+            arrays = _join_arrays(header["members"], [c.values for c in columns])
+            return Decoded(source, _with_values(blobs[0], header["members"], arrays),
+                           "." + source)
+        if source in ("npy", "npz"):  # (written before 0.x: the arrays, in a file anew)
             arrays = _join_arrays(header["arrays"], [c.values for c in columns])
             buf = io.BytesIO()
             if source == "npy":
@@ -1204,17 +1217,73 @@ def split_wav(data: bytes, path: str, open_end: bool = True
 
 
 # ---------------------------------------------------------------- NumPy
-def _split_arrays(data: bytes, kind: str, path: str) -> tuple[list[tuple[str, np.ndarray]], list[dict]]:
-    """Arrays as 1-D columns, split along their shorter axis; and their description."""
-    if kind == "npz":
-        arrays = npz_arrays(data, path)
-    else:
+def _array_regions(data: bytes, kind: str, path: str, exact: bool = True
+                   ) -> tuple[list[tuple[str, np.ndarray, int | None]], bytes]:
+    """The arrays of an ``.npy`` or ``.npz`` file whose values lie in it as they are, each with
+    the offset of its values in the file; and the file without those values (its skeleton:
+    the ``.npy`` headers, the zip's headers, the members it stores deflated, any other byte).
+    Not ``exact`` (a lossy file, written anew: its zip's CRC-32s would not hold): every
+    array, without offsets, and no skeleton.
+
+    Raises
+    ------
+    ValueError
+        Naming ``path``: a file that ``numpy.load`` would not read (:func:`read_npy`,
+        :func:`signals.readers.npz_arrays`).
+    """
+    if not exact:
+        if kind == "npz":
+            return [(k, a, None) for k, a in npz_arrays(data, path)], b""
         try:
-            arrays = [("array", read_npy(io.BytesIO(data), len(data)))]
+            return [("array", read_npy(io.BytesIO(data), len(data)), None)], b""
         except (ValueError, OSError, EOFError) as e:
             raise ValueError(f"{path}: not a readable npy file ({e})") from None
+    if kind == "npz":
+        npz_arrays(data, path)  # (every member checked as numpy.load reads it)
+        found = []
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            for info in z.infolist():
+                if info.compress_type != zipfile.ZIP_STORED:
+                    continue  # (deflated: kept as it is, so that the file comes back exact)
+                name_len, extra_len = struct.unpack_from("<HH", data, info.header_offset + 26)
+                start = info.header_offset + 30 + name_len + extra_len
+                key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+                found.append((key, start, info.file_size))
+    else:
+        found = [("array", 0, len(data))]
+    arrays, cuts = [], []
+    for key, start, size in found:
+        f = io.BytesIO(data[start:start + size])
+        try:
+            a = read_npy(f, size)
+        except (ValueError, OSError, EOFError) as e:
+            raise ValueError(f"{path}: not a readable {kind} file ({e})") from None
+        f.seek(0)
+        version = np.lib.format.read_magic(f)  # (read_npy read the same header)
+        (np.lib.format.read_array_header_1_0 if version == (1, 0) else
+         np.lib.format.read_array_header_2_0)(f)
+        at = start + f.tell()
+        raw = a.tobytes(order="F" if a.ndim > 1 and a.flags.f_contiguous
+                        and not a.flags.c_contiguous else "C")
+        if data[at:at + len(raw)] == raw:  # (as numpy reads them; else kept in the skeleton)
+            arrays.append((key, a, at))
+            cuts.append((at, at + len(raw)))
+    skeleton, pos = [], 0
+    for a0, a1 in cuts:
+        skeleton.append(data[pos:a0])
+        pos = a1
+    skeleton.append(data[pos:])
+    return arrays, b"".join(skeleton)
+
+
+def _split_arrays(data: bytes, kind: str, path: str, exact: bool = True
+                  ) -> tuple[list[tuple[str, np.ndarray]], list[dict], bytes]:
+    """Arrays as 1-D columns, split along their shorter axis; their description (with the
+    offset ``at`` of their values in the file, where ``exact``); and the file's skeleton
+    (:func:`_array_regions`)."""
+    arrays, skeleton = _array_regions(data, kind, path, exact)
     columns, desc = [], []
-    for name, a in arrays:
+    for name, a, at in arrays:
         if a.dtype.kind not in "iufb":
             raise ValueError(f"{path}: array {name!r} is not numeric ({a.dtype})")
         if a.ndim == 2:  # channels along the shorter axis, each coded as a signal
@@ -1225,10 +1294,28 @@ def _split_arrays(data: bytes, kind: str, path: str) -> tuple[list[tuple[str, np
             axis = 0
             cols = [(name, a.reshape(-1))]
         desc.append({"name": name, "shape": list(a.shape), "dtype": a.dtype.str,
-                     "axis": axis, "n_columns": len(cols),
+                     "axis": axis, "n_columns": len(cols), **({} if at is None else {"at": at}),
                      "fortran": bool(a.ndim > 1 and a.flags.f_contiguous and not a.flags.c_contiguous)})
         columns += cols
-    return columns, desc
+    return columns, desc, skeleton
+
+
+def _with_values(skeleton: bytes, desc: list[dict], arrays: list[tuple[str, np.ndarray]]
+                 ) -> bytes:
+    """The file of :func:`_array_regions`: each array's values put back at its offset ``at``
+    (checked: in order, within the file)."""
+    out, pos, size = [], 0, len(skeleton) + sum(a.nbytes for _, a in arrays)
+    end = 0  # (in the file)
+    for d, (_, a) in zip(desc, arrays):
+        at = d.get("at")
+        if not isinstance(at, int) or isinstance(at, bool) or not end <= at <= size - a.nbytes:
+            raise ValueError(f"array {d.get('name')!r}: its place {at!r} in the file")
+        out.append(skeleton[pos:pos + at - end])
+        pos += at - end
+        out.append(a.tobytes(order="F" if d.get("fortran") else "C"))
+        end = at + a.nbytes
+    out.append(skeleton[pos:])
+    return b"".join(out)
 
 
 def _join_arrays(desc: list[dict], values: list[np.ndarray]) -> list[tuple[str, np.ndarray]]:

@@ -7,6 +7,7 @@ decodes each file and compares with the values below, checked by hand.
 import io
 import struct
 import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -125,6 +126,38 @@ def write_wav_stream() -> None:
         (HERE / "wav_stream_v2.ubps").write_bytes(buf.getvalue())
 
 
+NPZ_A = (np.arange(24, dtype="<i2") * 7 % 11).reshape(3, 8)
+NPZ_B = np.array([0.5, -1.25, np.nan])
+
+
+def npz_bytes() -> bytes:
+    """An .npz of a stored int16 2-D array and a deflated float64 one, with fixed times."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, a, how in (("a.npy", NPZ_A, zipfile.ZIP_STORED),
+                             ("b.npy", NPZ_B, zipfile.ZIP_DEFLATED)):
+            member = io.BytesIO()
+            np.lib.format.write_array(member, a)
+            info = zipfile.ZipInfo(name, date_time=(2024, 1, 2, 3, 4, 6))
+            info.compress_type = how
+            z.writestr(info, member.getvalue())
+    return buf.getvalue()
+
+
+def write_numpy_files() -> None:
+    """An .npz file (numpy_v2.npz) and its containers: container_v2_npz_arrays.ubpe was written
+    by ubpe at commit 831dba4, which gave back the arrays in a zip written anew (header key
+    ``arrays``); container_v2_npz_members.ubpe gives back the file's bytes (``members``, the
+    file's skeleton in a blob), added within format v2."""
+    if not (HERE / "numpy_v2.npz").exists():
+        (HERE / "numpy_v2.npz").write_bytes(npz_bytes())
+    data = (HERE / "numpy_v2.npz").read_bytes()
+    name = "container_v2_npz_members.ubpe" if "members" in signals.files.describe_header(
+        signals.compress_file(data, "npz")) else "container_v2_npz_arrays.ubpe"
+    if not (HERE / name).exists():
+        (HERE / name).write_bytes(signals.compress_file(data, "npz"))
+
+
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
     (HERE / "container_v2_int16.ubpe").write_bytes(signals.compress(np.stack([SQUARES, SAW])))
@@ -140,3 +173,4 @@ if __name__ == "__main__":
     write_additions()
     write_wav_stream()
     write_stored_whole()
+    write_numpy_files()
