@@ -1154,10 +1154,23 @@ class WavLayout:
     fmt: bytes
 
 
+def _chunks_to_end(data: bytes, pos: int) -> bool:
+    """Whether the bytes of ``data`` from ``pos`` are RIFF chunks (ids of printable ASCII) that
+    end where ``data`` ends (a data chunk declaring 0 bytes, then a LIST chunk: an empty
+    recording, not samples to the end of the file)."""
+    while pos + 8 <= len(data):
+        if not all(32 <= c < 127 for c in data[pos:pos + 4]):
+            return False
+        size = struct.unpack_from("<I", data, pos + 4)[0]
+        pos += 8 + size + (size & 1)
+    return pos in (len(data), len(data) + 1)  # (a last odd chunk without its pad byte)
+
+
 def wav_layout(data: bytes, path: str, open_end: bool = True) -> WavLayout | None:
     """The :class:`WavLayout` of a WAV file from its first bytes, or None where its data chunk
     does not start within them. ``open_end``: a data chunk declaring 0 bytes runs to the end
-    of the file (else it holds none: the later frames of a stream that hold no samples).
+    of the file, unless the bytes after it are chunks up to its end (else it holds none: the
+    later frames of a stream that hold no samples).
 
     Raises
     ------
@@ -1190,7 +1203,8 @@ def wav_layout(data: bytes, path: str, open_end: bool = True) -> WavLayout | Non
                                  f"and 32/64-bit float are supported")
             wav = {"rate": rate, "n_channels": n_ch, "bits": bits,
                    "dtype": _WAV_KINDS[(tag, width)]}
-            open_size = size or (WAV_UNKNOWN_SIZE if open_end else 0)
+            open_size = size or (WAV_UNKNOWN_SIZE if open_end and not _chunks_to_end(
+                data, pos + 8) else 0)
             return WavLayout(pos + 8, open_size, block, wav, fmt_chunk)
         pos += 8 + size + (size & 1)
     return None

@@ -155,8 +155,10 @@ class SignalModel:
         Raises
         ------
         ValueError
-            If there are no samples, a value is non-finite, or a parameter
-            is out of range (``vocab_size < n_levels``, ``doc_length < 2``).
+            If there are no samples, a value is non-finite, a parameter
+            is out of range (``vocab_size < n_levels``, ``doc_length < 2``),
+            or the channels' quantizers hold more bins together than a model
+            may (``Limits.max_alphabet``, checked again when it is loaded).
         """
         if isinstance(channels, np.ndarray):
             warn_if_transposed(channels.shape)
@@ -188,6 +190,11 @@ class SignalModel:
             self.quantizers_.append(q)
             for c in cs:
                 docs.extend(split_documents(q.encode(c), self.doc_length))
+        bins, most = sum(int(q.n_codes_[0]) for q in self.quantizers_), get_limits().max_alphabet
+        if bins > most:  # (what load would refuse: a model is saved only where it loads)
+            raise ValueError(f"the channels' quantizers hold {bins:,} bins together, more than "
+                             f"the {most:,} a model may hold (ubpe.serialization.Limits."
+                             f"max_alphabet): use fewer levels or channels")
         self.tokenizer_.fit(docs)
         self.codec_: dict[str, dict] = {}
         self.codec_report_: list[dict] = []

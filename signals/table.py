@@ -682,7 +682,9 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
         start += len(header)
     else:
         names = [f"col{j}" for j in range(len(first))]
-    body_line = first_line + sum(len(ln) > 0 for ln in preamble) + (header is not None)
+    body_line = first_line + sum(len(ln) > 0 for ln in preamble) + (
+        0 if header is None else header.count(b"\n") + header.count(b"\r") - header.count(b"\r\n")
+        or 1)  # (a header of quoted cells may span lines)
     inserted: list[tuple[int, bytes]] = []
     blank = text.startswith((b"\n", b"\r"), start) or text.find(b"\n\n", start) >= 0
     if any_cr and not blank:
@@ -701,6 +703,17 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
                    inserted, comment)
 
 
+def _ends_in_quotes(text: str, delimiter: str) -> bool:
+    """Whether ``text`` ends inside a quoted field (a quote that never closes), as Python's
+    CSV reader in strict mode finds it ("unexpected end of data")."""
+    try:
+        for _ in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True):
+            pass
+    except csv.Error as e:
+        return "unexpected end of data" in str(e)
+    return False
+
+
 def _ragged_line(s: Sniffed, path: str) -> CsvError:
     """The error for the first row whose field count differs from the header's."""
     width = len(s.names)
@@ -713,10 +726,9 @@ def _ragged_line(s: Sniffed, path: str) -> CsvError:
             start, end = end + 1, reader.line_num
             if len(row) != width:
                 line = s.body_line + start - 1 + sum(1 for p in ins if p <= r)
-                if end > start and next(reader, None) is None:  # (a quote open to the end)
-                    return CsvError(f"{path}, line {line}: a quote opens a field that runs "
-                                    f"to the end of the file ({end - start + 1:,} lines): is "
-                                    f"a closing quote missing?")
+                if next(reader, None) is None and _ends_in_quotes(text, s.delimiter):
+                    return CsvError(f"{path}, line {line}: a quote opens a field that never "
+                                    f"closes: is a closing quote missing?")
                 return CsvError(f"{path}, line {line}: {len(row)} fields, expected {width}")
     except csv.Error as e:
         return CsvError(f"{path}: cannot split into fields ({e})")

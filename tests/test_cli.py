@@ -564,8 +564,15 @@ def test_csv_refusals_name_the_files_line_and_what_is_wrong(tmp_path, monkeypatc
     comment of two characters was taken, and the file stored whole without a word."""
     (tmp_path / "q.csv").write_bytes(b"a,b\r\n1,2\r\n\"3,4\r\n5,6\r\n7,8\r\n")
     r = run("compress", tmp_path / "q.csv")
-    assert r.exit_code == 1 and "q.csv, line 3: a quote opens a field that runs to the end of " \
-        "the file (3 lines): is a closing quote missing?" in r.stderr, r.stderr
+    assert r.exit_code == 1 and "q.csv, line 3: a quote opens a field that never closes: is a " \
+        "closing quote missing?" in r.stderr, r.stderr
+    for text, message in ((b"a,b,c\n1,2,3\n7,\"x\ny\"\n", "line 3: 2 fields, expected 3"),
+                          (b"a,b,c\n1,2,3\n7,\"x,9\n", "line 3: a quote opens a field"),
+                          (b'"a\nb",c\n1,2\n3\n', "line 4: 1 fields, expected 2")):
+        (tmp_path / "q.csv").write_bytes(text)  # (a closed quote in a short last row; a quote
+        # opened on the last line; a header over two lines)
+        r = run("compress", tmp_path / "q.csv", "-f")
+        assert r.exit_code == 1 and message in r.stderr, (text, r.stderr)
     rows = [f"{i},{i % 7}\n" for i in range(3000)]
     rows[2345] = "9,9,9\n"
     (tmp_path / "big.csv").write_text("a,b\n" + "".join(rows))

@@ -246,6 +246,16 @@ def test_small_forged_models_cannot_ask_for_gigabytes(tmp_path):
     with pytest.raises(FormatError, match="channels 0..1 declare 33,554,432 bins, more than "
                                           "the 16,777,216"):
         SignalModel.load(p)
+    # a model is fitted only where it loads (`ubpe build --levels 8388609` of two decimal
+    # channels wrote a model that load refused)
+    rng = np.random.default_rng(0)
+    two = [rng.normal(0, 1, 3000), rng.normal(0, 1, 3000)]
+    with limits(max_alphabet=300), pytest.raises(ValueError, match="quantizers hold 512 bins "
+                                                                   "together, more than the 300"):
+        SignalModel(256, 260, progress=False, codec=False).fit(two)
+    SignalModel(256, 260, progress=False, codec=False).fit(two).save(tmp_path / "two.json")
+    with limits(max_alphabet=300), pytest.raises(FormatError, match="declare 512 bins"):
+        SignalModel.load(tmp_path / "two.json")
     text = json.loads((FROZEN / "byte_tokenizer_v2.json").read_text())
     for alphabet in (300, big):
         text["tokenizer"]["params"]["alphabet_size"] = alphabet

@@ -157,6 +157,9 @@ def test_bad_ranks_files(tmp_path):
             ByteTokenizer.from_tiktoken(p)
     p.write_text("\n" + "\n".join(lines) + "\n\n")  # (blank lines pass, as in tiktoken)
     assert ByteTokenizer.from_tiktoken(p).n_vocab == 256
+    for end in ("\r", "\r\n"):  # (CR-only line ends were refused: "line 1: too many values")
+        p.write_bytes(end.join(lines).encode())
+        assert ByteTokenizer.from_tiktoken(p).n_vocab == 256
     with pytest.raises(FormatError, match="ranks must be 0..n-1"):
         ByteTokenizer.from_tiktoken({bytes([b]): b + 1 for b in range(256)})
 

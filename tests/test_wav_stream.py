@@ -86,6 +86,14 @@ def test_a_data_chunk_declaring_zero_bytes_holds_the_rest_of_the_file_as_samples
     assert len(whole) < len(signals.compress_file(exact, "wav")) + 16  # (not kept as raw bytes)
     stream = stream_of(zero, 16384)
     assert back(stream) == zero and len(stream) < 1.05 * len(whole)
+    # an empty recording: a data chunk of 0 bytes, then a LIST chunk (ffmpeg's), which is no
+    # sample (it was quantized as 17 samples with --quantizer)
+    info = b"LIST" + struct.pack("<I", 26) + b"INFOISFT" + struct.pack("<I", 14) + b"Lavf58.76.100\0"
+    empty = wav(b"", declared=0, tail=info)
+    columns, head, tail, _ = signals.files.split_wav(empty, "x.wav")
+    assert columns[0][1].size == 0 and tail == info
+    assert signals.files.split_wav(wav(samples, declared=0, tail=info), "x.wav")[0][0][1].size \
+        == len(samples) // 2 + len(info) // 2  # (samples, then a chunk: to the end, as before)
 
 
 def test_a_frame_of_another_wav_or_a_missing_head_copy_is_an_error():

@@ -1295,7 +1295,7 @@ def _read_ranks_slow(path: str | os.PathLike) -> dict[bytes, int]:
     """A tiktoken ranks file line by line (names the first malformed line)."""
     ranks = {}
     with open(path, "rb") as f:
-        for n, line in enumerate(f, 1):
+        for n, line in enumerate(f.read().splitlines(), 1):  # (\n, \r\n or \r, as tiktoken)
             if not line.strip():
                 continue
             try:
@@ -1330,7 +1330,8 @@ def _read_ranks(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, np.nda
     starts = np.flatnonzero(~space[1:] & space[:-1]) + 1
     if b.size and not space[0]:
         starts = np.concatenate(([0], starts))
-    per_line = np.bincount(np.searchsorted(np.flatnonzero(b == 10), starts))
+    ends = np.flatnonzero((b == 10) | ((b == 13) & np.append(b[1:] != 10, True)))  # (\n, \r\n, \r)
+    per_line = np.bincount(np.searchsorted(ends, starts))
     if ((per_line != 0) & (per_line != 2)).any():
         _read_ranks_slow(path)  # raises, naming the line
     codes, rank_text = parts[0::2], parts[1::2]

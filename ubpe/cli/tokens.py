@@ -57,7 +57,8 @@ def csv_options(f):
               help="Columns to leave out (names or 0-based indices), e.g. a label column.")
 @click.option("--levels", default=1024, show_default=True, type=click.IntRange(2, 2**24),
               help="Quantization levels per channel (the alphabet size; at most 2**24, the "
-                   "largest a model file may declare by default). Integer channels whose range "
+                   "largest a model file may declare by default, and as many bins over all the "
+                   "channels together). Integer channels whose range "
                    "fits (magnitudes below 2**52) are kept exactly.")
 @click.option("--vocab-size", default=4096, show_default=True, type=click.IntRange(2),
               help="Vocabulary size in tokens, alphabet included.")
