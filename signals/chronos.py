@@ -183,7 +183,10 @@ class ChronosUBPETokenizer:
             On a bin outside ``0..n_bins - 1`` (names its position).
         """
         centres = self._grid()[0]
-        b = np.asarray(bins, np.int64)
+        b = np.asarray(bins)
+        if b.size and b.dtype.kind not in "iu":  # (1.7 was taken as bin 1)
+            raise TypeError(f"bins must be integers, got dtype {b.dtype}")
+        b = b.astype(np.int64)
         bad = (b < 0) | (b >= centres.size)
         if bad.any():
             i = int(np.argmax(bad.ravel()))
@@ -305,13 +308,18 @@ class ChronosUBPETokenizer:
     def _check_params(self) -> None:
         if not (isinstance(self.n_bins, (int, np.integer)) and self.n_bins >= 2):
             raise ValueError(f"n_bins must be an integer of at least 2, got {self.n_bins!r}")
-        if not (np.isfinite(self.low_limit) and np.isfinite(self.high_limit)
-                and self.low_limit < self.high_limit):
+        if not all(isinstance(v, (int, float, np.integer, np.floating))
+                   and not isinstance(v, bool) for v in (self.low_limit, self.high_limit)) or \
+                not (np.isfinite(self.low_limit) and np.isfinite(self.high_limit)
+                     and self.low_limit < self.high_limit):
             raise ValueError(f"low_limit must be below high_limit, both finite; got "
                              f"{self.low_limit!r} and {self.high_limit!r}")
         if not (isinstance(self.context_length, (int, np.integer)) and self.context_length >= 1):
             raise ValueError(f"context_length must be an integer of at least 1, got "
                              f"{self.context_length!r}")
+        if self.method not in Tokenizer.METHODS:  # (before the vocabulary is trained)
+            raise ValueError(f"unknown method {self.method!r}; choose one of "
+                             f"{', '.join(Tokenizer.METHODS)}")
 
     def _tok(self) -> Tokenizer:
         if not hasattr(self, "tokenizer_"):

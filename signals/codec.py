@@ -435,6 +435,14 @@ def _channels_of(x) -> tuple[list[np.ndarray], list[str] | None, list[int] | Non
                      f"got shape {arr.shape}")
 
 
+def _not_a_stream(data: bytes) -> None:
+    """SignalFormatError where ``data`` is a stream of containers (it said 'bad magic bytes')."""
+    if data[:len(container.STREAM_MAGIC)] == container.STREAM_MAGIC:
+        raise SignalFormatError("a stream of containers, not one: read it with "
+                                "signals.decompress_stream (or, for a CSV or WAV file in "
+                                "frames, signals.files.decompress_file_stream)")
+
+
 def decompress(data: bytes, *, model: Any = None, max_values: int = MAX_VALUES) -> Any:
     """Decode a ``.ubpe`` container (version 1 or 2) to what :func:`compress` took.
 
@@ -467,10 +475,7 @@ def decompress(data: bytes, *, model: Any = None, max_values: int = MAX_VALUES) 
         If ``data`` is not bytes.
     """
     data = _as_bytes(data)
-    if data[:len(container.STREAM_MAGIC)] == container.STREAM_MAGIC:  # (it said 'bad magic bytes')
-        raise SignalFormatError("a stream of containers, not one: read it with "
-                                "signals.decompress_stream (or, for a CSV file over 8 MiB, "
-                                "signals.files.decompress_file_stream)")
+    _not_a_stream(data)
     if container.container_version(data) == 1:
         return decompress_v1(data)
     header, columns, _ = decode_columns(data, model, max_values=max_values)
@@ -531,6 +536,7 @@ def inspect(data: bytes) -> dict:
         On a foreign, truncated, corrupted or newer file.
     """
     data = _as_bytes(data)
+    _not_a_stream(data)
     if container.container_version(data) == 1:
         return inspect_v1(data)
     header, sections, n_values = container.read_container(data)

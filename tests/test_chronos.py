@@ -28,6 +28,17 @@ def test_bins_by_hand():
     assert c.half_bin == 0.5
 
 
+def test_parameters_and_bins_are_checked_before_any_work():
+    """method='bogus' trained a whole vocabulary before encode refused it; low_limit='a' gave
+    numpy's 'ufunc isfinite not supported'; dequantize took bin 1.7 for bin 1."""
+    for params, message in (({"method": "bogus"}, "unknown method 'bogus'"),
+                            ({"low_limit": "a"}, "low_limit must be below high_limit")):
+        with pytest.raises(ValueError, match=message):
+            ChronosUBPETokenizer(n_bins=5, vocab_size=8, **params).fit([np.arange(100.0)])
+    with pytest.raises(TypeError, match="bins must be integers"):
+        ChronosUBPETokenizer(n_bins=5, low_limit=-2, high_limit=2).dequantize([1.7], 1.0)
+
+
 def test_chronos_defaults():
     c = ChronosUBPETokenizer()
     assert c.n_bins == CHRONOS_N_BINS == 4096 - 2 - 1 and c.context_length == 512

@@ -348,6 +348,16 @@ def test_npy_and_npz_files_come_back_byte_for_byte(dt, shape, order, how, versio
     assert signals.decompress_file(signals.compress_file(data, kind)).data == data
 
 
+def test_inspect_of_a_stream_says_it_is_one():
+    """signals.inspect of a stream of containers said 'bad magic bytes'."""
+    import io
+    buf = io.BytesIO()
+    signals.compress_stream([np.arange(10)], buf)
+    for read in (signals.inspect, signals.decompress):
+        with pytest.raises(signals.SignalFormatError, match="a stream of containers, not one"):
+            read(buf.getvalue())
+
+
 def test_a_lossy_npz_is_written_anew_and_reads(tmp_path):
     """Its values put back in the file's own zip broke the zip's CRC-32s ('Bad CRC-32')."""
     import io

@@ -344,3 +344,24 @@ def test_a_pickle_with_an_older_trie_encodes():
     old.__setstate__(state)
     assert np.array_equal(old.encode(doc, method="shortest"), want)
     assert old.encode_top_n(doc, 2)
+
+
+def test_ids_and_symbols_are_checked_as_everywhere():
+    """score([-1]) wrapped to the last token's weight, score([1.9]) took id 1, score([99]) an
+    IndexError; a document mixing int64 and uint64 scalars was refused as float64; a
+    min_frequency beyond int64 overflowed inside the kernel."""
+    tok = Tokenizer(4, 8).fit([[0, 1, 0, 1, 2, 3], [0, 1], [2, 3, 2, 3], [3, 3]] * 2)
+    for bad, error, message in (([-1], ValueError, "position 0: token id -1 is not in"),
+                                ([99], ValueError, "token id 99 is not in"),
+                                ([1.9], TypeError, "token ids must be integers")):
+        with pytest.raises(error, match=message):
+            tok.score(bad)
+    assert tok.encode([1, np.uint64(2)]).tolist() == tok.encode([1, 2]).tolist()
+    assert [e.tolist() for e in tok.encode_batch([np.array([1]), np.array([3], np.uint64)])] \
+        == [[1], [3]]
+    with pytest.raises(ValueError, match="document 1, position 0: symbol 9 is outside"):
+        tok.encode_batch([np.array([1]), np.array([9], np.uint64)])
+    with pytest.raises(ValueError, match="position 1: symbol 18446744073709551616 is outside"):
+        tok.encode([1, 2**64])
+    with pytest.warns(UserWarning, match="only 0 merges"):
+        assert Tokenizer(4, 8, min_frequency=2**64).fit([[1, 2, 1, 2]]).n_tokens_ == 4

@@ -58,6 +58,24 @@ def _check_positive(name: str, v: Any) -> None:
         raise ValueError(f"{name} must be an integer of at least 1, got {v!r}")
 
 
+def _as_symbols(doc: Any, d: int, alphabet_size: int) -> np.ndarray:
+    """Document ``d`` as an array; a sequence of Python and numpy integers that numpy would
+    promote to float64 (int64 with uint64) or hold as objects (beyond int64), as integers."""
+    try:
+        arr = np.asarray(doc)
+    except OverflowError:  # (an int beyond 64 bits)
+        arr = np.asarray(doc, dtype=object)
+    if arr.dtype.kind in "fO" and arr.ndim == 1 and arr.size and all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in doc):
+        values = [int(v) for v in doc]
+        out = [i for i, v in enumerate(values) if not 0 <= v < alphabet_size]
+        if out:
+            raise ValueError(f"document {d}, position {out[0]}: symbol {values[out[0]]} is "
+                             f"outside the alphabet 0..{alphabet_size - 1}")
+        return np.array(values, np.int64)
+    return arr
+
+
 def _flatten_documents(corpus, alphabet_size: int) -> tuple[np.ndarray, np.ndarray]:
     """Check a corpus and concatenate it.
 
@@ -68,13 +86,21 @@ def _flatten_documents(corpus, alphabet_size: int) -> tuple[np.ndarray, np.ndarr
     if isinstance(corpus, np.ndarray) and corpus.ndim == 1:
         raise TypeError("expected a sequence of documents (1-D arrays), got one 1-D array; "
                         "wrap it in a list")
-    docs = [doc if type(doc) is np.ndarray else np.asarray(doc) for doc in corpus]
+    docs = [doc if type(doc) is np.ndarray else _as_symbols(doc, d, alphabet_size)
+            for d, doc in enumerate(corpus)]
     if any(arr.ndim != 1 for arr in docs):
         d = next(d for d, arr in enumerate(docs) if arr.ndim != 1)
         raise ValueError(f"document {d}: expected a 1-D sequence, got shape {docs[d].shape}")
     if any(arr.dtype.kind not in "iu" and arr.size for arr in docs):
         d = next(d for d, arr in enumerate(docs) if arr.dtype.kind not in "iu" and arr.size)
         raise TypeError(f"document {d}: expected integers, got dtype {docs[d].dtype}")
+    for d, arr in enumerate(docs):  # (uint64 with int64 would concatenate to float64)
+        if arr.dtype == np.uint64:
+            big = np.flatnonzero(arr >= alphabet_size)
+            if big.size:
+                raise ValueError(f"document {d}, position {big[0]}: symbol {arr[big[0]]} is "
+                                 f"outside the alphabet 0..{alphabet_size - 1}")
+            docs[d] = arr.astype(np.int64)
     offsets = np.zeros(len(docs) + 1, np.int64)
     np.cumsum([arr.size for arr in docs], out=offsets[1:])
     flat = np.concatenate(docs) if docs else np.empty(0, np.int64)
@@ -305,7 +331,8 @@ class Tokenizer:
         """
         n_cand = self.n_candidates if n_cand is None else n_cand
         merges = np.zeros((n_merges + n_cand, 5), np.int64)
-        state = _engine.init_training(node, doc, weights, self.min_frequency)
+        least = min(int(self.min_frequency), 2**62)  # (more than any pair's count: no merge)
+        state = _engine.init_training(node, doc, weights, least)
         n_done, next_token = 0, self.alphabet_size
         progress = _Progress(n_merges, self.progress)
         rounds, finished = 1, False
@@ -313,7 +340,7 @@ class Tokenizer:
             t0 = time.perf_counter()
             state, n_done, next_token, finished = _engine.train_rounds(
                 node, doc, weights, state, merges, n_done, next_token, n_merges,
-                n_cand, self.min_frequency, rounds)
+                n_cand, least, rounds)
             progress.update(n_done)
             if time.perf_counter() - t0 < 0.2:
                 rounds *= 2
@@ -697,9 +724,23 @@ class Tokenizer:
         The sum runs over the distinct token ids ``t`` of ``ids``; alphabet
         symbols weigh 0.
         """
-        self._check_fitted()
-        tokens, tf = np.unique(np.asarray(ids, np.int64), return_counts=True)
+        tokens, tf = np.unique(self._checked_ids(ids), return_counts=True)
         return float(((1.0 + np.log(tf)) * self._token_weight[tokens]).sum())
+
+    def _checked_ids(self, ids: ArrayLike) -> np.ndarray:
+        """``ids`` as a 1-D integer array of vocabulary ids: ValueError naming the position of
+        one outside it (or a shape other than 1-D), TypeError for ids that are not integers."""
+        self._check_fitted()
+        ids = np.asarray(ids)
+        if ids.ndim != 1:
+            raise ValueError(f"expected a 1-D sequence of token ids, got shape {ids.shape}")
+        if ids.size and not np.issubdtype(ids.dtype, np.integer):
+            raise TypeError(f"token ids must be integers, got dtype {ids.dtype}")
+        bad = np.flatnonzero((ids < 0) | (ids >= self.n_tokens_))
+        if bad.size:
+            raise ValueError(f"position {bad[0]}: token id {ids[bad[0]]} is not in the "
+                             f"vocabulary 0..{self.n_tokens_ - 1}")
+        return ids
 
     def decode(self, ids: ArrayLike, *, max_length: int | None = None) -> np.ndarray:
         """Expand token ids back into alphabet symbols (exact inverse of encode).
@@ -725,18 +766,9 @@ class Tokenizer:
         TypeError
             If the ids are not integers.
         """
-        self._check_fitted()
-        ids = np.asarray(ids)
-        if ids.ndim != 1:
-            raise ValueError(f"expected a 1-D sequence of token ids, got shape {ids.shape}")
+        ids = self._checked_ids(ids)
         if ids.size == 0:
             return np.empty(0, np.int32)
-        if not np.issubdtype(ids.dtype, np.integer):
-            raise TypeError(f"token ids must be integers, got dtype {ids.dtype}")
-        bad = np.flatnonzero((ids < 0) | (ids >= self.n_tokens_))
-        if bad.size:
-            raise ValueError(f"position {bad[0]}: token id {ids[bad[0]]} is not in the "
-                             f"vocabulary 0..{self.n_tokens_ - 1}")
         starts = self._exp_start[ids]
         lengths = self._exp_start[ids + 1] - starts
         out_pos = np.cumsum(lengths) - lengths
