@@ -27,6 +27,10 @@ Format references:
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -264,8 +268,11 @@ def read_edf(path: str | Path) -> Recording:
         Without pyedflib.
     """
     pyedflib = _need("pyedflib")
-    reader = pyedflib.EdfReader(str(path))
+    with _stdout_to_stderr():  # (pyedflib's C code prints some faults with printf)
+        reader = pyedflib.EdfReader(str(path))
     try:
+        if reader.signals_in_file == 0:
+            raise ValueError(f"{path}: the file holds no signals (annotations only)")
         names: list[str] = []
         chans: list[np.ndarray] = []
         units: list[str | None] = []
@@ -275,7 +282,11 @@ def read_edf(path: str | Path) -> Recording:
             names.append(reader.getLabel(i).strip() or f"ch{i}")
             chans.append(np.asarray(reader.readSignal(i, digital=True)).astype(np.int32))
             units.append(reader.getPhysicalDimension(i).strip() or None)
-            rates.append(float(reader.getSampleFrequency(i)))
+            try:
+                rates.append(float(reader.getSampleFrequency(i)))
+            except ZeroDivisionError:
+                raise ValueError(f"{path}: the header declares data records of 0 seconds, "
+                                 f"so that no signal has a rate") from None
             dmin, dmax = reader.getDigitalMinimum(i), reader.getDigitalMaximum(i)
             pmin, pmax = reader.getPhysicalMinimum(i), reader.getPhysicalMaximum(i)
             if dmax == dmin:
@@ -316,9 +327,12 @@ def read_wfdb(path: str | Path) -> Recording:
     p = Path(path)
     record_name = str(p.with_suffix("")) if p.suffix in (".hea", ".dat") else str(p)
     try:  # (smooth_frames=False: a channel of several samples a frame keeps them all)
+        _one_scaling(wfdb, record_name, path)
         rec = wfdb.rdrecord(record_name, physical=False, smooth_frames=False)
-    except OSError:
-        raise
+    except (OSError, ValueError) as e:
+        if isinstance(e, OSError) or str(e).startswith(str(path)):
+            raise
+        raise ValueError(f"{path}: not a readable WFDB record ({type(e).__name__}: {e})") from None
     except Exception as e:  # noqa: BLE001 (wfdb's parser raises what it meets: TypeError...)
         raise ValueError(f"{path}: not a readable WFDB record ({type(e).__name__}: {e})") from None
     names = [str(n) if n is not None else f"ch{i}" for i, n in enumerate(rec.sig_name)]
@@ -330,10 +344,58 @@ def read_wfdb(path: str | Path) -> Recording:
                      scaling)
 
 
-def record_files(path: str | Path) -> list[Path]:
-    """The files a recording is read from: a WFDB header and the signal files it names, else
-    the file itself (what its size counts)."""
+def _one_scaling(wfdb: Any, record_name: str, path: Any) -> None:
+    """ValueError where a multi-segment record's segments scale their samples otherwise
+    (gain, baseline, units): wfdb joins their digital samples under the first one's."""
+    head = wfdb.rdheader(record_name)
+    if not hasattr(head, "seg_name"):
+        return
+    folder = Path(record_name).parent
+    seen = None
+    for seg in head.seg_name:
+        if seg == "~":  # (a null segment: a gap)
+            continue
+        s = wfdb.rdheader(str(folder / seg))
+        if hasattr(s, "seg_name"):
+            continue
+        scale = (list(s.sig_name or []), [float(g) for g in s.adc_gain or []],
+                 [float(b) for b in s.baseline or []], list(s.units or []))
+        if seen is not None and scale[1:] != seen[1:]:
+            raise ValueError(f"{path}: the segments of this multi-segment record scale their "
+                             f"samples otherwise (segment {seg!r}: gains {scale[1]}, baselines "
+                             f"{scale[2]}, units {scale[3]}; before it {seen[1]}, {seen[2]}, "
+                             f"{seen[3]}): compress each segment's record")
+        seen = scale
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """The process's standard output (file descriptor 1) sent to standard error for a while:
+    a C library's diagnostics must not land in the output of ``ubpe compress -c``."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # (no standard output)
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        with contextlib.suppress(Exception):  # (C's buffered printf output, while it is 2)
+            import ctypes
+            ctypes.CDLL(None).fflush(None)
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def record_files(path: str | Path, _seen: set | None = None) -> list[Path]:
+    """The files a recording is read from: a WFDB header and the signal files it names (a
+    multi-segment record's: its segments' headers and theirs), else the file itself (what its
+    size counts)."""
     p = Path(path)
+    seen = set() if _seen is None else _seen
+    seen.add(p.name)
     if p.suffix.lower() != ".hea":
         return [p]
     names: list[str] = []
@@ -343,7 +405,13 @@ def record_files(path: str | Path) -> list[Path]:
         names = [ln.split()[0] for ln in lines[1:]]
     except OSError:
         pass
-    return [p] + [p.with_name(n) for n in dict.fromkeys(names) if p.with_name(n).is_file()]
+    out = [p]
+    for n in dict.fromkeys(names):
+        if p.with_name(n).is_file():
+            out.append(p.with_name(n))
+        elif n + ".hea" not in seen and p.with_name(n + ".hea").is_file():
+            out += record_files(p.with_name(n + ".hea"), seen)  # (a segment's record)
+    return list(dict.fromkeys(out))
 
 
 SUFFIXES = {".parquet": read_parquet, ".pq": read_parquet, ".arrow": read_arrow,

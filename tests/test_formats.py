@@ -286,3 +286,50 @@ def test_a_wfdb_records_size_counts_its_signal_files(tmp_path, ecg_digital):
     total = sum(f.stat().st_size for f in files)
     r = CliRunner().invoke(main, ["compress", str(tmp_path / "r16.hea"), "-o", str(tmp_path / "o.ubpe")])
     assert r.exit_code == 0 and f"r16.hea: {total:,} -> " in r.stderr
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning",
+                            "ignore:The inplace keyword")
+def test_a_multi_segment_record_of_other_scalings_is_refused(tmp_path):
+    """wfdb joined the segments' digital samples under the first one's gain and baseline: the
+    second segment's physical values came out 20x off, 'lossless'; its size counted the
+    header alone."""
+    wfdb = pytest.importorskip("wfdb")
+    from signals.formats import record_files
+    for name, gain, base in (("sa", 100.0, 0), ("sb", 1000.0, 50), ("sc", 100.0, 0)):
+        wfdb.wrsamp(name, fs=100, units=["mV"], sig_name=["ecg"], d_signal=np.full((5, 1), 100),
+                    fmt=["16"], adc_gain=[gain], baseline=[base], write_dir=str(tmp_path))
+    (tmp_path / "two.hea").write_text("two/2 1 100 10\nsa 5\nsb 5\n")
+    with pytest.raises(ValueError, match="two.hea: the segments of this multi-segment record "
+                                         "scale their samples otherwise .segment 'sb'"):
+        read_recording(tmp_path / "two.hea")
+    (tmp_path / "same.hea").write_text("same/2 1 100 10\nsa 5\nsc 5\n")
+    r = read_recording(tmp_path / "same.hea")
+    assert r.channels[0].tolist() == [100] * 10 and r.scaling[0] == Scaling(0.01, 0.0)
+    assert [f.name for f in record_files(tmp_path / "same.hea")] == [
+        "same.hea", "sa.hea", "sa.dat", "sc.hea", "sc.dat"]
+
+
+def test_edf_files_of_no_signal_or_of_records_of_no_time_are_named(tmp_path):
+    """An annotations-only EDF+ said 'the columns and exclusions given leave no channel'; a
+    record duration of 0, 'float division by zero'."""
+    pyedflib = pytest.importorskip("pyedflib")
+    path = tmp_path / "notes.edf"
+    w = pyedflib.EdfWriter(str(path), 0, file_type=pyedflib.FILETYPE_EDFPLUS)
+    w.writeAnnotation(0.5, 1, "x")
+    w.close()
+    with pytest.raises(ValueError, match="notes.edf: the file holds no signals"):
+        read_recording(path)
+    path = tmp_path / "rec.edf"
+    w = pyedflib.EdfWriter(str(path), 1, file_type=pyedflib.FILETYPE_EDF)
+    w.setSignalHeaders([{"label": "x", "dimension": "uV", "sample_frequency": 10,
+                         "physical_min": -1.0, "physical_max": 1.0,
+                         "digital_min": -100, "digital_max": 100}])
+    w.writeSamples([np.zeros(10, np.int32)], digital=True)
+    w.close()
+    raw = bytearray(path.read_bytes())
+    raw[244:252] = b"0       "  # (the duration of a data record, in seconds)
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="rec.edf: the header declares data records of 0 "
+                                         "seconds"):
+        read_recording(path)
