@@ -482,6 +482,10 @@ def decompress(data: bytes, *, model: Any = None, max_values: int = MAX_VALUES) 
     if header.get("source") == "csv":  # (its columns are the codec's integers, not the cells)
         raise ValueError("this container holds a CSV file: signals.decompress_file(data) gives "
                          "its bytes back (signals.read_csv reads its columns)")
+    if header.get("kept"):  # (arrays of its file that are not columns: they would be missing)
+        raise ValueError(f"this container holds an {header.get('source')} file whose arrays "
+                         f"{', '.join(map(str, header['kept']))} are kept as they are: "
+                         f"signals.decompress_file(data) gives its bytes back")
     return _as_array(header, columns)
 
 

@@ -157,10 +157,14 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
                               quantizer=quantizer, **opts)
     if kind in ("npy", "npz"):
         exact = max_error is None and quantizer is None
-        columns, arrays, skeleton = _split_arrays(data, kind, path, exact)
+        columns, arrays, skeleton, kept = _split_arrays(data, kind, path, exact)
         # exact: the file's bytes ("members", not "arrays": a reader that knows no skeleton
         # refuses the file); lossy: the arrays, in a file written anew
-        header = {"source": kind, "members" if exact else "arrays": arrays}
+        header = {"source": kind, "members" if exact else "arrays": arrays,
+                  **({"kept": kept} if kept else {})}
+        if kept:
+            warnings.warn(f"{path}: kept as they are, not coded (stored deflated, or not "
+                          f"as numpy reads them): {', '.join(kept)}", stacklevel=2)
         return encode_columns(columns, header, blobs=[skeleton] if exact else [],
                               max_error=max_error, quantizer=quantizer, **opts)
     raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(KINDS)}")
@@ -1040,6 +1044,8 @@ def decompress_file(data: bytes, *, model: Any = None, max_values: int = MAX_VAL
             head, tail = blobs
             return Decoded("wav", head + _wav_samples(header["wav"], columns) + tail, ".wav")
         if source in ("npy", "npz") and "members" in header:  # the file's bytes, exactly
+            if len(blobs) != 1:
+                raise ValueError(f"{len(blobs)} blobs, one skeleton expected")
             arrays = _join_arrays(header["members"], [c.values for c in columns])
             return Decoded(source, _with_values(blobs[0], header["members"], arrays),
                            "." + source)
@@ -1232,12 +1238,13 @@ def split_wav(data: bytes, path: str, open_end: bool = True
 
 # ---------------------------------------------------------------- NumPy
 def _array_regions(data: bytes, kind: str, path: str, exact: bool = True
-                   ) -> tuple[list[tuple[str, np.ndarray, int | None]], bytes]:
+                   ) -> tuple[list[tuple[str, np.ndarray, int | None]], bytes, list[str]]:
     """The arrays of an ``.npy`` or ``.npz`` file whose values lie in it as they are, each with
-    the offset of its values in the file; and the file without those values (its skeleton:
-    the ``.npy`` headers, the zip's headers, the members it stores deflated, any other byte).
-    Not ``exact`` (a lossy file, written anew: its zip's CRC-32s would not hold): every
-    array, without offsets, and no skeleton.
+    the offset of its values in the file; the file without those values (its skeleton: the
+    ``.npy`` headers, the zip's headers, any other byte); and the names of the members kept
+    in the skeleton as they are (stored deflated, bools of other bytes than 0 and 1, values
+    inside another member's). Not ``exact`` (a lossy file, written anew: its zip's CRC-32s
+    would not hold): every array, without offsets, and no skeleton.
 
     Raises
     ------
@@ -1247,25 +1254,29 @@ def _array_regions(data: bytes, kind: str, path: str, exact: bool = True
     """
     if not exact:
         if kind == "npz":
-            return [(k, a, None) for k, a in npz_arrays(data, path)], b""
+            return [(k, a, None) for k, a in npz_arrays(data, path)], b"", []
         try:
-            return [("array", read_npy(io.BytesIO(data), len(data)), None)], b""
+            return [("array", read_npy(io.BytesIO(data), len(data)), None)], b"", []
         except (ValueError, OSError, EOFError) as e:
             raise ValueError(f"{path}: not a readable npy file ({e})") from None
+    kept: list[str] = []
     if kind == "npz":
         npz_arrays(data, path)  # (every member checked as numpy.load reads it)
         found = []
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             for info in z.infolist():
+                key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
                 if info.compress_type != zipfile.ZIP_STORED:
-                    continue  # (deflated: kept as it is, so that the file comes back exact)
+                    kept.append(key)  # (deflated: kept as it is, so that the file comes back
+                    continue  # exact whatever zlib a reader has)
                 name_len, extra_len = struct.unpack_from("<HH", data, info.header_offset + 26)
                 start = info.header_offset + 30 + name_len + extra_len
-                key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
                 found.append((key, start, info.file_size))
+        found.sort(key=lambda m: m[1])  # (in the file's order: the directory's may differ)
     else:
         found = [("array", 0, len(data))]
-    arrays, cuts = [], []
+    arrays: list[tuple[str, np.ndarray, int | None]] = []
+    cuts: list[tuple[int, int]] = []
     for key, start, size in found:
         f = io.BytesIO(data[start:start + size])
         try:
@@ -1279,23 +1290,26 @@ def _array_regions(data: bytes, kind: str, path: str, exact: bool = True
         at = start + f.tell()
         raw = a.tobytes(order="F" if a.ndim > 1 and a.flags.f_contiguous
                         and not a.flags.c_contiguous else "C")
-        if data[at:at + len(raw)] == raw:  # (as numpy reads them; else kept in the skeleton)
-            arrays.append((key, a, at))
-            cuts.append((at, at + len(raw)))
+        if data[at:at + len(raw)] != raw or (cuts and at < cuts[-1][1]) or (
+                a.dtype.kind == "b" and raw and max(raw) > 1):  # (coded, a bool is 0 or 1)
+            kept.append(key)  # (kept in the skeleton, as it is)
+            continue
+        arrays.append((key, a, at))
+        cuts.append((at, at + len(raw)))
     skeleton, pos = [], 0
     for a0, a1 in cuts:
         skeleton.append(data[pos:a0])
         pos = a1
     skeleton.append(data[pos:])
-    return arrays, b"".join(skeleton)
+    return arrays, b"".join(skeleton), kept
 
 
 def _split_arrays(data: bytes, kind: str, path: str, exact: bool = True
-                  ) -> tuple[list[tuple[str, np.ndarray]], list[dict], bytes]:
+                  ) -> tuple[list[tuple[str, np.ndarray]], list[dict], bytes, list[str]]:
     """Arrays as 1-D columns, split along their shorter axis; their description (with the
-    offset ``at`` of their values in the file, where ``exact``); and the file's skeleton
-    (:func:`_array_regions`)."""
-    arrays, skeleton = _array_regions(data, kind, path, exact)
+    offset ``at`` of their values in the file, where ``exact``); the file's skeleton and the
+    members kept in it (:func:`_array_regions`)."""
+    arrays, skeleton, kept = _array_regions(data, kind, path, exact)
     columns, desc = [], []
     for name, a, at in arrays:
         if a.dtype.kind not in "iufb":
@@ -1311,7 +1325,7 @@ def _split_arrays(data: bytes, kind: str, path: str, exact: bool = True
                      "axis": axis, "n_columns": len(cols), **({} if at is None else {"at": at}),
                      "fortran": bool(a.ndim > 1 and a.flags.f_contiguous and not a.flags.c_contiguous)})
         columns += cols
-    return columns, desc, skeleton
+    return columns, desc, skeleton, kept
 
 
 def _with_values(skeleton: bytes, desc: list[dict], arrays: list[tuple[str, np.ndarray]]
@@ -1341,6 +1355,8 @@ def _join_arrays(desc: list[dict], values: list[np.ndarray]) -> list[tuple[str, 
         parts = values[k:k + n]
         k += n
         dtype = np.dtype(d["dtype"])
+        if dtype.kind not in "iufb":
+            raise ValueError(f"array {d['name']!r}: dtype {dtype} is not numeric")
         shape = tuple(int(s) for s in d["shape"])
         if not parts:  # an empty array (a 2-D one with no row or no column splits into none)
             if math.prod(shape) != 0:

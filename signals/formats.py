@@ -351,21 +351,22 @@ def _one_scaling(wfdb: Any, record_name: str, path: Any) -> None:
     if not hasattr(head, "seg_name"):
         return
     folder = Path(record_name).parent
-    seen = None
+    seen: dict[str, tuple] = {}  # signal name -> (gain, baseline, units), as wfdb maps them
     for seg in head.seg_name:
         if seg == "~":  # (a null segment: a gap)
             continue
         s = wfdb.rdheader(str(folder / seg))
-        if hasattr(s, "seg_name"):
+        if hasattr(s, "seg_name") or not s.sig_name:  # (a layout segment, or no signal)
             continue
-        scale = (list(s.sig_name or []), [float(g) for g in s.adc_gain or []],
-                 [float(b) for b in s.baseline or []], list(s.units or []))
-        if seen is not None and scale[1:] != seen[1:]:
-            raise ValueError(f"{path}: the segments of this multi-segment record scale their "
-                             f"samples otherwise (segment {seg!r}: gains {scale[1]}, baselines "
-                             f"{scale[2]}, units {scale[3]}; before it {seen[1]}, {seen[2]}, "
-                             f"{seen[3]}): compress each segment's record")
-        seen = scale
+        for name, g, b, u in zip(s.sig_name, s.adc_gain or [], s.baseline or [],
+                                 s.units or [None] * len(s.sig_name)):
+            scale = (float(g), float(b), u)
+            if seen.setdefault(name, scale) != scale:
+                raise ValueError(f"{path}: the segments of this multi-segment record scale "
+                                 f"the samples of {name!r} otherwise (segment {seg!r}: gain "
+                                 f"{scale[0]:g}, baseline {scale[1]:g}, {scale[2]}; before it "
+                                 f"{seen[name][0]:g}, {seen[name][1]:g}, {seen[name][2]}): "
+                                 f"compress each segment's record")
 
 
 @contextlib.contextmanager

@@ -301,8 +301,19 @@ def test_a_multi_segment_record_of_other_scalings_is_refused(tmp_path):
                     fmt=["16"], adc_gain=[gain], baseline=[base], write_dir=str(tmp_path))
     (tmp_path / "two.hea").write_text("two/2 1 100 10\nsa 5\nsb 5\n")
     with pytest.raises(ValueError, match="two.hea: the segments of this multi-segment record "
-                                         "scale their samples otherwise .segment 'sb'"):
+                                         "scale the samples of 'ecg' otherwise .segment 'sb'"):
         read_recording(tmp_path / "two.hea")
+    # a variable layout (a layout segment; segments of other signals, in other orders) whose
+    # signals keep their scaling: read as wfdb reads it (refused by the first version)
+    for name, sigs in (("s1", ["a", "b"]), ("s2", ["b", "a"]), ("s3", ["a"])):
+        wfdb.wrsamp(name, fs=100, units=["mV"] * len(sigs), sig_name=sigs,
+                    d_signal=np.full((4, len(sigs)), 7), fmt=["16"] * len(sigs),
+                    adc_gain=[{"a": 100.0, "b": 200.0}[s] for s in sigs],
+                    baseline=[{"a": 0, "b": 10}[s] for s in sigs], write_dir=str(tmp_path))
+    (tmp_path / "lay.hea").write_text("lay 2 100 0\n~ 0 100(0)/mV 16 0 0 0 0 a\n"
+                                      "~ 0 200(10)/mV 16 0 0 0 0 b\n")
+    (tmp_path / "var.hea").write_text("var/4 2 100 12\nlay 0\ns1 4\ns3 4\ns2 4\n")
+    assert read_recording(tmp_path / "var.hea").names == ["a", "b"]
     (tmp_path / "same.hea").write_text("same/2 1 100 10\nsa 5\nsc 5\n")
     r = read_recording(tmp_path / "same.hea")
     assert r.channels[0].tolist() == [100] * 10 and r.scaling[0] == Scaling(0.01, 0.0)

@@ -363,5 +363,6 @@ def test_ids_and_symbols_are_checked_as_everywhere():
         tok.encode_batch([np.array([1]), np.array([9], np.uint64)])
     with pytest.raises(ValueError, match="position 1: symbol 18446744073709551616 is outside"):
         tok.encode([1, 2**64])
+    assert tok.score([]) == tok.score(np.array([], np.int64)) == 0.0  # (an IndexError)
     with pytest.warns(UserWarning, match="only 0 merges"):
         assert Tokenizer(4, 8, min_frequency=2**64).fit([[1, 2, 1, 2]]).n_tokens_ == 4

@@ -734,7 +734,9 @@ class Tokenizer:
         ids = np.asarray(ids)
         if ids.ndim != 1:
             raise ValueError(f"expected a 1-D sequence of token ids, got shape {ids.shape}")
-        if ids.size and not np.issubdtype(ids.dtype, np.integer):
+        if ids.size == 0:
+            return np.zeros(0, np.int64)
+        if not np.issubdtype(ids.dtype, np.integer):
             raise TypeError(f"token ids must be integers, got dtype {ids.dtype}")
         bad = np.flatnonzero((ids < 0) | (ids >= self.n_tokens_))
         if bad.size:
