@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -268,7 +269,7 @@ def read_edf(path: str | Path) -> Recording:
         Without pyedflib.
     """
     pyedflib = _need("pyedflib")
-    with _stdout_to_stderr():  # (pyedflib's C code prints some faults with printf)
+    with _c_output("pyedflib"):  # (its C code prints some faults with printf)
         reader = pyedflib.EdfReader(str(path))
     try:
         if reader.signals_in_file == 0:
@@ -370,24 +371,31 @@ def _one_scaling(wfdb: Any, record_name: str, path: Any) -> None:
 
 
 @contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """The process's standard output (file descriptor 1) sent to standard error for a while:
-    a C library's diagnostics must not land in the output of ``ubpe compress -c``."""
+def _c_output(library: str) -> Iterator[None]:
+    """What a C library prints on the process's standard output (file descriptor 1) for a
+    while, taken aside and given as a warning (the command line shows it on standard error,
+    on a line of its own): it must not land in the output of ``ubpe compress -c``."""
+    import tempfile
     sys.stdout.flush()
     try:
         saved = os.dup(1)
     except OSError:  # (no standard output)
         yield
         return
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        with contextlib.suppress(Exception):  # (C's buffered printf output, while it is 2)
-            import ctypes
-            ctypes.CDLL(None).fflush(None)
-        os.dup2(saved, 1)
-        os.close(saved)
+    with tempfile.TemporaryFile() as aside:
+        try:
+            os.dup2(aside.fileno(), 1)
+            yield
+        finally:
+            with contextlib.suppress(Exception):  # (C's buffered printf output)
+                import ctypes
+                ctypes.CDLL(None).fflush(None)
+            os.dup2(saved, 1)
+            os.close(saved)
+            aside.seek(0)
+            said = aside.read(4096).decode("utf-8", "replace").strip()
+            if said:
+                warnings.warn(f"{library}: {said}", stacklevel=3)
 
 
 def record_files(path: str | Path, _seen: set | None = None) -> list[Path]:

@@ -344,3 +344,28 @@ def test_edf_files_of_no_signal_or_of_records_of_no_time_are_named(tmp_path):
     with pytest.raises(ValueError, match="rec.edf: the header declares data records of 0 "
                                          "seconds"):
         read_recording(path)
+
+
+def test_a_c_librarys_diagnostics_stay_out_of_the_output(tmp_path):
+    """pyedflib prints some faults with C's printf: 'filesize 20768 != ...' landed in the
+    output of `ubpe compress -c` (standard output), then ran into the error line."""
+    import subprocess
+    import sys
+    pyedflib = pytest.importorskip("pyedflib")
+    path = tmp_path / "rec.edf"
+    w = pyedflib.EdfWriter(str(path), 1, file_type=pyedflib.FILETYPE_EDF)
+    w.setSignalHeaders([{"label": "x", "dimension": "uV", "sample_frequency": 10,
+                         "physical_min": -1.0, "physical_max": 1.0,
+                         "digital_min": -100, "digital_max": 100}])
+    w.writeSamples([np.zeros(10, np.int32)], digital=True)
+    w.close()
+    raw = bytearray(path.read_bytes())
+    raw[236:244] = b"99999999"  # (the number of data records)
+    path.write_bytes(bytes(raw))
+    r = subprocess.run([sys.executable, "-m", "ubpe", "compress", "-c", str(path)],
+                       capture_output=True)
+    assert r.returncode == 1 and r.stdout == b""
+    lines = r.stderr.decode().splitlines()
+    assert lines[-1].startswith(f"ubpe: {path}: ") and "Traceback" not in r.stderr.decode()
+    assert any(ln.startswith("ubpe: warning: pyedflib: ") for ln in lines[:-1]) or \
+        len(lines) == 1  # (a pyedflib that prints nothing)
