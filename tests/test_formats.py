@@ -321,6 +321,17 @@ def test_a_multi_segment_record_of_other_scalings_is_refused(tmp_path):
         "same.hea", "sa.hea", "sa.dat", "sc.hea", "sc.dat"]
 
 
+def _tiny_edf(pyedflib, path) -> bytes:
+    """The bytes of an EDF file of one signal of ten zeros, written by pyedflib at ``path``."""
+    w = pyedflib.EdfWriter(str(path), 1, file_type=pyedflib.FILETYPE_EDF)
+    w.setSignalHeaders([{"label": "x", "dimension": "uV", "sample_frequency": 10,
+                         "physical_min": -1.0, "physical_max": 1.0,
+                         "digital_min": -100, "digital_max": 100}])
+    w.writeSamples([np.zeros(10, np.int32)], digital=True)
+    w.close()
+    return path.read_bytes()
+
+
 def test_edf_files_of_no_signal_or_of_records_of_no_time_are_named(tmp_path):
     """An annotations-only EDF+ said 'the columns and exclusions given leave no channel'; a
     record duration of 0, 'float division by zero'."""
@@ -332,13 +343,7 @@ def test_edf_files_of_no_signal_or_of_records_of_no_time_are_named(tmp_path):
     with pytest.raises(ValueError, match="notes.edf: the file holds no signals"):
         read_recording(path)
     path = tmp_path / "rec.edf"
-    w = pyedflib.EdfWriter(str(path), 1, file_type=pyedflib.FILETYPE_EDF)
-    w.setSignalHeaders([{"label": "x", "dimension": "uV", "sample_frequency": 10,
-                         "physical_min": -1.0, "physical_max": 1.0,
-                         "digital_min": -100, "digital_max": 100}])
-    w.writeSamples([np.zeros(10, np.int32)], digital=True)
-    w.close()
-    raw = bytearray(path.read_bytes())
+    raw = bytearray(_tiny_edf(pyedflib, path))
     raw[244:252] = b"0       "  # (the duration of a data record, in seconds)
     path.write_bytes(bytes(raw))
     with pytest.raises(ValueError, match="rec.edf: the header declares data records of 0 "
@@ -353,13 +358,7 @@ def test_a_c_librarys_diagnostics_stay_out_of_the_output(tmp_path):
     import sys
     pyedflib = pytest.importorskip("pyedflib")
     path = tmp_path / "rec.edf"
-    w = pyedflib.EdfWriter(str(path), 1, file_type=pyedflib.FILETYPE_EDF)
-    w.setSignalHeaders([{"label": "x", "dimension": "uV", "sample_frequency": 10,
-                         "physical_min": -1.0, "physical_max": 1.0,
-                         "digital_min": -100, "digital_max": 100}])
-    w.writeSamples([np.zeros(10, np.int32)], digital=True)
-    w.close()
-    raw = bytearray(path.read_bytes())
+    raw = bytearray(_tiny_edf(pyedflib, path))
     raw[236:244] = b"99999999"  # (the number of data records)
     path.write_bytes(bytes(raw))
     r = subprocess.run([sys.executable, "-m", "ubpe", "compress", "-c", str(path)],
