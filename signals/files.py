@@ -389,11 +389,6 @@ def _thread_map(fn: Callable, ctx: dict[str, Any], it: Iterator[tuple], threads:
                 f.cancel()
 
 
-def _count_lines(text: bytes) -> int:
-    """The line ends of ``text`` as a CSV reader counts them: ``\n``, ``\r\n`` or ``\r``."""
-    return text.count(b"\n") + text.count(b"\r") - text.count(b"\r\n")
-
-
 def _encode_piece(ctx: dict[str, Any], text: bytes, where: str, later: bool,
                   place: dict | None, first_line: int = 1) -> tuple[bytes, int]:
     """One frame of a CSV stream, and the values it holds. The first frame's choices, column by
@@ -485,8 +480,8 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
             else:  # (the first frame is coded by now: _ordered_map's first_alone)
                 job = (prefix + piece, f"{path} (the piece at byte {n_in:,})", True,
                        _frame_place(len(prefix), k, ctx["first_crc"]),
-                       lines + 1 - _count_lines(prefix))  # (its errors name the file's lines)
-            lines += _count_lines(piece)
+                       lines + 1 - table.count_lines(prefix))  # (its errors name the file's lines)
+            lines += table.count_lines(piece)
             del piece  # the piece is held once while it is coded (in the job)
             yield job
             del job
@@ -1049,7 +1044,8 @@ def decompress_file(data: bytes, *, model: Any = None, max_values: int = MAX_VAL
             arrays = _join_arrays(header["members"], [c.values for c in columns])
             return Decoded(source, _with_values(blobs[0], header["members"], arrays),
                            "." + source)
-        if source in ("npy", "npz"):  # (written before 0.x: the arrays, in a file anew)
+        if source in ("npy", "npz"):  # (lossy, or written before "members": the arrays in a
+            # file written anew)
             arrays = _join_arrays(header["arrays"], [c.values for c in columns])
             buf = io.BytesIO()
             if source == "npy":

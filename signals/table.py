@@ -551,6 +551,11 @@ def _head_lines(text: bytes, start: int, count: int) -> list[tuple[int, bytes]]:
     return out
 
 
+def count_lines(text: bytes) -> int:
+    """The line ends of ``text`` as a CSV reader counts them: ``\n``, ``\r\n`` or ``\r``."""
+    return text.count(b"\n") + text.count(b"\r") - text.count(b"\r\n")
+
+
 def check_dialect(delimiter: str | None, comment: str | None, path: str = "<bytes>") -> None:
     """CsvError unless ``delimiter`` is one character other than a quote or line break, and
     ``comment`` is one character other than those and the delimiter (either may be None)."""
@@ -683,8 +688,7 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
     else:
         names = [f"col{j}" for j in range(len(first))]
     body_line = first_line + sum(len(ln) > 0 for ln in preamble) + (
-        0 if header is None else header.count(b"\n") + header.count(b"\r") - header.count(b"\r\n")
-        or 1)  # (a header of quoted cells may span lines)
+        0 if header is None else count_lines(header) or 1)  # (quoted cells may span lines)
     inserted: list[tuple[int, bytes]] = []
     blank = text.startswith((b"\n", b"\r"), start) or text.find(b"\n\n", start) >= 0
     if any_cr and not blank:
