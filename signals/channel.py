@@ -2175,7 +2175,7 @@ def _fit_vocabulary(tokens: list[np.ndarray], width: int, size: int
     from ubpe import Tokenizer
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a small corpus may learn fewer merges than asked
-        fitted = Tokenizer(width, size, n_candidates=8).fit(tokens)
+        fitted = Tokenizer(width, size, n_candidates=8, progress=False).fit(tokens)  # (a stage)
     merges = _rank_ordered(fitted)
     tok = Tokenizer.from_merges(width, merges)
     ids = [tok.encode(t, method="shortest") for t in tokens]

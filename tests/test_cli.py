@@ -547,6 +547,43 @@ def test_packets_say_which_columns_they_leave_out(tmp_path):
     assert r.exit_code == 0 and "warning" not in r.stderr
 
 
+def test_cli_habits_fifos_long_names_stdin_models_and_tracebacks(tmp_path):
+    """A FIFO given to decompress without -o hung (its name was found by reading it); an
+    output name of 240 bytes was refused ('File name too long': its temporary's name was
+    longer); `inspect -` of a text tokenizer said 'not a ubpe model'; -v gave no traceback
+    outside compress, decompress and inspect; plot named no file for a damaged container;
+    a temporary copy of standard input stayed behind a signal."""
+    import os
+    import subprocess
+    import sys
+
+    from ubpe.serialization import TEMPORARY_FOLDERS, remove_temporary_files, temporary_folder
+    packed = signals.compress_file(b"a\n1\n2\n", "csv")
+    os.mkfifo(tmp_path / "p.csv.ubpe")
+    writer = subprocess.Popen([sys.executable, "-c", f"open({str(tmp_path / 'p.csv.ubpe')!r}, "
+                                                     f"'wb').write({packed!r})"])
+    r = subprocess.run([sys.executable, "-m", "ubpe", "decompress", str(tmp_path / "p.csv.ubpe")],
+                       capture_output=True, timeout=60)
+    writer.wait(timeout=60)
+    assert r.returncode == 0 and (tmp_path / "p.csv").read_bytes() == b"a\n1\n2\n"
+    long = tmp_path / ("a" * 240 + ".csv")
+    long.write_bytes(b"a\n1\n2\n")
+    r = run("compress", long, "-q")
+    assert r.exit_code == 0 and (tmp_path / (long.name + ".ubpe")).exists(), r.output
+    tok = Path(__file__).parent / "data" / "frozen" / "byte_tokenizer_v2.json"
+    r = CliRunner().invoke(main, ["inspect", "-"], input=tok.read_bytes())
+    assert r.exit_code == 0 and "format       ubpe.text-tokenizer" in r.stdout, r.output
+    r = run("encode", "-v", tok, tmp_path / "none.csv", "-c")
+    assert r.exit_code == 1 and "Traceback" in r.stderr
+    (tmp_path / "bad.ubpe").write_bytes(packed[:10] + b"ag" + packed[12:])
+    r = run("plot", tmp_path / "bad.ubpe", "-o", tmp_path / "pics")
+    assert r.exit_code == 1 and f"ubpe: {tmp_path / 'bad.ubpe'}: " in r.stderr, r.stderr
+    with temporary_folder() as folder:
+        (Path(folder) / "stdin.csv").write_bytes(b"copy")
+        remove_temporary_files()  # (what the signal handler calls)
+        assert not Path(folder).exists() and folder not in TEMPORARY_FOLDERS
+
+
 def test_an_input_whose_output_cannot_be_named_stops_only_itself(tmp_path):
     """`ubpe decompress x.ubpe foo.bin`: foo.bin's output has no name, and x.csv was not
     written either (xz goes on with the other inputs, and exits 1)."""

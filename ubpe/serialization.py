@@ -34,6 +34,7 @@ import glob
 import hashlib
 import json
 import os
+import shutil
 import stat
 import tempfile
 import threading
@@ -198,7 +199,7 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[Any]:
             raise output_error(e, path) from None
         return
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+        fd, tmp = tempfile.mkstemp(prefix=f".{_temporary_stem(path)}.", suffix=".tmp",
                                    dir=path.parent if str(path.parent) else ".")
     except OSError as e:  # (named after the output, as xz does: not the hidden temporary file)
         raise type(e)(e.errno, e.strerror, str(path)) from None
@@ -237,6 +238,30 @@ TEMPORARY_FILES: set[str] = set()
 # outputs that other processes (dask workers) are writing for this one: the handler removes
 # their temporary files too (``.NAME.*.tmp`` beside each, as atomic_writer names them)
 PENDING_OUTPUTS: set[str] = set()
+# folders of this process's temporary copies (standard input read into a file)
+TEMPORARY_FOLDERS: set[str] = set()
+
+
+@contextlib.contextmanager
+def temporary_folder() -> Iterator[str]:
+    """A temporary folder (``tempfile.TemporaryDirectory``) that :func:`remove_temporary_files`
+    also removes: a signal handler that ends the process at once leaves no copy behind."""
+    with tempfile.TemporaryDirectory(prefix="ubpe-") as tmp:
+        TEMPORARY_FOLDERS.add(tmp)
+        try:
+            yield tmp
+        finally:
+            TEMPORARY_FOLDERS.discard(tmp)
+
+
+def _temporary_stem(path: Path) -> str:
+    """The part of an output's name that its temporary file's name holds: all of it, but for
+    the last 16 bytes of a name as long as a file system allows (255: ``.NAME.XXXXXXXX.tmp``
+    would not fit), cut at a character."""
+    name = path.name
+    while len(name.encode("utf-8", "surrogateescape")) > 255 - 16:
+        name = name[:-1]
+    return name
 
 
 def remove_temporary_files() -> None:
@@ -244,13 +269,17 @@ def remove_temporary_files() -> None:
     (:data:`TEMPORARY_FILES`, :data:`PENDING_OUTPUTS`); errors are ignored."""
     for out in list(PENDING_OUTPUTS):
         p = Path(out)
-        TEMPORARY_FILES.update(str(t) for t in p.parent.glob(f".{glob.escape(p.name)}.*.tmp"))
+        TEMPORARY_FILES.update(str(t) for t in p.parent.glob(
+            f".{glob.escape(_temporary_stem(p))}.*.tmp"))
     for tmp in list(TEMPORARY_FILES):
         try:
             os.unlink(tmp)
         except OSError:
             pass
         TEMPORARY_FILES.discard(tmp)
+    for folder in list(TEMPORARY_FOLDERS):
+        shutil.rmtree(folder, ignore_errors=True)
+        TEMPORARY_FOLDERS.discard(folder)
 
 
 # ------------------------------------------------------------ checksums

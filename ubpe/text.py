@@ -912,7 +912,11 @@ class ByteTokenizer:
         FormatError
             If the file is not a ubpe text tokenizer or is of a newer version.
         """
-        doc = read_document(path, FORMAT, VERSION)
+        return cls._from_document(read_document(path, FORMAT, VERSION), str(path))
+
+    @classmethod
+    def _from_document(cls, doc: dict, path: str) -> ByteTokenizer:
+        """:meth:`load` of a document already read and checked (``path`` names it)."""
         try:
             core = doc["tokenizer"]
             if core["params"]["alphabet_size"] != 256:  # (before the core's tables are built)

@@ -36,7 +36,6 @@ import functools
 import os
 import stat
 import sys
-import tempfile
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -47,7 +46,7 @@ from typing import Any
 import click
 import numpy as np
 
-from ubpe.serialization import atomic_writer, output_error
+from ubpe.serialization import atomic_writer, output_error, temporary_folder
 from ubpe.tokenizer import Tokenizer
 
 from . import BAD_INPUT, BadInput
@@ -149,7 +148,12 @@ def verbosity_options(f):
         report = Reporter(quiet, verbose)
         with warnings.catch_warnings():  # the library's warnings as the command's (-q hides them)
             warnings.showwarning = lambda message, *_, **__: report.warn(str(message))
-            return f(*args, report=report, **kwargs)
+            try:
+                return f(*args, report=report, **kwargs)
+            except BAD_INPUT:  # (one line on stderr, by ubpe.cli; with -v, its traceback first)
+                if verbose:
+                    traceback.print_exc(file=sys.stderr)
+                raise
     return wrapper
 
 
@@ -422,7 +426,7 @@ def input_path(source: str) -> Iterator[Path]:
         yield Path(source)
         return
     data = read_input(STDIO)
-    with tempfile.TemporaryDirectory(prefix="ubpe-") as tmp:
+    with temporary_folder() as tmp:
         path = Path(tmp) / f"stdin{sniff_suffix(data)}"
         path.write_bytes(data)
         yield path

@@ -65,11 +65,12 @@ def plot(source, outdir, which, channel, start, length, rate, model_path, column
                                  f"{', '.join(PICTURES)}", param_hint="--which")
     if str(source) == "-":  # standard input: into a file of its kind's suffix (read by suffix)
         import sys
-        import tempfile
+
+        from ubpe.serialization import temporary_folder
         raw = sys.stdin.buffer.read()
         kind = ("ubpe" if raw[:8] == b"UBPE-SIG" or signals.files.is_stream(raw)
                 else signals.files.kind_of("", raw))
-        with tempfile.TemporaryDirectory(prefix="ubpe-") as tmp:
+        with temporary_folder() as tmp:
             path = Path(tmp) / f"stdin.{kind}"
             path.write_bytes(raw)
             try:
@@ -89,33 +90,14 @@ def _plot(source, raw, outdir, names, channel, start, length, rate, model_path, 
     import signals
     from signals import plot as pictures
     stream = signals.files.is_stream(raw)
-    if stream or raw[:8] == b"UBPE-SIG" and signals.inspect(raw).get("source") == "csv":
-        import io
-        import tempfile  # a CSV file's container, or a CSV or WAV file's stream: read back as a file
-        with tempfile.TemporaryDirectory(prefix="ubpe-") as tmp:
-            path = Path(tmp) / "signal.csv"
-            if stream:
-                with open(path, "wb") as f:
-                    signals.files.decompress_file_stream(io.BytesIO(raw), f)
-                with open(path, "rb") as f:
-                    if signals.files.kind_of("", f.read(12)) == "wav":  # (a WAV file's stream)
-                        path = path.rename(path.with_suffix(".wav"))
-            else:
-                path.write_bytes(signals.decompress_file(raw).data)
-            data = signals.read_signal(path, columns=split_list(columns),
-                                       exclude=split_list(exclude))
-        chans, chan_names = data.channels, data.names
-    elif raw[:8] == b"UBPE-SIG":  # a container of arrays or of a WAV: its named channels
-        from signals.readers import pick_channels
-        x = signals.decompress(raw)
-        data = pick_channels(str(source), [c["name"] for c in signals.inspect(raw)["channels"]],
-                             [x] if getattr(x, "ndim", 2) == 1 else list(x),
-                             split_list(columns), split_list(exclude))
-        chans, chan_names = data.channels, data.names
-    else:
+    try:
+        data = _read_container(source, raw, stream, columns, exclude)
+    except signals.SignalFormatError as e:  # (the library's messages name no file)
+        raise ValueError(f"{source}: {e}") from None
+    if data is None:
         data = signals.read_signal(source, columns=split_list(columns),
                                    exclude=split_list(exclude))
-        chans, chan_names = data.channels, data.names
+    chans, chan_names = data.channels, data.names
     if not 0 <= channel < len(chans):
         raise click.BadParameter(f"{source} has {len(chans)} channel(s)", param_hint="--channel")
     model = signals.SignalModel.load(model_path) if model_path else None
@@ -152,3 +134,32 @@ class _Table:
 
     def column(self, i: int) -> Any:
         return self._cols[self.column_names[i]]
+
+
+def _read_container(source, raw: bytes, stream: bool, columns, exclude) -> Any:
+    """The channels of a ``.ubpe`` file (a CSV file's container or stream, a WAV file's
+    stream, a container of arrays), or None for another file."""
+    import signals
+    if stream or raw[:8] == b"UBPE-SIG" and signals.inspect(raw).get("source") == "csv":
+        import io
+
+        from ubpe.serialization import temporary_folder
+        with temporary_folder() as tmp:  # a CSV file's container, or a CSV or WAV stream: a file
+            path = Path(tmp) / "signal.csv"
+            if stream:
+                with open(path, "wb") as f:
+                    signals.files.decompress_file_stream(io.BytesIO(raw), f)
+                with open(path, "rb") as f:
+                    if signals.files.kind_of("", f.read(12)) == "wav":  # (a WAV file's stream)
+                        path = path.rename(path.with_suffix(".wav"))
+            else:
+                path.write_bytes(signals.decompress_file(raw).data)
+            return signals.read_signal(path, columns=split_list(columns),
+                                       exclude=split_list(exclude))
+    if raw[:8] == b"UBPE-SIG":  # a container of arrays or of a WAV: its named channels
+        from signals.readers import pick_channels
+        x = signals.decompress(raw)
+        return pick_channels(str(source), [c["name"] for c in signals.inspect(raw)["channels"]],
+                             [x] if getattr(x, "ndim", 2) == 1 else list(x),
+                             split_list(columns), split_list(exclude))
+    return None

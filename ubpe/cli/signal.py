@@ -115,9 +115,10 @@ def _inspect_document(doc: dict, where: str) -> None:
         echo(f"vocabulary   {tok.n_tokens_:,} tokens ({tok.alphabet_size:,} alphabet + "
              f"{len(tok.merges_):,} merges), token order {tok.token_order}")
         return
-    if fmt == "ubpe.text-tokenizer" and where != "<stdin>":
-        from ubpe.text import ByteTokenizer
-        bt = ByteTokenizer.load(where)
+    if fmt == "ubpe.text-tokenizer":
+        from ubpe.text import FORMAT, VERSION, ByteTokenizer
+        bt = ByteTokenizer._from_document(check_document(doc, FORMAT, VERSION, where,
+                                                         checksum_since=2), where)
         echo(f"format       ubpe.text-tokenizer, version {version}")
         if "content_id" in doc:
             echo(f"content id   {doc['content_id']} (checksum verified)")
@@ -466,6 +467,8 @@ def _decompressed_name(source: Path) -> Path:
     out = strip_suffix_name(source, SUFFIX, "")
     if out.suffix.lower() in signals.formats.SUFFIXES:  # a recording comes back as arrays
         return out.with_name(out.name + ".npz")
+    if not source.is_file():  # (a FIFO: read once, by the job; its name says what it can)
+        return out
     magic = container.PACKET_STREAM_MAGIC
     try:
         with open(source, "rb") as f:
@@ -535,7 +538,8 @@ def decompress(sources, output, to_stdout, force, report: Reporter, model_path, 
     """
     start_numba()
     jobs = plan(sources, output=output, to_stdout=to_stdout, force=force,
-                name_rule=_decompressed_name, other_inputs=[model_path] if model_path else [])
+                name_rule=_decompressed_name, other_inputs=[model_path] if model_path else [],
+                binary=False)  # (as xz -dc: what went in comes out, a CSV to a terminal too)
     model = _model_or_exit(model_path, report)
 
     def work(job: Job) -> None:

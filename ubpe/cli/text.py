@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import click
 import numpy as np
 
+from ubpe.serialization import temporary_folder
 from ubpe.text import ByteTokenizer
 
 from ._common import STDIO, Reporter, check_output, output_options, single_output, write_output
@@ -73,7 +73,7 @@ def text_train(files, output, to_stdout, force, report: Reporter, vocab_size, n_
         warnings.simplefilter("always")
         tok.fit([Path(f) for f in files], workers=workers)
     if dst == STDIO:
-        with tempfile.TemporaryDirectory(prefix="ubpe-") as tmp:
+        with temporary_folder() as tmp:
             tok.save(Path(tmp) / "model.json")
             write_output(dst, (Path(tmp) / "model.json").read_bytes())
     else:
