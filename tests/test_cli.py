@@ -578,6 +578,12 @@ def test_cli_habits_fifos_long_names_stdin_models_and_tracebacks(tmp_path):
     (tmp_path / "bad.ubpe").write_bytes(packed[:10] + b"ag" + packed[12:])
     r = run("plot", tmp_path / "bad.ubpe", "-o", tmp_path / "pics")
     assert r.exit_code == 1 and f"ubpe: {tmp_path / 'bad.ubpe'}: " in r.stderr, r.stderr
+    if os.path.exists("/dev/full"):  # (--help to a full disk: a traceback)
+        with open("/dev/full", "wb") as full:
+            r = subprocess.run([sys.executable, "-m", "ubpe", "--help"], stdout=full,
+                               stderr=subprocess.PIPE, timeout=60)
+        assert r.returncode == 1 and r.stderr.decode().strip() == \
+            "ubpe: standard output: No space left on device"
     with temporary_folder() as folder:
         (Path(folder) / "stdin.csv").write_bytes(b"copy")
         remove_temporary_files()  # (what the signal handler calls)

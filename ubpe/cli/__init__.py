@@ -106,7 +106,16 @@ def run() -> None:
     import signal
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _terminate)
-    main()
+    try:
+        main()
+    except BrokenPipeError:
+        _reader_gone()
+    except OSError as e:  # (--help or --version to a full disk: before any command's handling)
+        import os
+        import sys
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (no flush at exit)
+        print(f"ubpe: standard output: {e.strerror or e}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def _reader_gone() -> None:
