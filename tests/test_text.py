@@ -546,8 +546,13 @@ def test_text_cli_missing_inputs_and_folders_are_bad_input(tmp_path):
     res = r.invoke(main, ["text", "train", str(DATA / "kjv_150k.txt"), "-o",
                           str(tmp_path / "nodir" / "x.json")])
     assert res.exit_code == 1 and "no folder" in res.stderr and ".tmp" not in res.stderr
-    # '-' where a file is read ('-: No such file or directory', exit 1), and the summary of
-    # --npy - (it said 'wrote -')
+    # a folder where a file is read: bad input, exit 1, as in the other commands (it was a
+    # usage error here); '-' where a file is read ('-: No such file or directory', exit 1),
+    # and the summary of --npy - (it said 'wrote -')
+    for args in (["train", str(tmp_path), "-o", str(tmp_path / "y.json")],
+                 ["stats", str(model), str(tmp_path)]):
+        res = r.invoke(main, ["text", *args])
+        assert res.exit_code == 1 and f"ubpe: {tmp_path}: Is a directory" in res.stderr, args
     for args in (["encode", "-", str(model)], ["train", "-", "-o", str(tmp_path / "y.json")]):
         res = r.invoke(main, ["text", *args], input="hello")
         assert res.exit_code == 2 and "standard input ('-') is not accepted" in res.output, args

@@ -15,8 +15,7 @@ PICTURES = ("tokens", "bits", "vocab", "residuals")
 
 
 @click.command()
-@click.argument("source", metavar="IN", type=click.Path(dir_okay=False,
-                                                        path_type=Path))
+@click.argument("source", metavar="IN", type=click.Path(path_type=Path))
 @click.option("-o", "--output", "outdir", required=True,
               type=click.Path(file_okay=False, path_type=Path),
               help="Folder for the PNG files (created if missing).")
@@ -39,9 +38,11 @@ PICTURES = ("tokens", "bits", "vocab", "residuals")
               help="Draw everything in this process (default: on Linux with a second CPU "
                    "free, a forked child codes the bits picture's blocks meanwhile).")
 @click.option("-f", "--force", is_flag=True, help="Replace existing pictures.")
+@click.option("-k", "--keep", is_flag=True,
+              help="Keep the input file (the default: ubpe never deletes it).")
 @verbosity_options
 def plot(source, outdir, which, channel, start, length, rate, model_path, columns, exclude, dpi,
-         serial, force, report: Reporter):
+         serial, force, keep, report: Reporter):
     """Draw PNG pictures of a signal file (CSV, .npz/.npy, .wav or .ubpe).
 
     tokens: a window with each token's span shaded and labelled; bits: bits

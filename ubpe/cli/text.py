@@ -20,10 +20,10 @@ from ._common import STDIO, Reporter, check_output, output_options, single_outpu
 
 class _FileOnly(click.Path):
     """A path that is read as a file: '-' (standard input) is a usage error, not a file that
-    does not exist."""
+    does not exist (a folder is bad input, exit 1, as for the other commands)."""
 
     def __init__(self) -> None:
-        super().__init__(dir_okay=False, path_type=Path)
+        super().__init__(path_type=Path)
 
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
         if str(value) == "-":
@@ -206,7 +206,7 @@ def text_decode(model_path, source, output, to_stdout, force, report: Reporter):
 @text.command("stats")
 @click.argument("model_path", metavar="MODEL", type=FILE_ONLY)
 @click.argument("files", nargs=-1, required=True,
-                type=click.Path(dir_okay=False, path_type=Path))
+                type=click.Path(path_type=Path))
 def text_stats(model_path, files):
     """Bytes per token and vocabulary usage of a model on text FILES."""
     tok = ByteTokenizer.load(model_path)
