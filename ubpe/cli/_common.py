@@ -62,11 +62,13 @@ class _OneChar(click.ParamType):
     name = "CHAR"
 
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
-        if value is None or (isinstance(value, str) and len(value) == 1
-                             and value not in '"\r\n'):
-            return value
-        self.fail(f"must be one character other than a quote or a line break, not {value!r}",
-                  param, ctx)
+        from signals.table import CsvError, check_dialect  # (the rule of the CSV reader)
+        try:
+            check_dialect(value, None)
+        except CsvError:
+            self.fail(f"must be one character other than a quote or a line break, not "
+                      f"{value!r}", param, ctx)
+        return value
 
 
 CHAR = _OneChar()
