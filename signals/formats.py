@@ -346,8 +346,11 @@ def read_wfdb(path: str | Path) -> Recording:
 
 
 def _one_scaling(wfdb: Any, record_name: str, path: Any) -> None:
-    """ValueError where a multi-segment record's segments scale their samples otherwise
-    (gain, baseline, units): wfdb joins their digital samples under the first one's."""
+    """ValueError where the header declares a negative number of samples (wfdb reads the
+    signal file to its end then), or where a multi-segment record's segments scale their
+    samples otherwise (gain, baseline, units): wfdb joins their digital samples under the
+    first one's."""
+    _sample_count_field(Path(record_name + ".hea"), f"{record_name}.hea")
     head = wfdb.rdheader(record_name)
     if not hasattr(head, "seg_name"):
         return
@@ -357,6 +360,7 @@ def _one_scaling(wfdb: Any, record_name: str, path: Any) -> None:
         if seg == "~":  # (a null segment: a gap)
             continue
         s = wfdb.rdheader(str(folder / seg))
+        _sample_count_field(folder / f"{seg}.hea", f"{path}: segment {seg!r} ({seg}.hea)")
         if hasattr(s, "seg_name") or not s.sig_name:  # (a layout segment, or no signal)
             continue
         for name, g, b, u in zip(s.sig_name, s.adc_gain or [], s.baseline or [],
@@ -368,6 +372,25 @@ def _one_scaling(wfdb: Any, record_name: str, path: Any) -> None:
                                  f"{scale[0]:g}, baseline {scale[1]:g}, {scale[2]}; before it "
                                  f"{seen[name][0]:g}, {seen[name][1]:g}, {seen[name][2]}): "
                                  f"compress each segment's record")
+
+
+def _sample_count_field(header: Path, where: str) -> None:
+    """ValueError where the record line of a WFDB header (its first line that is not a
+    comment) has a number of samples (its fourth field) that is not a count: wfdb's parser
+    takes ``-5`` as no number at all, and reads the signal file to its end."""
+    try:
+        with open(header, encoding="latin-1") as f:
+            first = next(((i, s) for i, s in enumerate(f, 1)
+                          if s.strip() and not s.lstrip().startswith("#")), None)
+    except OSError:
+        return  # (wfdb's own reading names what is missing)
+    if first is None:
+        return
+    number, line = first
+    fields = line.split()
+    if len(fields) >= 4 and not fields[3].isdigit():
+        raise ValueError(f"{where}, line {number}: the number of samples "
+                         f"{fields[3]!r} is not a count (a whole number, at least 0)")
 
 
 @contextlib.contextmanager
