@@ -854,8 +854,10 @@ def test_a_model_built_on_files_of_the_same_columns_tokenizes_any_such_file(tmp_
                                        zip(rng.integers(0, 200, 500), rng.uniform(-5, 5, 500))))
         files.append(f)
     m, t = tmp_path / "m.json", tmp_path / "t.npz"
-    r = run("build", files[0], files[1], "-o", m, "--levels", 256, "--vocab-size", 300)
+    r = run("build", files[0], files[1], "-o", m, "--levels", 256, "--vocab-size", 300, "-v")
     assert r.exit_code == 0 and "(the same columns in every file: 2 recordings each)" in r.stderr
+    errors = [ln.split()[0] for ln in r.stderr.splitlines() if "(bound" in ln]
+    assert errors == ["rec0.csv:a", "rec0.csv:b", "rec1.csv:a", "rec1.csv:b"]  # each line its file
     for f in (files[0], files[2]):  # a training file alone, and a new one (within range)
         assert run("encode", m, f, "-o", t, "-q", "-f").exit_code == 0
         out = run("decode", m, t, "-c", "-q")

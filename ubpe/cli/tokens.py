@@ -198,8 +198,11 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
     worst = max(float(of[n].error(c)[0]) for n, c in zip(names, channels))
     echo(f"max error    {worst:.6g} (input units" + (", lossless)" if worst == 0 else ")"))
     report.detail("max quantization error per channel (input units; 0 = lossless):")
-    for name, c in zip(names, channels):
-        report.detail(f"  {name:<28} {of[name].error(c)[0]:.6g}  (bound {of[name].max_error_[0]:.6g})")
+    # (pooled files repeat their column names: each line then says its file)
+    shown = [f"{Path(f).name}:{n}" if pooled else n
+             for f, t in zip(files, tables) for n in t.names]
+    for name, label, c in zip(names, shown, channels):
+        report.detail(f"  {label:<28} {of[name].error(c)[0]:.6g}  (bound {of[name].max_error_[0]:.6g})")
     for r in model.codec_report_:
         bits = (f"{r['bits_own']:.3f} -> {r['bits_model']:.3f} bits/sample held out in packets "
                 f"of {packet_size:,}" if r["bits_own"] is not None else "")
