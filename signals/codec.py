@@ -259,10 +259,15 @@ def decode_columns(data: bytes, model: Any = None, *,
         if model.content_id() != wanted:
             raise SignalFormatError(f"this file was compressed with model {wanted}, not with "
                                     f"the model given ({model.content_id()})")
-    columns: list[Column] = []
-    used = set()
     for k, c in enumerate(header["columns"]):
         _check_column(c, k, len(sections))
+    declared = sum(c["n"] for c in header["columns"])
+    if declared != n_values:  # (before a column's samples are allocated)
+        raise SignalFormatError(f"header: the columns declare {declared:,} values, the end "
+                                f"marker {n_values:,}")
+    columns: list[Column] = []
+    used = set()
+    for c in header["columns"]:
         name = c["name"]
         sec = sections[c["payload"]]
         if sec.kind != b"C":
@@ -477,7 +482,7 @@ def decompress(data: bytes, *, model: Any = None, max_values: int = MAX_VALUES) 
     data = _as_bytes(data)
     _not_a_stream(data)
     if container.container_version(data) == 1:
-        return decompress_v1(data)
+        return decompress_v1(data, max_values=max_values)
     header, columns, _ = decode_columns(data, model, max_values=max_values)
     if header.get("source") == "csv":  # (its columns are the codec's integers, not the cells)
         raise ValueError("this container holds a CSV file: signals.decompress_file(data) gives "

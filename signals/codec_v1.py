@@ -67,8 +67,9 @@ def _read_header(data: bytes):
     return data, header, binary, 14 + meta_len
 
 
-def decompress_v1(data: bytes) -> Any:
-    """Decode a ``.ubpe`` container.
+def decompress_v1(data: bytes, *, max_values: int) -> Any:
+    """Decode a ``.ubpe`` container; ``max_values``: as :func:`signals.decompress`'s (the
+    channels' declared samples together, checked before any is decoded).
 
     Returns
     -------
@@ -94,6 +95,11 @@ def decompress_v1(data: bytes) -> Any:
         except FormatError as e:
             raise SignalFormatError(f"inconsistent merges ({e})") from None
         bpos = 8 * m
+        declared = sum(ch["n"] for ch in header["channels"])
+        if not isinstance(declared, int) or declared > max_values:
+            raise SignalFormatError(f"the file declares {declared:,} values, above max_values="
+                                    f"{max_values:,}; pass a larger max_values (ubpe decompress "
+                                    f"--max-values) to decode it")
         out = []
         for ch in header["channels"]:
             n_orders, n_gaps, n_counts, n_words = ch["bytes"]

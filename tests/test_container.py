@@ -55,6 +55,18 @@ def test_a_zstd_frame_that_lies_about_its_size_is_refused():
     refused(data, "declares|decoded")
 
 
+@pytest.mark.parametrize("n", [2**33, 2**40])
+def test_a_column_declaring_more_samples_than_the_end_marker_is_refused_before_allocating(n):
+    """A constant payload of 2 bytes and a column n of 2**40 (within MAX_SAMPLES), the end
+    marker 1000 values: the decoder allocated the column's n (MemoryError at 2**40, 64 GB
+    at 2**33) before it compared the columns with the end marker."""
+    col = {"name": "x", "kind": "samples", "n": n, "dtype": "<i8", "map": {"kind": "int"},
+           "max_error": 0.0, "payload": 0, "extra": None}
+    data = forge({"source": "array", "shape": [n], "columns": [col]}, [(b"C", bytes([1, 6]))],
+                 1000)
+    refused(data, f"the columns declare {n:,} values, the end marker 1,000")
+
+
 def test_a_column_declaring_2_to_the_40_samples_is_refused():
     col = {"name": "x", "kind": "samples", "n": 2**41, "dtype": "<i8", "map": {"kind": "int"},
            "max_error": 0.0, "payload": 0, "extra": None}
@@ -96,6 +108,27 @@ def test_v1_tokens_10_to_the_10_is_an_error_not_an_abort():
     data = body + struct.pack("<I", zlib.crc32(body))
     with pytest.raises(SignalFormatError, match="tokens"):
         signals.decompress(data)
+
+
+def _v1_constant(n: int) -> bytes:
+    """A version-1 file of one channel of ``n`` samples of one symbol (a 1-entry token table:
+    no rANS word to read)."""
+    header = {"one_d": True, "transform": {"kind": "none"}, "alphabet": 2, "merges": 0,
+              "doc_length": 4096, "channels": [{"name": "ch0", "n": n, "tokens": n, "table": 1,
+                                                "bytes": [0, 1, 1, 0], "offset": 0}]}
+    meta = zstandard.ZstdCompressor(dict_data=_META_DICT, write_dict_id=False).compress(
+        json.dumps(header).encode() + b"\n" + bytes([0]) + bytes([1]))
+    body = b"UBPE-SIG" + struct.pack("<HI", 1, len(meta)) + meta
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def test_a_version_1_file_is_bounded_by_max_values():
+    """A 60-byte version-1 file declaring 2**36 samples of one symbol: the decoder allocated
+    them (MemoryError; at 2**31, 16 GB), where version 2 refuses above max_values first."""
+    assert np.array_equal(signals.decompress(_v1_constant(5)), np.zeros(5))
+    refused(_v1_constant(2**36), "declares 68,719,476,736 values, above max_values")
+    with pytest.raises(SignalFormatError, match="above max_values=1,000"):
+        signals.decompress(_v1_constant(2000), max_values=1000)
 
 
 def test_the_cli_reports_a_forged_file_in_one_line(tmp_path):
