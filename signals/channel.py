@@ -2844,7 +2844,7 @@ def _k_model_payload(buf, a, e, x, kinds, orders, shifts, coefs, mh, t, tbits, c
         shift += 7
         if b < 0x80:
             break
-    if pos + 2 * nw > e or n * min_bits > 16 * nw + 64:
+    if nw > (e - pos) // 2 or n * min_bits > 16 * nw + 64:  # (2 * nw would wrap from 2**62)
         return 2
     words, raw, nraw = _k_words_raw(buf, pos, nw, e)
     if mh == 0 and lms == 0:  # one pass, into its place in x

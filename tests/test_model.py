@@ -2,6 +2,7 @@
 
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -689,6 +690,23 @@ def test_many_packets_with_forged_payloads(three_channel_model):
     for j in (0, 2, 4):
         want = [model.map_channel(nm, ch)[0] for nm, ch in zip(names, packets[j])]
         assert all(np.array_equal(g, w) for g, w in zip(many[j], want))
+
+
+def test_a_packet_declaring_2_to_the_62_rans_words_fails_alone():
+    """A one-sample model payload declaring 2**62 rANS words: twice that wrapped in the batch
+    kernel's bound check, and numba's own ValueError ("array is too big") was raised for the
+    whole batch, the good packets lost with it."""
+    from signals import packets as P
+    frozen = Path(__file__).parent / "data" / "frozen"
+    model = SignalModel.load(frozen / "signal_model_v3.json")
+    good = (frozen / "packet_v2.bin").read_bytes()
+    wrap = bytes([0x03]) + bytes([0x80] * 8) + bytes([0x40])  # mode 3, then the varint 2**62
+    bad = P._frame([wrap], 1, model.model_id())
+    kept = model.decompress_packets([good, bad, good], errors="keep")
+    assert isinstance(kept[1], SignalFormatError)
+    assert np.array_equal(kept[0], model.decompress_packet(good)) and np.array_equal(kept[0], kept[2])
+    with pytest.raises(SignalFormatError, match="damaged payload"):
+        model.decompress_packet(bad)
 
 
 @settings(max_examples=100, deadline=None)
