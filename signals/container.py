@@ -201,6 +201,10 @@ def write_container(header: dict, sections: list[tuple[bytes, bytes]], n_values:
     """
     header = {**header, "sections": [k.decode() for k, _ in sections]}
     text = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
+    if len(text) > MAX_HEADER_BYTES:  # (a reader refuses it: say so before anything is written)
+        raise ValueError(f"the container's header would take {len(text):,} bytes, above the "
+                         f"{MAX_HEADER_BYTES:,} a reader takes (a quantizer's codebook is held "
+                         f"there: use fewer levels)")
     out = [MAGIC, struct.pack("<HH", VERSION, 0),
            write_section(b"H", zstd_compress(text, dict_data=HEADER_DICT_V2))]
     out += [write_section(k, b) for k, b in sections]

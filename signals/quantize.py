@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ubpe.serialization import get_limits
 from ubpe.tokenizer import NotFittedError
 
 from .stage import register
@@ -181,8 +182,10 @@ class Quantizer:
         ------
         ValueError
             On a non-finite value (names channel and sample), an empty signal,
-            a channel whose range (max - min) is beyond float64, or a bad
-            parameter (``n_levels`` outside 2..2**30, ...).
+            a channel whose range (max - min) is beyond float64, a bad
+            parameter (``n_levels`` outside 2..``Limits.max_alphabet``, 2**24 by
+            default, ...), or bins of all channels together above that limit
+            (a loader refuses them: about 24 bytes a bin).
 
         Notes
         -----
@@ -227,6 +230,7 @@ class Quantizer:
                 lossless.append(False)
             self.bin_edges_.append(edges)
             self.codebook_.append(codebook)
+        _check_bins(sum(e.size - 1 for e in self.bin_edges_))
         self.lossless_ = np.array(lossless)
         self.dtype_ = np.dtype(np.float64)
         self.n_features_in_ = x2.shape[0]
@@ -260,9 +264,11 @@ class Quantizer:
         return self
 
     def _check_params(self) -> None:
+        most = get_limits().max_alphabet
         if (isinstance(self.n_levels, bool) or not isinstance(self.n_levels, (int, np.integer))
-                or not 2 <= self.n_levels <= 2**30):
-            raise ValueError(f"n_levels must be an integer in 2..2**30, got {self.n_levels!r}")
+                or not 2 <= self.n_levels <= most):
+            raise ValueError(f"n_levels must be an integer in 2..{most:,} (Limits.max_alphabet: "
+                             f"about 24 bytes a level), got {self.n_levels!r}")
 
     def _set_bounds(self):
         # the larger distance from a codebook value to either edge of its bin (a value rounded
@@ -484,6 +490,7 @@ class Quantizer:
         self.lossless_ = np.asarray(d["lossless"], bool)
         self.dtype_ = _saved_dtype(d)
         self.n_features_in_ = len(self.lossless_)
+        _check_bins(sum(len(e) - 1 for e in d["bin_edges"]))
         self.bin_edges_ = [np.asarray(e, np.float64) for e in d["bin_edges"]]
         self.codebook_ = [np.asarray(c, np.float64) for c in d["codebook"]]
         self._set_bounds()
@@ -518,7 +525,11 @@ class UniformQuantizer(Quantizer):
         self.lossless_ = np.asarray(d["lossless"], bool)
         self.dtype_ = _saved_dtype(d)
         self.n_features_in_ = len(self.lossless_)
-        self.bin_edges_ = [np.linspace(lo, hi, int(k) + 1) for lo, hi, k in d["range"]]
+        ks = [k for _, _, k in d["range"]]
+        if any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
+            raise ValueError(f"a uniform quantizer's range declares {ks} bins")
+        _check_bins(sum(ks))  # (before the edges are allocated)
+        self.bin_edges_ = [np.linspace(lo, hi, k + 1) for lo, hi, k in d["range"]]
         centres = [_midpoints(e[:-1], e[1:]) for e in self.bin_edges_]
         self.codebook_ = [np.array([e[0]]) if e[0] == e[-1] else  # a constant float channel
                           c if ll else _representable(c, self.dtype_)
@@ -686,6 +697,15 @@ QUANTIZERS = {cls.kind: cls for cls in (UniformQuantizer, QuantileQuantizer, Gau
                                         MuLawQuantizer, LloydMaxQuantizer)}
 for _cls in QUANTIZERS.values():  # findable by kind with the other stages
     register(_cls)
+
+
+def _check_bins(n: int) -> None:
+    """ValueError where a quantizer's channels hold more than ``Limits.max_alphabet`` bins
+    together (what a loader takes: :func:`quantizer_from_dict` checks it before allocating)."""
+    most = get_limits().max_alphabet
+    if n > most:
+        raise ValueError(f"the quantizer's channels hold {n:,} bins together, above "
+                         f"{most:,} (Limits.max_alphabet): use fewer levels or channels")
 
 
 def quantizer_from_dict(d: dict) -> Quantizer:

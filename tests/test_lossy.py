@@ -158,3 +158,43 @@ def test_short_lossy_arrays_are_never_larger():
         exact = len(signals.compress(x))
         for bound in (1, 3, 0.01, 0.5):
             assert len(signals.compress(x, max_error=bound)) <= exact
+
+
+def test_a_quantizer_codebook_above_the_header_limit_is_refused_at_compress(monkeypatch, tmp_path):
+    """A quantile quantizer of 2**22 levels on 20,000 samples held its codebook in a 154 MB
+    header: compress wrote the file, which no reader takes (64 MiB). The writer now refuses
+    it, and the command line leaves no output. (The limit is lowered here: the same rule.)"""
+    from click.testing import CliRunner
+
+    from signals import container
+    from ubpe.cli import main
+    monkeypatch.setattr(container, "MAX_HEADER_BYTES", 1 << 20)
+    x = np.arange(20000) * 0.25
+    with pytest.raises(ValueError, match="header would take .* bytes, above the 1,048,576"):
+        signals.compress(x, quantizer=signals.QuantileQuantizer(2**16))
+    np.save(tmp_path / "ramp.npy", x)
+    r = CliRunner().invoke(main, ["compress", str(tmp_path / "ramp.npy"), "--quantizer",
+                                  "quantile", "--levels", str(2**16), "-o", str(tmp_path / "r.ubpe")])
+    assert r.exit_code == 1 and "header would take" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "r.ubpe").exists()
+    back = signals.decompress(signals.compress(x, quantizer=signals.QuantileQuantizer(1024)))
+    assert np.abs(back - x).max() <= 10  # (a codebook that fits: as before)
+
+
+def test_quantizer_bins_are_bounded_at_fit_and_at_load():
+    """A crafted uniform quantizer declaring 2**30 bins allocated 8 GB of edges on load, and
+    --levels 2**30 ran out of memory fitting 20,000 samples: both are bounded by
+    Limits.max_alphabet (what a model's quantizers were already bounded by)."""
+    from signals import container
+    from signals.container import SignalFormatError
+    from ubpe.serialization import limits
+    with pytest.raises(ValueError, match="n_levels must be an integer in 2..16,777,216"):
+        signals.UniformQuantizer(2**25).fit(np.linspace(0, 1, 100))
+    with limits(max_alphabet=100), pytest.raises(ValueError, match="hold 200 bins together"):
+        signals.UniformQuantizer(100).fit(np.random.default_rng(0).normal(size=(500, 2)))
+    data = signals.compress(np.linspace(0, 1, 1000), quantizer=signals.UniformQuantizer(8))
+    header, sections, n = container.read_container(data)
+    header["columns"][0]["map"]["quantizer"]["range"][0][2] = 2**30
+    forged = container.write_container(header, [(s.kind, s.body) for s in sections], n)
+    with pytest.raises(SignalFormatError, match="1,073,741,824 bins together"):
+        signals.decompress(forged)

@@ -287,8 +287,9 @@ def _model_option(f):
 @click.option("--quantizer", type=click.Choice(sorted(QUANTIZERS)), default=None,
               help="Lossy: quantize every channel of arrays and WAV files with this quantizer "
                    "(--levels levels); the bound is stored and shown by 'ubpe inspect'.")
-@click.option("--levels", default=1024, show_default=True, type=click.IntRange(2, 2**30),
-              help="Quantization levels per channel, with --quantizer.")
+@click.option("--levels", default=1024, show_default=True, type=click.IntRange(2, 2**24),
+              help="Quantization levels per channel, with --quantizer (at most 2**24 bins "
+                   "over all channels together).")
 @click.option("--skip-rows", type=click.IntRange(0), default=None,
               help="CSV: lines above the header (kept exactly). Default: detected.")
 @click.option("--comment", type=CHAR, default=None,
