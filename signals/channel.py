@@ -1383,7 +1383,7 @@ def _read_block_side(rd: _Reader, n: int) -> tuple[int, np.ndarray, np.ndarray, 
 def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
     block, kinds, orders, shifts, coefs = _read_block_side(rd, n)
     mh, t, tbits, lms = rd.byte(), rd.byte(), rd.byte(), rd.byte()
-    if mh > 32 or not 1 <= tbits <= 24:
+    if mh > 32 or not 1 <= tbits <= MAX_TBITS:  # (a writer's at most: 2**24 took 128 MiB)
         raise ValueError(f"bad match parameters ({mh}, {t}, {tbits})")
     if lms > len(P.CASCADES) or (lms and mh):
         raise ValueError(f"bad adaptive-filter flag {lms}")
@@ -2959,7 +2959,7 @@ def _k_fused(buf, pos, end, n):
     hk = int(buf[pos + 4])
     nc = int(buf[pos + 5])
     pos += 6
-    if mh > 32 or tbits < 1 or tbits > 24 or lms > _N_CASCADES or (lms != 0 and mh != 0):
+    if mh > 32 or tbits < 1 or tbits > MAX_TBITS or lms > _N_CASCADES or (lms != 0 and mh != 0):
         return bad, False
     k = hk >> 4
     msb = hk & 15
