@@ -124,15 +124,18 @@ def decompress_v1(data: bytes, *, max_values: int) -> Any:
             r = sym.astype(np.int64) if isinstance(tf, Identity) else unzigzag(sym)
             codes = tf.decode(r, side)
             q = ch.get("quantizer")
-            out.append(codes + ch["offset"] if q is None else quantizer_from_dict(q).decode(codes))
-    except (KeyError, TypeError, IndexError, ValueError) as e:
+            if q is None and (isinstance(ch["offset"], bool) or not isinstance(ch["offset"], int)):
+                raise ValueError(f"channel {ch['name']!r}: offset {ch['offset']!r}")
+            out.append(codes + np.int64(ch["offset"]) if q is None
+                       else quantizer_from_dict(q).decode(codes))
+        if pos != len(data) - 4 or bpos != len(binary):
+            raise SignalFormatError("section lengths do not add up to the file size")
+        if header["one_d"]:
+            return out[0]
+    except (KeyError, TypeError, IndexError, ValueError, OverflowError) as e:
         if isinstance(e, SignalFormatError):
             raise
         raise SignalFormatError(f"malformed file ({type(e).__name__}: {e})") from None
-    if pos != len(data) - 4 or bpos != len(binary):
-        raise SignalFormatError("section lengths do not add up to the file size")
-    if header["one_d"]:
-        return out[0]
     if len({o.size for o in out}) == 1:
         return np.stack(out) if all(o.dtype == out[0].dtype for o in out) else \
             np.stack([o.astype(np.float64) for o in out])
@@ -147,6 +150,15 @@ def inspect_v1(data: bytes) -> dict:
     bits per sample.
     """
     data, header, _, _ = _read_header(data)
+    try:
+        return _summary_v1(data, header)
+    except (KeyError, TypeError, IndexError, ValueError, OverflowError) as e:
+        if isinstance(e, SignalFormatError):
+            raise
+        raise SignalFormatError(f"malformed file ({type(e).__name__}: {e})") from None
+
+
+def _summary_v1(data: bytes, header: dict) -> dict:
     n = sum(c["n"] for c in header["channels"])
     return {"format": "ubpe.signal", "version": struct.unpack("<H", data[8:10])[0],
             "bytes": len(data), "transform": header["transform"],

@@ -19,6 +19,7 @@ zigzag map (0, -1, 1, -2, ... -> 0, 1, 2, 3, ...).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -80,6 +81,18 @@ class Predictor(Stage):
         raise NotImplementedError
 
 
+MAX_BLOCK = 1 << 30  # a predictor's block size at most (a payload's too: docs/format.md)
+
+
+def _checked_block_size(block_size: Any) -> int:
+    """``block_size`` as an int, or ValueError unless it is an integer in 1..``MAX_BLOCK`` (a
+    saved config's ``10**30`` reached the compiled kernels as a numba typing error)."""
+    if isinstance(block_size, bool) or not isinstance(block_size, int | np.integer) \
+            or not 1 <= block_size <= MAX_BLOCK:
+        raise ValueError(f"block_size must be an integer in 1..{MAX_BLOCK}, got {block_size!r}")
+    return int(block_size)
+
+
 @register
 class Delta(Predictor):
     """k-th order delta coding.
@@ -128,9 +141,7 @@ class FixedPredictor(Predictor):
     def __init__(self, block_size: int = 256, max_order: int = MAX_ORDER):
         if not 0 <= max_order <= MAX_ORDER:
             raise ValueError(f"max_order must be in 0..{MAX_ORDER}, got {max_order}")
-        if block_size < 1:
-            raise ValueError(f"block_size must be positive, got {block_size}")
-        self.block_size = block_size
+        self.block_size = _checked_block_size(block_size)
         self.max_order = max_order
 
     def encode(self, x: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -227,8 +238,7 @@ class LinearPredictor(Predictor):
         if not 2 <= precision <= 15:
             raise ValueError(f"precision must be in 2..15 bits (coefficients are int16), "
                              f"got {precision}")
-        if block_size < 1:
-            raise ValueError(f"block_size must be positive, got {block_size}")
+        block_size = _checked_block_size(block_size)
         if any(not 1 <= o <= 32 for o in lpc_orders):
             raise ValueError(f"LPC orders must be in 1..32, got {lpc_orders}")
         self.block_size = block_size

@@ -131,6 +131,42 @@ def test_a_version_1_file_is_bounded_by_max_values():
         signals.decompress(_v1_constant(2000), max_values=1000)
 
 
+def _golden_v1_edited(edit) -> bytes:
+    """tests/data/golden_v1.ubpe with its JSON header changed by ``edit`` (checksum renewed)."""
+    from pathlib import Path
+
+    from signals import codec_v1
+    golden = (Path(__file__).parent / "data" / "golden_v1.ubpe").read_bytes()
+    data, header, binary, pos = codec_v1._read_header(golden)
+    edit(header)
+    meta = zstandard.ZstdCompressor(dict_data=_META_DICT, write_dict_id=False).compress(
+        json.dumps(header).encode() + b"\n" + binary)
+    body = b"UBPE-SIG" + struct.pack("<HI", 1, len(meta)) + meta + data[pos:-4]
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda h: h["channels"][0].update(offset=2**70), "OverflowError"),
+    (lambda h: h["channels"][0].update(offset=1.5), "offset 1.5"),
+    (lambda h: h.pop("one_d"), "KeyError"),
+    (lambda h: h["transform"].update(block_size=10**30), "block_size must be an integer"),
+    (lambda h: h["channels"][0].update(quantizer={"kind": "uniform", "n_levels": 10**12,
+                                                  "lossless": [False], "range": [[0.0, 1.0, 10**12]]}),
+     "bins together"),
+])
+def test_a_forged_version_1_header_is_a_format_error(edit, match):
+    """Raw OverflowError, KeyError and MemoryError came out of the version-1 decoder, and a
+    block size of 10**30 a numba typing error with its traceback through the command line."""
+    assert signals.decompress(_golden_v1_edited(lambda h: None)).shape == (2, 300)
+    with pytest.raises(SignalFormatError, match=match):
+        signals.decompress(_golden_v1_edited(edit))
+
+
+def test_inspect_of_a_forged_version_1_header_is_a_format_error():
+    with pytest.raises(SignalFormatError, match="malformed file .KeyError: 'n'"):
+        signals.inspect(_golden_v1_edited(lambda h: h["channels"][0].pop("n")))
+
+
 def test_the_cli_reports_a_forged_file_in_one_line(tmp_path):
     col = {"name": "x", "kind": "samples", "n": 2**41, "dtype": "<i8", "map": {"kind": "int"},
            "max_error": 0.0, "payload": 0, "extra": None}
