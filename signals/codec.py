@@ -511,6 +511,8 @@ def _as_array(header: dict, columns: list[Column]) -> Any:
         return values[0]
     if len({v.dtype for v in values}) > 1:
         values = [v.astype(np.float64) for v in values]
+    if header.get("axis", 0) not in (0, 1) or isinstance(header.get("axis"), bool):
+        raise SignalFormatError(f"header: axis {header.get('axis')!r} (0 or 1)")
     out = np.stack(values) if values else np.zeros(shape, header.get("dtype") or np.int64)
     if header.get("axis") == 1:
         out = out.T

@@ -1359,6 +1359,8 @@ def _join_arrays(desc: list[dict], values: list[np.ndarray]) -> list[tuple[str, 
                 raise ValueError(f"array {d['name']!r}: no columns for shape {shape}")
             a = np.zeros(shape, dtype)
         elif len(shape) == 2:
+            if d["axis"] not in (0, 1) or isinstance(d["axis"], bool):
+                raise ValueError(f"array {d['name']!r}: axis {d['axis']!r} (0 or 1)")
             a = np.stack(parts)
             a = a if d["axis"] == 0 else a.T
         else:

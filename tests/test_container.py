@@ -162,6 +162,26 @@ def test_a_forged_version_1_header_is_a_format_error(edit, match):
         signals.decompress(_golden_v1_edited(edit))
 
 
+@pytest.mark.parametrize("axis", [2, -1, True, "1"])
+def test_an_axis_other_than_0_or_1_is_a_format_error(axis, tmp_path):
+    """The array reader took any axis but 1 as 0, the .npz reader any but 0 as 1: a forged
+    value meant two things."""
+    x = np.arange(20, dtype=np.int16).reshape(4, 5)
+    data = signals.compress(x)
+    header, sections, n = container.read_container(data)
+    assert header["axis"] == 0 and np.array_equal(signals.decompress(data), x)
+    header["axis"] = axis
+    with pytest.raises(SignalFormatError, match="axis"):
+        signals.decompress(container.write_container(header, [(s.kind, s.body) for s in sections], n))
+    np.savez(tmp_path / "a.npz", a=x)
+    data = signals.files.compress_file((tmp_path / "a.npz").read_bytes(), "npz", path="a.npz")
+    header, sections, n = container.read_container(data)
+    header["members"][0]["axis"] = axis
+    with pytest.raises(SignalFormatError, match="axis"):
+        signals.files.decompress_file(
+            container.write_container(header, [(s.kind, s.body) for s in sections], n))
+
+
 def test_inspect_of_a_forged_version_1_header_is_a_format_error():
     with pytest.raises(SignalFormatError, match="malformed file .KeyError: 'n'"):
         signals.inspect(_golden_v1_edited(lambda h: h["channels"][0].pop("n")))
