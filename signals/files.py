@@ -803,7 +803,9 @@ def compress_path(path: str | Path, **options: Any) -> bytes:
     """Compress the file at ``path``: :func:`compress_file` for the kinds it gives back
     byte for byte, else a recording read by :func:`signals.formats.read_recording`
     (Parquet/Arrow, EDF/BDF, WFDB), whose channels, names and per-channel unit,
-    rate and digital-to-physical scaling (in the header's ``meta``) are kept.
+    rate and digital-to-physical scaling (in the header's ``meta``) are kept. A
+    recording's ``max_error`` bounds its digital values: the physical error is at most
+    ``max_error / gain``, each channel's own gain.
 
     Parameters
     ----------

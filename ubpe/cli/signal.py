@@ -282,7 +282,9 @@ def _model_option(f):
 @click.option("--max-error", type=click.FloatRange(0, min_open=True), default=None,
               callback=lambda ctx, param, v: _finite(v, param),
               help="Lossy: every value comes back within this absolute error (for a CSV: its "
-                   "decimal columns, printed with the same decimals; other cells stay exact). "
+                   "decimal columns, printed with the same decimals; other cells stay exact; for "
+                   "an EDF, BDF or WFDB recording: its stored digital values, not the physical "
+                   "units, which 'ubpe inspect' shows with each channel's scaling). "
                    "Default: lossless.")
 @click.option("--quantizer", type=click.Choice(sorted(QUANTIZERS)), default=None,
               help="Lossy: quantize every channel of arrays and WAV files with this quantizer "
