@@ -1003,8 +1003,8 @@ def parse_block_side(side, n_blocks):
         if kinds[b] == 0:
             if orders[b] > MAX_ORDER:
                 return kinds, orders, shifts, coefs, False
-        elif kinds[b] == 2:
-            if pos + 2 > m:
+        elif kinds[b] == 2:  # 2, 0, then the lag (u16: the byte after the kind is always 0)
+            if pos + 2 > m or orders[b] != 0:
                 return kinds, orders, shifts, coefs, False
             orders[b] = np.int64(side[pos]) | (np.int64(side[pos + 1]) << 8)
             pos += 2

@@ -120,6 +120,16 @@ def test_block_lpc_and_match_residuals_are_consistent(x, block, mh, t):
     assert np.array_equal(decode_channel(encode_channel(x, level=4), x.size), x)
 
 
+def test_a_lag_entry_of_the_block_side_reads_2_0_then_the_lag():
+    side = np.array([2, 0, 10, 1, 0, 3], np.uint8)  # lag 266, then the fixed order 3
+    kinds, orders, _, _, ok = P.parse_block_side(side, 2)
+    assert ok and kinds.tolist() == [2, 0] and orders.tolist() == [266, 3]
+    assert P.block_side_bytes(kinds, orders, np.zeros(2, np.int64), np.zeros((2, 32), np.int64)) \
+        == side.tobytes()
+    side[1] = 7  # (it was read and overwritten: two side strings for one payload)
+    assert not P.parse_block_side(side, 2)[-1]
+
+
 def test_lpc_golden():
     # a pure ramp: the order-2 fixed predictor leaves zeros after the warm-up
     x = np.arange(10, dtype=np.int64) * 7
