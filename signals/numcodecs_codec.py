@@ -112,6 +112,9 @@ def _read_varints(buf: bytes, pos: int, n: int) -> tuple[list[int], int]:
         while True:
             if pos >= len(buf):
                 raise ValueError("ubpe codec: truncated chunk header")
+            if shift > 63:  # (the container's rule: 10 bytes at most; a run of 0xff built an
+                # ever longer integer, quadratic in the chunk's length)
+                raise ValueError(f"ubpe codec: a varint of more than 10 bytes at byte {pos}")
             b = buf[pos]
             pos += 1
             v |= (b & 0x7F) << shift

@@ -123,6 +123,17 @@ def test_compact_chunks_are_checked():
         c.decode(forged)
 
 
+def test_a_chunk_header_varint_is_at_most_10_bytes():
+    """A chunk whose shape varint ran on for 200,000 bytes of 0xff built a 1.4-million-bit
+    integer, quadratic in the chunk's length (0.9 s; 4 MB: minutes) before the framing's
+    checksum was read."""
+    c = UBPECodec()
+    data = c.encode(np.random.default_rng(0).normal(0, 3e9, 5000))  # (floats: framed)
+    assert data[0] >> 4 == 4  # (a framed chunk: its framing's checksum comes after the shape)
+    with pytest.raises(ValueError, match="a varint of more than 10 bytes at byte 13"):
+        c.decode(data[:3] + b"\xff" * 200_000 + data[3:])
+
+
 def test_a_forged_dtype_byte_is_refused():
     """A compact chunk relabelled bool decoded to numpy bools holding the bytes 2 and 255
     (``d.all()`` False with every element printed True); relabelled float32 it failed inside
