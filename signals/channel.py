@@ -2093,6 +2093,8 @@ class ChannelModel:
             codes = np.frombuffer(raw, np.uint8).astype(np.int64).reshape(rows, width)
             if codes.max(initial=0) > E.MAX_QCODE or np.any(codes == 0):
                 raise ValueError("codes out of range (every token needs a nonzero code)")
+            if width > E.SCALE:  # (each code takes one of the SCALE slots at least)
+                raise ValueError(f"{width} tokens a table row, above the {E.SCALE} slots")
             lms = int(config.get("cascade", 0))
             if not 0 <= lms <= len(P.CASCADES) or (lms and mh):
                 raise ValueError("bad cascade flag")
@@ -2153,8 +2155,9 @@ def _read_vocabulary(cfg: dict, width: int, mh: int) -> tuple[np.ndarray, np.nda
     vcodes = np.frombuffer(base64.b64decode(cfg["codes"], validate=True), np.uint8
                            ).astype(np.int64).reshape(1, -1)
     if vcodes.shape[1] != width + merges.shape[0] or np.any(vcodes == 0) or \
-            vcodes.max(initial=0) > E.MAX_QCODE:
-        raise ValueError("vocabulary: id codes do not match the merges, or are out of range")
+            vcodes.max(initial=0) > E.MAX_QCODE or vcodes.shape[1] > E.SCALE:
+        raise ValueError("vocabulary: id codes do not match the merges, are out of range, or "
+                         f"are more than the {E.SCALE} slots of the table")
     return merges, vcodes
 
 
@@ -2358,6 +2361,11 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
             xs.append(a.view(np.int64) if a.dtype == np.uint64 else a.astype(np.int64))
     if not xs:
         raise ValueError("fit_channel_model needs at least one sample")
+    if not (0 <= msb <= min(k, E.MAX_MSB) and k <= E.MAX_K) or E.alphabet_size(k, msb) > E.SCALE:
+        raise ValueError(f"k={k}, msb={msb}: a model's table row holds every one of the "
+                         f"{E.alphabet_size(k, msb) if 0 <= k <= 64 else '?'} tokens, at most "
+                         f"{E.SCALE} (the rANS slots), with k <= {E.MAX_K}, msb <= min(k, "
+                         f"{E.MAX_MSB})")
     if len(xs) >= 4:
         cut = max(1, int(round(len(xs) * (1 - validation))))
         train, val = xs[:cut], xs[cut:]

@@ -454,12 +454,15 @@ def write_codes(q):
 
 @njit(cache=True)
 def read_codes(buf, n_contexts, n_tokens):
-    """Inverse of :func:`write_codes`; returns (codes, bytes used, ok)."""
+    """Inverse of :func:`write_codes`; returns (codes, bytes used, ok). Not ok also where a
+    row has more than ``SCALE`` nonzero codes: each takes at least one of the ``SCALE``
+    slots (:func:`freqs_from_codes`), so the row's frequencies could not sum to ``SCALE``."""
     q = np.zeros((n_contexts, n_tokens), np.int64)
     limit = buf.shape[0] * 8
     pos = 0
     for c in range(n_contexts):
         prev = 0
+        used = 0
         for s in range(n_tokens):
             nb = 0
             while True:
@@ -483,6 +486,9 @@ def read_codes(buf, n_contexts, n_tokens):
                 return q, 0, False
             q[c, s] = v
             prev = v
+            used += v > 0
+        if used > SCALE:
+            return q, 0, False
     return q, (pos + 7) >> 3, True
 
 

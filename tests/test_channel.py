@@ -234,6 +234,25 @@ def test_bad_model_config_raises(model, bad):
         ChannelModel.from_config(cfg)
 
 
+def test_a_table_row_of_more_tokens_than_rans_slots_is_refused(model):
+    """A row of more than 4096 nonzero codes (k = 12, msb = 4: 4928 tokens) cannot sum to the
+    4096 slots: its frequencies summed above them and the decode table dropped the symbols
+    past slot 4095 without a word. Payload tables, model files and fitting refuse it."""
+    import base64
+
+    from signals import entropy as E
+    q = np.ones((1, 4100), np.int64)
+    assert not E.read_codes(E.write_codes(q), 1, 4100)[2]
+    assert E.read_codes(E.write_codes(q[:, :4096]), 1, 4096)[2]
+    with pytest.raises(ValueError, match="4928 tokens, at most 4096"):
+        fit_channel_model([np.arange(3000) % 17], k=12, msb=4)
+    cfg = json.loads(json.dumps(model.get_config()))
+    rows = cfg["rows"]
+    cfg.update(k=12, msb=4, codes=base64.b64encode(bytes([1]) * (rows * 4928)).decode())
+    with pytest.raises(ValueError, match="4928 tokens a table row, above the 4096 slots"):
+        ChannelModel.from_config(cfg)
+
+
 def _payloads():
     rng = np.random.default_rng(3)
     x = np.cumsum(rng.integers(-30, 31, 3000))
