@@ -95,8 +95,11 @@ def decompress_v1(data: bytes, *, max_values: int) -> Any:
         except FormatError as e:
             raise SignalFormatError(f"inconsistent merges ({e})") from None
         bpos = 8 * m
-        declared = sum(ch["n"] for ch in header["channels"])
-        if not isinstance(declared, int) or declared > max_values:
+        ns = [ch["n"] for ch in header["channels"]]
+        if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in ns):
+            raise SignalFormatError(f"the channels declare {ns} samples (counts: integers >= 0)")
+        declared = sum(ns)
+        if declared > max_values:
             raise SignalFormatError(f"the file declares {declared:,} values, above max_values="
                                     f"{max_values:,}; pass a larger max_values (ubpe decompress "
                                     f"--max-values) to decode it")
@@ -117,7 +120,7 @@ def decompress_v1(data: bytes, *, max_values: int) -> Any:
                 raise SignalFormatError(f"channel {ch['name']!r}: {ch['tokens']} tokens for "
                                         f"{ch['n']} samples")
             ids = ans_decode(table, counts, words, ch["tokens"])
-            sym = tok.decode(ids)
+            sym = tok.decode(ids, max_length=ch["n"])  # (merges may expand far past n)
             if sym.size != ch["n"]:
                 raise SignalFormatError(f"channel {ch['name']!r}: {sym.size} samples decoded, "
                                         f"{ch['n']} expected")

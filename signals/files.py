@@ -875,7 +875,7 @@ def _quantize_csv(parts: table.CsvParts, max_error: float) -> table.CsvParts:
         if h < 1:
             continue
         # a decimal column's integers have at most 18 digits (below 2**60): from h = 2**61 every
-        # value rounds to 0 (within h), and q stays an int64 (1e16 and above overflowed)
+        # value rounds to 0 (within h), and q stays an int64 (h of 2**62 and above overflowed)
         h = min(h, 1 << 61)
         q = 2 * h + 1
         ints[col["values"]] = np.floor_divide(ints[col["values"]] + q // 2, q) * q

@@ -388,7 +388,7 @@ def _sample_count_field(header: Path, where: str) -> None:
         return
     number, line = first
     fields = line.split()
-    if len(fields) >= 4 and not fields[3].isdigit():
+    if len(fields) >= 4 and not (fields[3].isascii() and fields[3].isdigit()):  # (not '¹²')
         raise ValueError(f"{where}, line {number}: the number of samples "
                          f"{fields[3]!r} is not a count (a whole number, at least 0)")
 

@@ -203,6 +203,7 @@ class Quantizer:
         _check_finite(x2)
         integer = np.issubdtype(x2.dtype, np.integer)
         self.bin_edges_, self.codebook_, lossless = [], [], []
+        bins = 0  # (of the channels before: checked before each channel's tables are made)
         for c, ch in enumerate(x2):
             lo, hi = ch.min(), ch.max()
             if integer:
@@ -211,6 +212,8 @@ class Quantizer:
                 raise ValueError(f"channel {c}: its range {lo!r}..{hi!r} is wider than float64 "
                                  f"holds; scale the signal first")
             small = integer and max(-lo, hi) < _HALF_EXACT  # (2**52 + 0.5 is no double)
+            bins += min(int(hi - lo) + 1, self.n_levels) if small else self.n_levels
+            _check_bins(bins)
             if small and hi - lo + 1 <= self.n_levels:
                 codebook = np.arange(hi - lo + 1, dtype=np.float64) + lo
                 edges = np.append(codebook - 0.5, hi + 0.5)
@@ -230,7 +233,6 @@ class Quantizer:
                 lossless.append(False)
             self.bin_edges_.append(edges)
             self.codebook_.append(codebook)
-        _check_bins(sum(e.size - 1 for e in self.bin_edges_))
         self.lossless_ = np.array(lossless)
         self.dtype_ = np.dtype(np.float64)
         self.n_features_in_ = x2.shape[0]
@@ -705,7 +707,8 @@ def _check_bins(n: int) -> None:
     most = get_limits().max_alphabet
     if n > most:
         raise ValueError(f"the quantizer's channels hold {n:,} bins together, above "
-                         f"{most:,} (Limits.max_alphabet): use fewer levels or channels")
+                         f"{most:,} (Limits.max_alphabet, about 24 bytes a bin: use fewer levels "
+                         f"or channels, or raise it with ubpe.serialization.limits)")
 
 
 def quantizer_from_dict(d: dict) -> Quantizer:

@@ -858,6 +858,12 @@ def test_a_model_built_on_files_of_the_same_columns_tokenizes_any_such_file(tmp_
     assert r.exit_code == 0 and "(the same columns in every file: 2 recordings each)" in r.stderr
     errors = [ln.split()[0] for ln in r.stderr.splitlines() if "(bound" in ln]
     assert errors == ["rec0.csv:a", "rec0.csv:b", "rec1.csv:a", "rec1.csv:b"]  # each line its file
+    other = tmp_path / "other.csv"  # other columns: each file's channels its own, 'file:column'
+    other.write_text("a,c\n" + "".join(f"{i % 50},{i % 7}\n" for i in range(300)))
+    r = run("build", files[0], other, "-o", tmp_path / "m2.json", "--levels", 256,
+            "--vocab-size", 300, "-v")
+    errors = [ln.split()[0] for ln in r.stderr.splitlines() if "(bound" in ln]
+    assert r.exit_code == 0 and errors == ["rec0:a", "rec0:b", "other:a", "other:c"]
     for f in (files[0], files[2]):  # a training file alone, and a new one (within range)
         assert run("encode", m, f, "-o", t, "-q", "-f").exit_code == 0
         out = run("decode", m, t, "-c", "-q")

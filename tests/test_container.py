@@ -122,6 +122,32 @@ def _v1_constant(n: int) -> bytes:
     return body + struct.pack("<I", zlib.crc32(body))
 
 
+def _v1(header: dict, binary: bytes = b"", payload: bytes = b"") -> bytes:
+    meta = zstandard.ZstdCompressor(dict_data=_META_DICT, write_dict_id=False).compress(
+        json.dumps(header).encode() + b"\n" + binary)
+    body = b"UBPE-SIG" + struct.pack("<HI", 1, len(meta)) + meta + payload
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def test_a_version_1_file_cannot_get_around_max_values():
+    """(Re-review) A negative n beside 2**31 summed to 5 (16 GiB allocated); 24 doubling merges
+    expanded 128 tokens to 2**31 samples before the count was compared (here 20: 1 GiB)."""
+    chans = [{"name": "a", "n": 2**31, "tokens": 2**31, "table": 1, "bytes": [0, 1, 1, 0],
+              "offset": 0}, {"name": "b", "n": 5 - 2**31, "tokens": 0, "table": 1,
+                             "bytes": [0, 1, 1, 0], "offset": 0}]
+    head = {"one_d": False, "transform": {"kind": "none"}, "alphabet": 2, "merges": 0,
+            "doc_length": 4096, "channels": chans}
+    refused(_v1(head, bytes([0, 1, 0, 1])), "counts: integers >= 0")
+    k = 20
+    merges = np.array([(0, 0)] + [(1 + i, 1 + i) for i in range(1, k)], np.int32).tobytes()
+    head = {"one_d": True, "transform": {"kind": "none"}, "alphabet": 2, "merges": k,
+            "doc_length": 4096, "channels": [{"name": "a", "n": 128, "tokens": 128, "table": 1,
+                                              "bytes": [0, 1, 1, 0], "offset": 0}]}
+    refused(_v1(head, merges + bytes([1 + k, 1])), "more than the 128 allowed")
+    with pytest.raises(SignalFormatError, match="counts: integers"):
+        signals.decompress(_golden_v1_edited(lambda h: h["channels"][0].update(n=300.0)))
+
+
 def test_a_version_1_file_is_bounded_by_max_values():
     """A 60-byte version-1 file declaring 2**36 samples of one symbol: the decoder allocated
     them (MemoryError; at 2**31, 16 GB), where version 2 refuses above max_values first."""

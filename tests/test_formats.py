@@ -65,12 +65,12 @@ def test_wfdb(tmp_path, ecg_digital):
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning",
                             "ignore:The inplace keyword")
-@pytest.mark.parametrize("count", ["-5", "1e3", "12x"])
+@pytest.mark.parametrize("count", ["-5", "1e3", "12x", "\u00b9\u00b2"])
 def test_a_wfdb_header_whose_sample_count_is_not_a_count_is_refused(tmp_path, count):
     pytest.importorskip("wfdb")  # (its parser takes "-5" as no count, and reads the file to its end)
     (tmp_path / "rec.dat").write_bytes(np.arange(1000, dtype="<i2").tobytes())
     line = "rec.dat 16 200.0(1024)/mV 16 0 0 0 0 MLII\n"
-    (tmp_path / "rec.hea").write_text(f"# made by hand\nrec 1 360 {count}\n{line}")
+    (tmp_path / "rec.hea").write_bytes(f"# made by hand\nrec 1 360 {count}\n{line}".encode("latin-1"))
     with pytest.raises(ValueError, match=f"rec.hea, line 2: the number of samples '{count}' is not"):
         read_recording(tmp_path / "rec.hea")
     (tmp_path / "rec.hea").write_text(f"rec 1 360 1000\n{line}")  # the same, with a count

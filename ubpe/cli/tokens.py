@@ -199,8 +199,8 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
     echo(f"max error    {worst:.6g} (input units" + (", lossless)" if worst == 0 else ")"))
     report.detail("max quantization error per channel (input units; 0 = lossless):")
     # (pooled files repeat their column names: each line then says its file)
-    shown = [f"{Path(f).name}:{n}" if pooled else n
-             for f, t in zip(files, tables) for n in t.names]
+    shown = [f"{Path(f).name}:{n}" for f, t in zip(files, tables) for n in t.names] \
+        if pooled else names
     for name, label, c in zip(names, shown, channels):
         report.detail(f"  {label:<28} {of[name].error(c)[0]:.6g}  (bound {of[name].max_error_[0]:.6g})")
     for r in model.codec_report_:
