@@ -568,7 +568,7 @@ def inspect(data: bytes) -> dict:
     if header.get("source") == "csv" and isinstance(header.get("csv"), dict):
         from .table import CsvParts
         try:
-            csv_columns = CsvParts(header["csv"]).describe()
+            csv_columns = CsvParts(header["csv"]).describe(lossy=bool(header.get("max_error")))
         except (KeyError, TypeError, ValueError) as e:
             raise SignalFormatError(f"header: inconsistent CSV layout ({e})") from None
     else:

@@ -204,7 +204,8 @@ def _compress_csv(data: bytes, path: str, max_error: float | None, csv_options: 
     lossy_parts = _quantize_csv(parts, max_error)
     if lossy_parts is parts:
         return exact
-    lossy = encode_columns(list(lossy_parts.int_columns), {**header, "max_error": float(max_error)},
+    lossy = encode_columns(list(lossy_parts.int_columns),
+                           {**header, "csv": lossy_parts.layout, "max_error": float(max_error)},
                            blobs=lossy_parts.blobs, **opts)
     # (binned cells do not always code smaller: an accelerometer on steps of about 9.8 binned
     # by 7 gives irregular steps; then the exact file, within any bound)
@@ -861,7 +862,11 @@ def _quantize_csv(parts: table.CsvParts, max_error: float) -> table.CsvParts:
     """
     ints = [np.array(v, copy=True) for _, v in parts.int_columns]
     changed = False
-    for col in parts.layout.get("columns", []):
+    # (a copy of the layout: each rounded column says by how much, for inspect; the exact
+    # coding, kept where smaller, keeps the layout as it was)
+    layout = {**parts.layout, "columns": [{**c, "rounded": 0} if c.get("kind") == "decimal"
+                                          else dict(c) for c in parts.layout.get("columns", [])]}
+    for col in layout["columns"]:
         if col.get("kind") != "decimal" or col.get("format") != "fixed" or \
                 not isinstance(col.get("values"), int):
             continue
@@ -879,10 +884,11 @@ def _quantize_csv(parts: table.CsvParts, max_error: float) -> table.CsvParts:
         h = min(h, 1 << 61)
         q = 2 * h + 1
         ints[col["values"]] = np.floor_divide(ints[col["values"]] + q // 2, q) * q
+        col["rounded"] = h  # (units of the last decimal)
         changed = True
     if not changed:
         return parts
-    out = table.CsvParts(parts.layout, [(n, v) for (n, _), v in zip(parts.int_columns, ints)],
+    out = table.CsvParts(layout, [(n, v) for (n, _), v in zip(parts.int_columns, ints)],
                          parts.blobs)
     for col in parts.layout.get("columns", []):  # the bound, checked
         if col.get("kind") == "decimal" and isinstance(col.get("values"), int):

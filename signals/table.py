@@ -96,8 +96,9 @@ class CsvParts:
     int_columns: list[tuple[str, np.ndarray]] = field(default_factory=list)
     blobs: list[bytes] = field(default_factory=list)
 
-    def describe(self) -> list[dict[str, Any]]:
-        """One summary per column, for ``inspect``.
+    def describe(self, lossy: bool = False) -> list[dict[str, Any]]:
+        """One summary per column, for ``inspect`` (``lossy``: the file's header has a
+        ``max_error``).
 
         Returns
         -------
@@ -110,9 +111,11 @@ class CsvParts:
             ``fixed``, ``trim``, ``digits``, ``exponent``, or a time template such
             as ``YYYY-MM-DD hh:mm:ss.fff``); ``exceptions`` (cells kept verbatim
             because they would not print back exactly: empty, NaN, ``-0``, more
-            than 18 digits, a word); ``exact`` (always ``True``: what is not
-            coded is kept verbatim). A file kept whole gives one entry of kind
-            ``raw`` whose ``format`` says why.
+            than 18 digits, a word); ``exact`` (``False`` for a decimal column
+            rounded under ``max_error``, ``None`` where a lossy file written
+            before this key does not say, else ``True``: what is not coded is
+            kept verbatim). A file kept whole gives one entry of kind ``raw``
+            whose ``format`` says why.
         """
         lay = self.layout
         if lay.get("kind") == "raw":
@@ -123,8 +126,10 @@ class CsvParts:
             fmt = c.get("format", "")
             if c["kind"] == "category":
                 fmt = f"{c.get('n_categories', 0)} categories"
+            exact = (not c["rounded"] if "rounded" in c
+                     else None if lossy and c["kind"] == "decimal" else True)
             out.append({"name": c["name"], "kind": c["kind"], "scale": c.get("scale"),
-                        "format": fmt, "exceptions": c.get("n_exceptions", 0), "exact": True})
+                        "format": fmt, "exceptions": c.get("n_exceptions", 0), "exact": exact})
         return out
 
     @property

@@ -91,6 +91,37 @@ def test_inspect_of_a_lossy_csv_says_so_on_the_rounded_streams(tmp_path):
     assert all("lossless" in ln for ln in streams if ln not in rounded)  # times, exceptions
 
 
+def test_a_lossy_csv_says_which_columns_it_rounded(tmp_path):
+    """(Review) Every decimal column of a lossy CSV was called rounded by ``ubpe inspect``,
+    and exact by ``signals.inspect`` and ``compress -v``: a column of integers under a bound
+    of 0.05, or of exponent cells, is never rounded."""
+    from click.testing import CliRunner
+
+    from ubpe.cli import main
+    rng = np.random.default_rng(4)
+    rows = "".join(f"{v:.2f},{int(w)},{e:.3e}\n" for v, w, e in
+                   zip(np.cumsum(rng.normal(0, 1, 3000)), rng.integers(0, 9, 3000),
+                       rng.normal(0, 1e5, 3000)))
+    src = tmp_path / "m.csv"
+    src.write_text("walk,count,big\n" + rows)
+    out = tmp_path / "m.ubpe"
+    out.write_bytes(signals.compress_file(src.read_bytes(), "csv", max_error=0.05))
+    cols = {c["name"]: c for c in signals.inspect(out.read_bytes())["csv_columns"]}
+    assert cols["walk"]["exact"] is False and cols["count"]["exact"] is True
+    assert cols["big"]["exact"] is True
+    text = CliRunner().invoke(main, ["inspect", str(out)]).output
+    assert "digits after the point, 0 cells kept verbatim, rounded" in text
+    streams = {ln.split()[0]: ln for ln in text.splitlines() if " bytes, " in ln and " x " in ln}
+    assert "after rounding within 0.05" in streams["walk"]
+    assert "lossless" in streams["count"] and "rounding" not in streams["count"]
+    r = CliRunner().invoke(main, ["compress", str(src), "--max-error", "0.05", "-v", "-f",
+                                  "-o", str(tmp_path / "v.ubpe")])
+    lines = {ln.split()[0]: ln for ln in r.output.splitlines() if " bytes, " in ln and " x " in ln}
+    assert "after rounding within 0.05" in lines["walk"] and "rounding" not in lines["count"]
+    back = signals.decompress_file(out.read_bytes()).data.decode().splitlines()[1:]
+    assert [ln.split(",")[1:] for ln in back] == [ln.split(",")[1:] for ln in rows.splitlines()]
+
+
 def test_a_bound_near_the_largest_double_is_kept_exactly():
     """max_error=1e308 made a quantizer step of inf (kept where every value was an exception):
     a header that could not be written ("Out of range float values are not JSON compliant")."""

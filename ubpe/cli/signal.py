@@ -156,22 +156,27 @@ def _inspect_container(data: bytes) -> None:
         echo(f"meta         {json.dumps(info['meta'], ensure_ascii=False)}")
     echo(f"streams      {len(info['channels'])}, {n:,} values")
     echo(f"bits/value   {info['bits_per_sample']:.3f}")
-    # (a lossy CSV's decimal columns: their streams hold the cells' integers exactly, after the
-    # CSV layer's rounding)
-    rounded = {c["name"] for c in info.get("csv_columns") or [] if c["kind"] == "decimal"} \
-        if info.get("max_error") else set()
     for ch in info["channels"]:
         if info["version"] >= 2:
-            mapping = ch["mapping"]
-            if ch["name"] in rounded and mapping.startswith("lossless"):
-                mapping = (f"the integers of the cells, exact, after rounding within "
-                           f"{info['max_error']:g}" + mapping[len("lossless"):])
             echo(f"  {ch['name']:<28} {ch['n_samples']:,} x {ch['dtype']}, {ch['bytes']:,} bytes, "
-                 f"{mapping}")
+                 f"{_mapping(info, ch)}")
         else:
             q = ch["quantizer"] or "lossless"
             echo(f"  {ch['name']:<28} {ch['n_samples']:,} samples, {q}, "
                  f"max error {ch['max_error']:.6g}")
+
+
+def _mapping(info: dict, ch: dict) -> str:
+    """A stream's mapping as ``inspect`` gives it, where a lossy CSV's decimal column was
+    rounded said so: its stream holds the cells' integers exactly, after the CSV layer's
+    rounding (a file written before the columns said which: every decimal column)."""
+    rounded = {c["name"] for c in info.get("csv_columns") or [] if c["exact"] is False or (
+        c["exact"] is None and c["kind"] == "decimal")}
+    mapping = ch["mapping"]
+    if ch["name"] in rounded and mapping.startswith("lossless"):
+        mapping = (f"the integers of the cells, exact, after rounding within "
+                   f"{info['max_error']:g}" + mapping[len("lossless"):])
+    return mapping
 
 
 def _echo_csv_columns(columns: list[dict], bound: float, where: str = "") -> None:
@@ -184,7 +189,9 @@ def _echo_csv_columns(columns: list[dict], bound: float, where: str = "") -> Non
         what = {"decimal": f"decimal, {c['scale']} digits after the point",
                 "time": f"timestamp, {c['format']}", "category": "category codes",
                 "text": "text (zstd)", "raw": "whole file verbatim"}.get(c["kind"], c["kind"])
-        echo(f"  {c['name']:<28} {what}, {c['exceptions']:,} cells kept verbatim")
+        echo(f"  {c['name']:<28} {what}, {c['exceptions']:,} cells kept verbatim"
+             + ("" if not bound else ", rounded" if c["exact"] is False
+                else ", exact" if c["exact"] else ""))
 
 
 def _echo_wav(w: dict) -> None:
@@ -455,7 +462,7 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
                     + f"; wrote {where}")
         for ch in info["channels"]:
             report.detail(f"  {ch['name']:<28} {ch['n_samples']:,} x {ch['dtype']}, "
-                          f"{ch['bytes']:,} bytes, {ch['mapping']}")
+                          f"{ch['bytes']:,} bytes, {_mapping(info, ch)}")
         report.detail(f"  wall time    {time.perf_counter() - t0:.2f} s")
 
     run_jobs(jobs, report, work)
