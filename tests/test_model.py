@@ -492,6 +492,20 @@ def test_vocabulary_packets_in_the_batch_decoder_as_alone(vocab_model):
     assert all(np.array_equal(g, xi) for g, xi in zip(got[::35], xs))
 
 
+def test_vocabulary_packets_encoded_at_once_as_alone(vocab_model):
+    """encode_packets finds a vocabulary model's token ids for all packets in one call of the
+    tokenizer: the same bytes as encode_channel gives each packet alone (empty, constant,
+    long and short packets, and a packet the model codes badly among them)."""
+    from signals.channel import encode_channel, encode_packets
+    x = solar(30)
+    noise = np.random.default_rng(5).integers(-10**6, 10**6, 300)
+    xs = [x[i:i + 256] for i in range(0, x.size, 256)] + [
+        np.zeros(0, np.int64), np.full(40, 7), x[:5000], x[100:103], noise]
+    coded = encode_packets(xs, vocab_model)
+    assert coded == [encode_channel(p, model=vocab_model) for p in xs]
+    assert {p[0] for p in coded} >= {0, 1, 8}  # (raw, constant and vocabulary payloads)
+
+
 def test_a_vocabulary_that_saves_too_little_is_not_kept():
     from signals.channel import fit_channel_model
     m = fit_channel_model([solar()], packet_size=256, min_vocab_gain=1.0)  # (it saves about 0.6)
