@@ -2443,8 +2443,8 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
             if fast and fast[0][0] - pick[0] < min_slow_gain * n_val:
                 pick = fast[0]
         entry = {"stage": name, "kept": pick[1], "bits": pick[0] / n_val}
-        other = tried[1] if pick is tried[0] else tried[0]
-        if len(tried) > 1:
+        if len(tried) > 1:  # (the runner-up; a stage of one candidate has none)
+            other = tried[1] if pick is tried[0] else tried[0]
             entry.update(alternative=other[1], bits_alternative=other[0] / n_val)
         if pick is not tried[0]:
             entry["min_gain"] = min_slow_gain
@@ -2489,12 +2489,12 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         tr_tok = [_model_tokens(p, m)[1].astype(np.int64) for p in tr_p]
         va_tok = [_model_tokens(p, m) for p in va_p]
         tried = [(bits, "off", 0)]
-        for mult in vocab_sizes:
-            merges, vcodes, tok = _fit_vocabulary(tr_tok, width, mult * width)
+        for mult in vocab_sizes:  # (ids in one table row: at most its SCALE slots)
+            merges, vcodes, tok = _fit_vocabulary(tr_tok, width, min(mult * width, E.SCALE))
             logs = E.SCALE_BITS - np.log2(E.freqs_from_code_rows(vcodes)[0])
             cost = sum(float(logs[tok.encode(q[1].astype(np.int64), method="shortest")].sum())
                        + float(q[2].sum(dtype=np.int64)) + 32 for q in va_tok)
-            tried.append((cost, f"{width + len(merges)} token ids", mult * width))
+            tried.append((cost, f"{width + len(merges)} token ids", min(mult * width, E.SCALE)))
         best = min(tried[1:], key=lambda c: c[0])
         if bits - best[0] >= min_vocab_gain * n_val:
             vocab = stage("vocabulary", tried)[2]

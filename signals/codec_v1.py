@@ -95,10 +95,7 @@ def decompress_v1(data: bytes, *, max_values: int) -> Any:
         except FormatError as e:
             raise SignalFormatError(f"inconsistent merges ({e})") from None
         bpos = 8 * m
-        ns = [ch["n"] for ch in header["channels"]]
-        if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in ns):
-            raise SignalFormatError(f"the channels declare {ns} samples (counts: integers >= 0)")
-        declared = sum(ns)
+        declared = _declared_samples(header)
         if declared > max_values:
             raise SignalFormatError(f"the file declares {declared:,} values, above max_values="
                                     f"{max_values:,}; pass a larger max_values (ubpe decompress "
@@ -116,7 +113,8 @@ def decompress_v1(data: bytes, *, max_values: int) -> Any:
             pos += n_words
             if table.size and (table[-1] >= a + m or counts.min() < 1):
                 raise SignalFormatError(f"channel {ch['name']!r}: inconsistent token table")
-            if not 0 <= ch["tokens"] <= ch["n"] <= MAX_SAMPLES:
+            if isinstance(ch["tokens"], bool) or not isinstance(ch["tokens"], int) \
+                    or not 0 <= ch["tokens"] <= ch["n"] <= MAX_SAMPLES:
                 raise SignalFormatError(f"channel {ch['name']!r}: {ch['tokens']} tokens for "
                                         f"{ch['n']} samples")
             ids = ans_decode(table, counts, words, ch["tokens"])
@@ -161,8 +159,16 @@ def inspect_v1(data: bytes) -> dict:
         raise SignalFormatError(f"malformed file ({type(e).__name__}: {e})") from None
 
 
+def _declared_samples(header: dict) -> int:
+    """The samples of a version-1 header's channels together (each an integer >= 0)."""
+    ns = [ch["n"] for ch in header["channels"]]
+    if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in ns):
+        raise SignalFormatError(f"the channels declare {ns} samples (counts: integers >= 0)")
+    return sum(ns)
+
+
 def _summary_v1(data: bytes, header: dict) -> dict:
-    n = sum(c["n"] for c in header["channels"])
+    n = _declared_samples(header)
     return {"format": "ubpe.signal", "version": struct.unpack("<H", data[8:10])[0],
             "bytes": len(data), "transform": header["transform"],
             "alphabet_size": header["alphabet"], "n_merges": header["merges"],

@@ -203,7 +203,8 @@ class Quantizer:
         _check_finite(x2)
         integer = np.issubdtype(x2.dtype, np.integer)
         self.bin_edges_, self.codebook_, lossless = [], [], []
-        bins = 0  # (of the channels before: checked before each channel's tables are made)
+        bins = 0  # (of the channels so far: checked after each, so that at most one channel's
+        # tables are made beyond the limit)
         for c, ch in enumerate(x2):
             lo, hi = ch.min(), ch.max()
             if integer:
@@ -212,8 +213,6 @@ class Quantizer:
                 raise ValueError(f"channel {c}: its range {lo!r}..{hi!r} is wider than float64 "
                                  f"holds; scale the signal first")
             small = integer and max(-lo, hi) < _HALF_EXACT  # (2**52 + 0.5 is no double)
-            bins += min(int(hi - lo) + 1, self.n_levels) if small else self.n_levels
-            _check_bins(bins)
             if small and hi - lo + 1 <= self.n_levels:
                 codebook = np.arange(hi - lo + 1, dtype=np.float64) + lo
                 edges = np.append(codebook - 0.5, hi + 0.5)
@@ -233,6 +232,8 @@ class Quantizer:
                 lossless.append(False)
             self.bin_edges_.append(edges)
             self.codebook_.append(codebook)
+            bins += edges.size - 1  # (a channel's tables take at most n_levels bins: checked)
+            _check_bins(bins)
         self.lossless_ = np.array(lossless)
         self.dtype_ = np.dtype(np.float64)
         self.n_features_in_ = x2.shape[0]

@@ -211,6 +211,10 @@ def test_an_axis_other_than_0_or_1_is_a_format_error(axis, tmp_path):
 def test_inspect_of_a_forged_version_1_header_is_a_format_error():
     with pytest.raises(SignalFormatError, match="malformed file .KeyError: 'n'"):
         signals.inspect(_golden_v1_edited(lambda h: h["channels"][0].pop("n")))
+    with pytest.raises(SignalFormatError, match="counts: integers >= 0"):  # (as decompress)
+        signals.inspect(_golden_v1_edited(lambda h: h["channels"][0].update(n=-5)))
+    with pytest.raises(SignalFormatError, match="10.0 tokens for 300 samples"):
+        signals.decompress(_golden_v1_edited(lambda h: h["channels"][0].update(tokens=10.0)))
 
 
 def test_the_cli_reports_a_forged_file_in_one_line(tmp_path):

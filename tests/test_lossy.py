@@ -235,6 +235,10 @@ def test_quantizer_bins_are_bounded_at_fit_and_at_load():
         signals.UniformQuantizer(2**25).fit(np.linspace(0, 1, 100))
     with limits(max_alphabet=100), pytest.raises(ValueError, match="hold 200 bins together"):
         signals.UniformQuantizer(100).fit(np.random.default_rng(0).normal(size=(500, 2)))
+    x = np.zeros((1000, 17))  # (re-review) constant channels hold one bin, not n_levels
+    x[:, 0] = np.random.default_rng(1).normal(size=1000)
+    q = signals.UniformQuantizer(2**20).fit(x)
+    assert sum(e.size - 1 for e in q.bin_edges_) == 2**20 + 16
     data = signals.compress(np.linspace(0, 1, 1000), quantizer=signals.UniformQuantizer(8))
     header, sections, n = container.read_container(data)
     header["columns"][0]["map"]["quantizer"]["range"][0][2] = 2**30

@@ -492,6 +492,19 @@ def test_vocabulary_packets_in_the_batch_decoder_as_alone(vocab_model):
     assert all(np.array_equal(g, xi) for g, xi in zip(got[::35], xs))
 
 
+def test_a_vocabulary_holds_at_most_the_4096_ids_of_a_table_row():
+    """(Re-review) vocab_sizes=(17,) fitted 4352 ids: encode_channel failed inside numpy
+    ("could not broadcast (4352,) into (4096,)") and the model's own config was refused."""
+    from signals.channel import ChannelModel, decode_channel, encode_channel, fit_channel_model
+    m = fit_channel_model([solar()], packet_size=256, vocab_sizes=(17,), min_vocab_gain=-1e9)
+    assert m.merges is not None and 256 + len(m.merges) <= 4096
+    back = ChannelModel.from_config(json.loads(json.dumps(m.get_config())))
+    x = solar(3)
+    assert np.array_equal(decode_channel(encode_channel(x, model=m), x.size, model=back), x)
+    one = fit_channel_model([solar(60)], packet_size=256, match=((0, 0),), vocab_sizes=())
+    assert one.mh == 0  # (a stage of one candidate: its record has no runner-up, no IndexError)
+
+
 def test_vocabulary_packets_encoded_at_once_as_alone(vocab_model):
     """encode_packets finds a vocabulary model's token ids for all packets in one call of the
     tokenizer: the same bytes as encode_channel gives each packet alone (empty, constant,
