@@ -794,12 +794,15 @@ def test_an_unreadable_zip_member_is_one_line_and_the_batch_goes_on(tmp_path):
 
 def test_a_write_error_names_the_output_not_its_temporary_file(tmp_path, monkeypatch):
     """A read-only folder: 'ubpe: /dir/.r.csv.ubpe.xl44gqfz.tmp: Permission denied'."""
-    import tempfile
+    import os
+    real = os.open
 
-    def refuse(prefix="", suffix="", dir=None):
-        raise PermissionError(13, "Permission denied", f"{dir}/{prefix}abc{suffix}")
-    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    def refuse(name, *args, **kwargs):  # (the temporary file beside the output: a read-only folder)
+        if str(name).endswith(".tmp"):
+            raise PermissionError(13, "Permission denied", str(name))
+        return real(name, *args, **kwargs)
     (tmp_path / "r.csv").write_text("a,b\n1,2\n3,4\n")
+    monkeypatch.setattr(os, "open", refuse)
     r = run("compress", tmp_path / "r.csv")
     assert r.exit_code == 1
     assert r.stderr.strip() == f"ubpe: {tmp_path / 'r.csv.ubpe'}: Permission denied"

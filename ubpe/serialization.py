@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import errno
 import glob
 import hashlib
 import json
@@ -198,12 +199,7 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[Any]:
         except OSError as e:
             raise output_error(e, path) from None
         return
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{_temporary_stem(path)}.", suffix=".tmp",
-                                   dir=path.parent if str(path.parent) else ".")
-    except OSError as e:  # (named after the output, as xz does: not the hidden temporary file)
-        raise type(e)(e.errno, e.strerror, str(path)) from None
-    TEMPORARY_FILES.add(tmp)
+    fd, tmp = _temporary_file(path)
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
@@ -223,10 +219,30 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[Any]:
         TEMPORARY_FILES.discard(tmp)
 
 
+def _temporary_file(path: Path) -> tuple[int, str]:
+    """A new hidden ``.NAME.XXXXXXXX.tmp`` beside ``path``, open for writing (mode 0600, as
+    ``tempfile.mkstemp`` makes it): ``(fd, name)``. The name is in ``TEMPORARY_FILES`` before
+    the file exists, so that a signal at any moment finds it (with mkstemp, one between the
+    file's creation and its registration left it behind: seen in CI)."""
+    import secrets
+    folder = path.parent if str(path.parent) else Path(".")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = str(folder / f".{_temporary_stem(path)}.{secrets.token_hex(4)}.tmp")
+        TEMPORARY_FILES.add(tmp)
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileExistsError:
+            TEMPORARY_FILES.discard(tmp)
+        except OSError as e:  # (named after the output, as xz does: not the hidden file)
+            TEMPORARY_FILES.discard(tmp)
+            raise type(e)(e.errno, e.strerror, str(path)) from None
+    raise FileExistsError(errno.EEXIST, "no free temporary name beside it", str(path))
+
+
 def output_error(e: OSError, path: Path | str) -> OSError:
     """A write's error (a full disk, a file too large, a read-only file system) named after
     the output, as xz names it; ``e`` itself otherwise (it has a name, or is not a write's)."""
-    import errno
     if e.filename is None and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS):
         return type(e)(e.errno, e.strerror, str(path))
     return e
