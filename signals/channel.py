@@ -2489,12 +2489,13 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         tr_tok = [_model_tokens(p, m)[1].astype(np.int64) for p in tr_p]
         va_tok = [_model_tokens(p, m) for p in va_p]
         tried = [(bits, "off", 0)]
-        for mult in vocab_sizes:  # (ids in one table row: at most its SCALE slots)
-            merges, vcodes, tok = _fit_vocabulary(tr_tok, width, min(mult * width, E.SCALE))
+        # (ids in one table row: at most its SCALE slots; multiples capped alike, fitted once)
+        for size in sorted({min(mult * width, E.SCALE) for mult in vocab_sizes}):
+            merges, vcodes, tok = _fit_vocabulary(tr_tok, width, size)
             logs = E.SCALE_BITS - np.log2(E.freqs_from_code_rows(vcodes)[0])
             cost = sum(float(logs[tok.encode(q[1].astype(np.int64), method="shortest")].sum())
                        + float(q[2].sum(dtype=np.int64)) + 32 for q in va_tok)
-            tried.append((cost, f"{width + len(merges)} token ids", min(mult * width, E.SCALE)))
+            tried.append((cost, f"{width + len(merges)} token ids", size))
         best = min(tried[1:], key=lambda c: c[0])
         if bits - best[0] >= min_vocab_gain * n_val:
             vocab = stage("vocabulary", tried)[2]

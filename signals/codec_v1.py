@@ -113,10 +113,7 @@ def decompress_v1(data: bytes, *, max_values: int) -> Any:
             pos += n_words
             if table.size and (table[-1] >= a + m or counts.min() < 1):
                 raise SignalFormatError(f"channel {ch['name']!r}: inconsistent token table")
-            if isinstance(ch["tokens"], bool) or not isinstance(ch["tokens"], int) \
-                    or not 0 <= ch["tokens"] <= ch["n"] <= MAX_SAMPLES:
-                raise SignalFormatError(f"channel {ch['name']!r}: {ch['tokens']} tokens for "
-                                        f"{ch['n']} samples")
+            _check_counts(ch)
             ids = ans_decode(table, counts, words, ch["tokens"])
             sym = tok.decode(ids, max_length=ch["n"])  # (merges may expand far past n)
             if sym.size != ch["n"]:
@@ -167,8 +164,20 @@ def _declared_samples(header: dict) -> int:
     return sum(ns)
 
 
+def _check_counts(ch: dict) -> None:
+    """SignalFormatError unless a version-1 channel's token count is an integer in
+    ``0..n`` and its ``n`` at most ``MAX_SAMPLES`` (what ``decompress`` and ``inspect``
+    both take)."""
+    if isinstance(ch["tokens"], bool) or not isinstance(ch["tokens"], int) \
+            or not 0 <= ch["tokens"] <= ch["n"] <= MAX_SAMPLES:
+        raise SignalFormatError(f"channel {ch['name']!r}: {ch['tokens']} tokens for "
+                                f"{ch['n']} samples")
+
+
 def _summary_v1(data: bytes, header: dict) -> dict:
     n = _declared_samples(header)
+    for ch in header["channels"]:
+        _check_counts(ch)
     return {"format": "ubpe.signal", "version": struct.unpack("<H", data[8:10])[0],
             "bytes": len(data), "transform": header["transform"],
             "alphabet_size": header["alphabet"], "n_merges": header["merges"],

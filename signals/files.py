@@ -806,7 +806,8 @@ def compress_path(path: str | Path, **options: Any) -> bytes:
     (Parquet/Arrow, EDF/BDF, WFDB), whose channels, names and per-channel unit,
     rate and digital-to-physical scaling (in the header's ``meta``) are kept. A
     recording's ``max_error`` bounds its digital values: the physical error is at most
-    ``max_error`` times each channel's gain (its scaling's physical units a digital step).
+    ``max_error`` times the magnitude of each channel's gain (its scaling's physical units a
+    digital step).
 
     Parameters
     ----------

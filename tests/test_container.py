@@ -213,8 +213,11 @@ def test_inspect_of_a_forged_version_1_header_is_a_format_error():
         signals.inspect(_golden_v1_edited(lambda h: h["channels"][0].pop("n")))
     with pytest.raises(SignalFormatError, match="counts: integers >= 0"):  # (as decompress)
         signals.inspect(_golden_v1_edited(lambda h: h["channels"][0].update(n=-5)))
-    with pytest.raises(SignalFormatError, match="10.0 tokens for 300 samples"):
-        signals.decompress(_golden_v1_edited(lambda h: h["channels"][0].update(tokens=10.0)))
+    for call in (signals.decompress, signals.inspect):  # (the same counts refused by both)
+        with pytest.raises(SignalFormatError, match="10.0 tokens for 300 samples"):
+            call(_golden_v1_edited(lambda h: h["channels"][0].update(tokens=10.0)))
+        with pytest.raises(SignalFormatError, match="for 4611686018427387904 samples|above max_"):
+            call(_golden_v1_edited(lambda h: h["channels"][0].update(n=2**62)))
 
 
 def test_the_cli_reports_a_forged_file_in_one_line(tmp_path):

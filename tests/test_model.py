@@ -496,11 +496,15 @@ def test_a_vocabulary_holds_at_most_the_4096_ids_of_a_table_row():
     """(Re-review) vocab_sizes=(17,) fitted 4352 ids: encode_channel failed inside numpy
     ("could not broadcast (4352,) into (4096,)") and the model's own config was refused."""
     from signals.channel import ChannelModel, decode_channel, encode_channel, fit_channel_model
-    m = fit_channel_model([solar()], packet_size=256, vocab_sizes=(17,), min_vocab_gain=-1e9)
-    assert m.merges is not None and 256 + len(m.merges) <= 4096
+    rng = np.random.default_rng(0)  # 1,500 motifs of 8 steps: merges enough for 17 x 256 ids
+    x = np.cumsum(rng.integers(-3, 4, size=(1500, 8))[rng.integers(0, 1500, 40_000)].ravel())
+    m = fit_channel_model([x], packet_size=256, vocab_sizes=(17,), lpc_orders=(), max_lag=0,
+                          match=((0, 0), (32, 255)), contexts=(1, 2), min_rank_gain=None,
+                          min_vocab_gain=-1e9)
+    assert m.merges is not None and 256 + len(m.merges) == 4096
     back = ChannelModel.from_config(json.loads(json.dumps(m.get_config())))
-    x = solar(3)
-    assert np.array_equal(decode_channel(encode_channel(x, model=m), x.size, model=back), x)
+    assert np.array_equal(decode_channel(encode_channel(x[:5000], model=m), 5000, model=back),
+                          x[:5000])
     one = fit_channel_model([solar(60)], packet_size=256, match=((0, 0),), vocab_sizes=())
     assert one.mh == 0  # (a stage of one candidate: its record has no runner-up, no IndexError)
 
