@@ -160,7 +160,8 @@ def _declared_samples(header: dict) -> int:
     """The samples of a version-1 header's channels together (each an integer >= 0)."""
     ns = [ch["n"] for ch in header["channels"]]
     if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in ns):
-        raise SignalFormatError(f"the channels declare {ns} samples (counts: integers >= 0)")
+        raise SignalFormatError(f"the channels declare {ns[:8]}{' ...' if len(ns) > 8 else ''} "
+                                f"samples (counts: integers >= 0)")
     return sum(ns)
 
 

@@ -530,7 +530,8 @@ class UniformQuantizer(Quantizer):
         self.n_features_in_ = len(self.lossless_)
         ks = [k for _, _, k in d["range"]]
         if any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
-            raise ValueError(f"a uniform quantizer's range declares {ks} bins")
+            raise ValueError(f"a uniform quantizer's range declares {ks[:8]} bins"
+                             + (" ..." if len(ks) > 8 else ""))
         _check_bins(sum(ks))  # (before the edges are allocated)
         self.bin_edges_ = [np.linspace(lo, hi, k + 1) for lo, hi, k in d["range"]]
         centres = [_midpoints(e[:-1], e[1:]) for e in self.bin_edges_]
