@@ -1367,7 +1367,7 @@ def _read_block_side(rd: _Reader, n: int) -> tuple[int, np.ndarray, np.ndarray, 
                                                   np.ndarray]:
     """The block size and the block predictor's (kinds, orders, shifts, coefs) of a payload of
     ``n`` samples (modes 4 and 7), each size checked against the bytes that hold it."""
-    block = rd.varint(1 << 30)
+    block = rd.varint(P.MAX_BLOCK)
     if block < 1:
         raise ValueError("predictor block size 0")
     n_blocks = -(-n // block)
@@ -2980,7 +2980,7 @@ def _k_fused(buf, pos, end, n):
     in one kernel: (samples, ok), ok False wherever the general reader raises (and it then
     names the fault)."""
     bad = np.zeros(0, np.int64)
-    block, pos, ok = _k_varint(buf, pos, end, 1 << 30)
+    block, pos, ok = _k_varint(buf, pos, end, P.MAX_BLOCK)
     if not ok or block < 1:
         return bad, False
     n_blocks = -(-n // block)

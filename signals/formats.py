@@ -346,8 +346,8 @@ def read_wfdb(path: str | Path) -> Recording:
 
 
 def _one_scaling(wfdb: Any, record_name: str, path: Any) -> None:
-    """ValueError where the header declares a negative number of samples (wfdb reads the
-    signal file to its end then), or where a multi-segment record's segments scale their
+    """ValueError where a header's number of samples is not a count
+    (:func:`_sample_count_field`), or where a multi-segment record's segments scale their
     samples otherwise (gain, baseline, units): wfdb joins their digital samples under the
     first one's."""
     _sample_count_field(Path(record_name + ".hea"), f"{record_name}.hea")
