@@ -703,6 +703,20 @@ for _cls in QUANTIZERS.values():  # findable by kind with the other stages
     register(_cls)
 
 
+def declared_bins(d: dict) -> int:
+    """The bins a quantizer's :meth:`~Quantizer.to_dict` declares, all channels together,
+    counted without building anything (ValueError where its shape is not a quantizer's)."""
+    try:
+        if d.get("kind") == "uniform":
+            ks = [r[2] for r in d["range"]]
+            if any(isinstance(k, bool) or not isinstance(k, int) for k in ks):
+                raise TypeError
+            return sum(ks)
+        return sum(len(e) - 1 for e in d["bin_edges"])
+    except (KeyError, TypeError, IndexError):
+        raise ValueError("not a quantizer's configuration") from None
+
+
 def _check_bins(n: int) -> None:
     """ValueError where a quantizer's channels hold more than ``Limits.max_alphabet`` bins
     together (what a loader takes: :func:`quantizer_from_dict` checks it before allocating)."""
