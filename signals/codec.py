@@ -23,15 +23,13 @@ from typing import IO, Any
 
 import numpy as np
 
-from ubpe.serialization import get_limits
-
 from . import container
 from .arraylike import as_channels, is_series, is_table, warn_if_transposed
 from .channel import check_level, decode_channel, encode_channel, payload_plan
 from .codec_v1 import decompress_v1, inspect_v1
 from .container import SignalFormatError
 from .intmap import check_max_error, describe, map_to_int64, unmap_from_int64
-from .quantize import Quantizer, declared_bins, quantizer_from_dict
+from .quantize import Quantizer, check_bins, declared_bins, quantizer_from_dict
 
 DEFAULT_LEVEL = 5
 MAX_SAMPLES = container.MAX_SAMPLES
@@ -154,10 +152,7 @@ def encode_columns(columns: list[tuple[str, np.ndarray]], header: dict, *,
         c = _code_column(entry, x, quantizer, max_error, options)
         if c["map"].get("kind") == "quantizer":  # (what a reader takes: all columns together)
             bins += declared_bins(c["map"]["quantizer"])
-            if bins > get_limits().max_alphabet:
-                raise ValueError(f"the columns' quantizers hold {bins:,} bins together, above "
-                                 f"{get_limits().max_alphabet:,} (Limits.max_alphabet, what a "
-                                 f"reader takes): use fewer levels")
+            check_bins(bins, "the columns' quantizers")
         if c["max_error"] and quantizer is None:  # a lossy column: exact where that is smaller
             e = _code_column(entry, x, None, None, options)
             exact[len(coded)] = e
@@ -275,13 +270,10 @@ def decode_columns(data: bytes, model: Any = None, *,
         raise SignalFormatError(f"header: the columns declare {declared:,} values, the end "
                                 f"marker {n_values:,}")
     try:  # (each quantizer builds its tables: all together bounded, as the writer bounds them)
-        bins = sum(declared_bins(c["map"].get("quantizer") or {}) for c in header["columns"]
-                   if c["map"].get("kind") == "quantizer")
+        check_bins(sum(declared_bins(c["map"].get("quantizer") or {}) for c in header["columns"]
+                       if c["map"].get("kind") == "quantizer"), "the columns' quantizers")
     except ValueError as e:
-        raise SignalFormatError(f"header: a column's quantizer: {e}") from None
-    if bins > get_limits().max_alphabet:
-        raise SignalFormatError(f"header: the columns' quantizers hold {bins:,} bins together, "
-                                f"above {get_limits().max_alphabet:,} (Limits.max_alphabet)")
+        raise SignalFormatError(f"header: {e}") from None
     columns: list[Column] = []
     used = set()
     for c in header["columns"]:

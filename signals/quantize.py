@@ -233,7 +233,7 @@ class Quantizer:
             self.bin_edges_.append(edges)
             self.codebook_.append(codebook)
             bins += edges.size - 1  # (a channel's tables take at most n_levels bins: checked)
-            _check_bins(bins)
+            check_bins(bins)
         self.lossless_ = np.array(lossless)
         self.dtype_ = np.dtype(np.float64)
         self.n_features_in_ = x2.shape[0]
@@ -493,7 +493,7 @@ class Quantizer:
         self.lossless_ = np.asarray(d["lossless"], bool)
         self.dtype_ = _saved_dtype(d)
         self.n_features_in_ = len(self.lossless_)
-        _check_bins(sum(len(e) - 1 for e in d["bin_edges"]))
+        check_bins(declared_bins(d))
         self.bin_edges_ = [np.asarray(e, np.float64) for e in d["bin_edges"]]
         self.codebook_ = [np.asarray(c, np.float64) for c in d["codebook"]]
         self._set_bounds()
@@ -528,11 +528,7 @@ class UniformQuantizer(Quantizer):
         self.lossless_ = np.asarray(d["lossless"], bool)
         self.dtype_ = _saved_dtype(d)
         self.n_features_in_ = len(self.lossless_)
-        ks = [k for _, _, k in d["range"]]
-        if any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
-            raise ValueError(f"a uniform quantizer's range declares {ks[:8]} bins"
-                             + (" ..." if len(ks) > 8 else ""))
-        _check_bins(sum(ks))  # (before the edges are allocated)
+        check_bins(declared_bins(d))  # (before the edges are allocated)
         self.bin_edges_ = [np.linspace(lo, hi, k + 1) for lo, hi, k in d["range"]]
         centres = [_midpoints(e[:-1], e[1:]) for e in self.bin_edges_]
         self.codebook_ = [np.array([e[0]]) if e[0] == e[-1] else  # a constant float channel
@@ -709,22 +705,24 @@ def declared_bins(d: dict) -> int:
     try:
         if d.get("kind") == "uniform":
             ks = [r[2] for r in d["range"]]
-            if any(isinstance(k, bool) or not isinstance(k, int) for k in ks):
-                raise TypeError
+            if any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
+                raise ValueError(f"a uniform quantizer's range declares {ks[:8]} bins"
+                                 + (" ..." if len(ks) > 8 else ""))
             return sum(ks)
         return sum(len(e) - 1 for e in d["bin_edges"])
     except (KeyError, TypeError, IndexError):
         raise ValueError("not a quantizer's configuration") from None
 
 
-def _check_bins(n: int) -> None:
-    """ValueError where a quantizer's channels hold more than ``Limits.max_alphabet`` bins
-    together (what a loader takes: :func:`quantizer_from_dict` checks it before allocating)."""
+def check_bins(n: int, what: str = "the quantizer's channels") -> None:
+    """ValueError where quantizers (``what``) hold more than ``Limits.max_alphabet`` bins
+    together: the one bound of a quantizer's, a model's and a container's quantizers, which
+    their loaders check before allocating."""
     most = get_limits().max_alphabet
     if n > most:
-        raise ValueError(f"the quantizer's channels hold {n:,} bins together, above "
-                         f"{most:,} (Limits.max_alphabet, about 24 bytes a bin: use fewer levels "
-                         f"or channels, or raise it with ubpe.serialization.limits)")
+        raise ValueError(f"{what} hold {n:,} bins together, above {most:,} "
+                         f"(Limits.max_alphabet, about 24 bytes a bin: use fewer levels or "
+                         f"channels, or raise it with ubpe.serialization.limits)")
 
 
 def quantizer_from_dict(d: dict) -> Quantizer:
