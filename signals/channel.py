@@ -390,9 +390,12 @@ def _residual(res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, 
 
 
 @njit(cache=True)
-def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk):
+def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk, lms=0):
     """The residuals of a rANS token stream and its raw bits (match model off):
-    ``(r, ok)``, as :func:`_rans_residual` decodes them one by one."""
+    ``(r, ok)``, as :func:`_rans_residual` decodes them one by one; with ``lms`` 4, the
+    residuals of the block predictor, each token's residual through the inverse of the
+    sign-data LMS as it is decoded (:func:`signals.predict.sign_data_step`: the two
+    dependency chains overlap)."""
     r = np.empty(n, np.int64)
     nw = words.shape[0]
     if nw < 2:
@@ -407,9 +410,13 @@ def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk):
     crow = cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
     tb = np.uint64(total_bits)
     fmin = _NO_FMIN
+    sd, newest, avg = P.sign_data_state()
     for i in range(n):
-        r[i], st, wpos, bpos, b1, b2, b3, acc, fmin = _rans_residual(
+        e, st, wpos, bpos, b1, b2, b3, acc, fmin = _rans_residual(
             words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc, fmin)
+        if lms == 4:
+            e, newest, avg = P.sign_data_step(sd, e, newest, avg)
+        r[i] = e
         if (i & 255) == 255 and not _stream_ok(fmin, wpos, nw, bpos, tb):
             return r, False
     return r, _stream_ok(fmin, wpos, nw, bpos, tb) and _stream_end(st, wpos, nw, bpos, total_bits)
@@ -511,10 +518,11 @@ def _decode_plain(words, raw, total_bits, n, cmap, dtab, block, kinds, orders, s
         return _decode_blocks(np.empty(n, np.int64), None, words, raw, total_bits,
                               cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS), dtab, ctxk, block,
                               kinds, orders, shifts, coefs)
-    r, ok = _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk)
+    r, ok = _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk, lms)
     if not ok:
         return r, False
-    return _decode_blocks(r, P.cascade_inverse(r, lms), _NO_WORDS, _NO_RAW, 0, _NO_CROW, _NO_RAW, 0,
+    e1 = r if lms == 4 else P.cascade_inverse(r, lms)
+    return _decode_blocks(np.empty(n, np.int64), e1, _NO_WORDS, _NO_RAW, 0, _NO_CROW, _NO_RAW, 0,
                           block, kinds, orders, shifts, coefs)[0], True
 
 
@@ -551,6 +559,8 @@ def _decode_fused(words, raw, total_bits, n, cmap, nc, dtab, block, kinds, order
                              coefs, lms, ctxk)
     acc = 0
     x = np.empty(n, np.int64)
+    if lms >= P._CASCADE_TABLE.shape[0]:  # (the readers refuse a cascade with the match model)
+        return x, False
     e1 = np.empty(n if lms else 0, np.int64)
     e2 = np.empty(n if lms else 0, np.int64)
     w1 = np.zeros(P.LMS_MAX_ORDER, np.int64)
@@ -1186,7 +1196,7 @@ def _encode_fused(x: np.ndarray, preset: _Preset, lpc: tuple | None = None,
             for mh, t in ((0, 0),) + preset.match:
                 r, mb = P.predict_fused(x, block, params[0], params[1], params[2], params[3],
                                         mh, t, tbits)
-                for lms in (0, *P.CASCADES) if (mh == 0 and preset.lms) else (0,):
+                for lms in (0, *P.LMS_VARIANTS) if (mh == 0 and preset.lms) else (0,):
                     rr = P.cascade_forward(r, lms) if lms else r
                     bits, emit = _code_residuals(rr, mb, 1 if mh == 0 else P.MATCH_BUCKETS, preset)
                     bits += 8 * len(sd)
@@ -1269,7 +1279,9 @@ def _encode_fused(x: np.ndarray, preset: _Preset, lpc: tuple | None = None,
                 cost = P.residual_cost(r[:p])
                 need = cost - preset.lms_gain * p
                 pick: Any = None
-                for v in (1, 3) if need > 0 else ():  # (a cost is >= 0: else none can pay)
+                # (a cost is >= 0: else none can pay); the sign-data LMS first, as it decodes in
+                # about half the time: a slower NLMS variant must save 1% more to replace it
+                for v in (4, 1, 3) if need > 0 else ():
                     r3 = P.cascade_forward(r0[:p], v)
                     c3 = P.residual_cost(r3)
                     if c3 < 0.99 * cost and c3 <= need:
@@ -1344,7 +1356,7 @@ def _encode_small(x: np.ndarray, preset: _Preset) -> bytes:
         r0, mb0 = P.predict_fused(x, block, kp, op, sp, cp, 0, 0, tbits)
         cands: list[tuple[int, int, int, np.ndarray, np.ndarray]] = [(0, 0, 0, r0, mb0)]
         if preset.lms:
-            cands += [(0, 0, v, P.cascade_forward(r0, v), mb0) for v in P.CASCADES]
+            cands += [(0, 0, v, P.cascade_forward(r0, v), mb0) for v in P.LMS_VARIANTS]
         for mh, t in _M:
             r, mb, gain = P.predict_fused_gain(x, block, kp, op, sp, cp, mh, t, tbits)
             if gain > 0:
@@ -1385,7 +1397,7 @@ def _decode_fused_payload(rd: _Reader, n: int) -> np.ndarray:
     mh, t, tbits, lms = rd.byte(), rd.byte(), rd.byte(), rd.byte()
     if mh > 32 or not 1 <= tbits <= MAX_TBITS:  # (a writer's at most: 2**24 took 128 MiB)
         raise ValueError(f"bad match parameters ({mh}, {t}, {tbits})")
-    if lms > len(P.CASCADES) or (lms and mh):
+    if lms > P.MAX_LMS or (lms and mh):
         raise ValueError(f"bad adaptive-filter flag {lms}")
     k, msb, nc, th = _read_hybrid_and_contexts(rd)
     n_mb, ctxk = rd.byte(), rd.byte()
@@ -1917,8 +1929,9 @@ class ChannelModel:
         Bits per sample above which a packet is also coded with its own
         tables (a high quantile of the validation packets' cost).
     lms : int
-        0, or the variant (``signals.predict.CASCADES``) of the NLMS / sign-LMS
-        cascade that follows the predictor (match model off).
+        0, or the variant of the adaptive cascade that follows the predictor
+        (match model off): ``signals.predict.CASCADES`` (an NLMS, then a sign-sign
+        LMS) or ``signals.predict.SIGN_DATA`` (one sign-data LMS).
     own_search : bool or None
         An encoder hint for a fixed or lag predictor: whether a packet's own
         coding searches a predictor of its own (True), or takes the model's
@@ -2096,7 +2109,7 @@ class ChannelModel:
             if width > E.SCALE:  # (each code takes one of the SCALE slots at least)
                 raise ValueError(f"{width} tokens a table row, above the {E.SCALE} slots")
             lms = int(config.get("cascade", 0))
-            if not 0 <= lms <= len(P.CASCADES) or (lms and mh):
+            if not 0 <= lms <= P.MAX_LMS or (lms and mh):
                 raise ValueError("bad cascade flag")
             fb = float(config.get("fallback_bits", 64.0))
             if not 0 <= fb <= 64:
@@ -2464,12 +2477,13 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
     bits, _, chosen = stage("match model", tried)
     if chosen.mh == 0:  # the adaptive cascade after the predictor
         tried = [(bits, "off", chosen)]
-        for v in P.CASCADES:
+        for v in P.LMS_VARIANTS:
             m = fitted(chosen.kind, chosen.order, chosen.coefs, chosen.shift, 0, 0, 8, tr_p, lms=v)
             tried.append((_packet_bits(m, va_p), f"variant {v}", m))
         best = min(tried[1:], key=lambda c: c[0])
         if bits - best[0] >= min_cascade_gain * n_val:
-            bits, _, chosen = stage("adaptive cascade", tried)
+            # (an NLMS variant decodes in about twice the time of the sign-data LMS)
+            bits, _, chosen = stage("adaptive cascade", tried, lambda m: m.lms in P.CASCADES)
         else:  # it saves too little for its decode time: off, the best variant as the runner-up
             stages.append({"stage": "adaptive cascade", "kept": "off", "bits": bits / n_val,
                            "alternative": best[1], "bits_alternative": best[0] / n_val,
@@ -2937,7 +2951,7 @@ def _k_ranked_payload(buf, a, e, x, vk, vo, vs, vc, vmh, vt, vcmap, vnc, vdtab, 
     return 0
 
 
-_N_CASCADES = len(P.CASCADES)
+_MAX_LMS = P.MAX_LMS
 
 
 @njit(cache=True, inline="always")
@@ -2998,7 +3012,7 @@ def _k_fused(buf, pos, end, n):
     hk = int(buf[pos + 4])
     nc = int(buf[pos + 5])
     pos += 6
-    if mh > 32 or tbits < 1 or tbits > MAX_TBITS or lms > _N_CASCADES or (lms != 0 and mh != 0):
+    if mh > 32 or tbits < 1 or tbits > MAX_TBITS or lms > _MAX_LMS or (lms != 0 and mh != 0):
         return bad, False
     k = hk >> 4
     msb = hk & 15

@@ -1056,6 +1056,14 @@ LMS_MAX_ORDER = 32
 # variants (NLMS order, NLMS step divisor, sign-LMS order, sign-LMS step): fast to slow adaptation
 CASCADES = {1: (16, 8, 32, 16), 2: (16, 32, 32, 4), 3: (32, 64, 32, 2)}
 _CASCADE_TABLE = np.array([[0, 1, 0, 1], [16, 8, 32, 16], [16, 32, 32, 4], [32, 64, 32, 2]], np.int64)
+# variant 4 (taps, shift): one sign-data LMS over the residual saturated to int16, with
+# int16 weights and adapt values and an int32 dot product, as Monkey's Audio's NNFilter
+# computes its filters (M. Ashland, Monkey's Audio, NNFilter.cpp): vectors of 16-bit lanes,
+# so that the filter costs about half the time of variant 1 a sample for the same bits on
+# speech (bench/RESULTS.md). See _sign_data_ref for its arithmetic.
+SIGN_DATA = {4: (16, 9)}
+LMS_VARIANTS = (*CASCADES, *SIGN_DATA)  # every value of a payload's ``lms`` but 0
+MAX_LMS = max(LMS_VARIANTS)
 _CLAMP = 1 << 40
 _WCLAMP = 1 << 30
 
@@ -1201,7 +1209,12 @@ def _cascade_v3(e1):
 @njit(cache=True)
 def cascade_forward(e1, variant=1):
     """LPC residual -> cascade residual (an NLMS, then a sign-sign LMS; see ``CASCADES``):
-    the float64 path of :func:`_cascade_forward_fp` where it stays exact, else int64."""
+    the float64 path of :func:`_cascade_forward_fp` where it stays exact, else int64.
+    Variant 4 is the sign-data LMS of ``SIGN_DATA`` (:func:`_sign_data_ref`)."""
+    if variant == 4:
+        e3 = np.empty_like(e1)
+        _sd16_forward(e1, e3)
+        return e3
     e3, ok = _cascade_forward_fp(e1, variant)
     if ok:
         return e3
@@ -1260,6 +1273,75 @@ _dot32 = numba_ref("signals._intrinsics", "dot32")
 _step16 = numba_ref("signals._intrinsics", "step16")
 _step32 = numba_ref("signals._intrinsics", "step32")
 assert all(m in (16, 32) for v in CASCADES.values() for m in v[::2])
+_sd16_forward = numba_ref("signals._intrinsics", "sign_data16_forward")
+_sd16_inverse = numba_ref("signals._intrinsics", "sign_data16_inverse")
+_sd16_step = numba_ref("signals._intrinsics", "sign_data16_step")
+assert SIGN_DATA == {4: (16, 9)}  # the constants of those three kernels
+
+
+@njit(cache=True, inline="always")
+def sign_data_state():
+    """The zero state of :func:`sign_data_step`: ``(state, newest, avg)``."""
+    return np.zeros(48, np.int16), np.int64(0), np.int64(0)
+
+
+@njit(cache=True, inline="always")
+def sign_data_step(state, e, newest, avg):
+    """One sample of variant 4's inverse, for a decoder that interleaves it with its entropy
+    decoder: the signal's value ``x`` from the residual ``e`` (int64); returns
+    ``(x, newest, avg)``, the state to pass to the next sample (``state`` is updated in
+    place). The same integers as :func:`cascade_inverse` sample by sample."""
+    x, avg = _sd16_step(state, e, newest, avg)
+    return x, min(max(x, -32768), 32767), avg
+
+
+@njit(cache=True)
+def _sign_data_ref(a, m, shift, inverse):
+    """The sign-data LMS of variant 4, written out over arrays: the readable twin of the
+    kernels ``signals._intrinsics.sign_data16_forward`` / ``_inverse`` (tests compare them).
+
+    ``a``: int64, shape ``(n,)``: the input (forward) or the residuals (inverse). Each
+    sample ``x[i]`` is predicted from the ``m`` before it saturated to int16 (``h``):
+    ``p = wrap32(sum w[q] h[q]) >> shift``, ``e[i] = x[i] - p`` (int64, wrapping).
+    Then every weight moves by ``sgn(e[i])`` times the adapt value of its history sample
+    (int16, wrapping); the new sample's adapt value is ``sgn(x) * 32`` where ``|x|`` is above
+    3 times the running average ``avg`` of ``|x|``, ``* 16`` above 4/3 of it, else ``* 8``
+    (0 for 0), and halves when it reaches the ages 2, 3 and 9 (in samples);
+    ``avg += (|x| - avg) >> 4``. Everything starts at zero.
+    """
+    n = a.shape[0]
+    h = np.zeros(n + m, np.int64)  # saturated samples, oldest first
+    d = np.zeros(n + m, np.int64)  # their adapt values
+    w = np.zeros(m, np.int64)
+    out = np.empty(n, np.int64)
+    avg = 0
+    for i in range(n):
+        acc = 0
+        for q in range(m):
+            acc += w[q] * h[i + q]
+        acc = ((acc + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)  # int32, wrapping
+        p = acc >> shift
+        if inverse:
+            e = a[i]
+            x = e + p
+            out[i] = x
+        else:
+            x = a[i]
+            e = x - p
+            out[i] = e
+        sg = (e > 0) - (e < 0)
+        for q in range(m):
+            w[q] = ((w[q] + sg * d[i + q] + (1 << 15)) & 0xFFFF) - (1 << 15)  # int16, wrapping
+        xs = min(max(x, -32768), 32767)
+        ax = abs(xs)
+        mag = 32 if ax > 3 * avg else (16 if 3 * ax > 4 * avg else (8 if ax > 0 else 0))
+        h[i + m] = xs
+        d[i + m] = mag if xs > 0 else -mag
+        for age in (2, 3, 9):
+            if age <= m:
+                d[i + m + 1 - age] >>= 1
+        avg += (ax - avg) >> 4
+    return out
 
 
 @njit(cache=True, inline="always")
@@ -1384,6 +1466,10 @@ def _cascade_forward_fp(e1, variant):
 def cascade_inverse(e3, variant=1):
     """Exact inverse of :func:`cascade_forward`: the float64 fast path, or the int64 kernel
     where an output reaches ``FP_LIMIT``."""
+    if variant == 4:
+        x = np.empty_like(e3)
+        _sd16_inverse(e3, x)
+        return x
     x, ok = _cascade_inverse_fp(e3, variant)
     return x if ok else _cascade_inverse_int(e3, variant)
 

@@ -79,7 +79,9 @@ def ref_decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs,
     e2 = np.empty(n if lms else 0, np.int64)
     w1 = np.zeros(P.LMS_MAX_ORDER, np.int64)
     w2 = np.zeros(P.LMS_MAX_ORDER, np.int64)
-    m1, d1, m2, mu = P._CASCADE_TABLE[lms]
+    sign_data = lms == 4  # (the match model is off): the residuals first, then the filter
+    m1, d1, m2, mu = P._CASCADE_TABLE[0 if sign_data else lms]
+    rs = np.empty(n if sign_data else 0, np.int64)
     nw = words.shape[0]
     if nw < 2:
         return x, False
@@ -141,6 +143,9 @@ def ref_decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs,
         if ctxk:
             acc = E.ema_update(acc, z, ctxk)
         r = np.int64(z >> np.uint64(1)) ^ -np.int64(z & np.uint64(1))
+        if sign_data:
+            rs[i] = r
+            continue
         if lms:
             e2[i] = r + P._lms_predict(e2, i, w2, m2)
             P._sign_update(e2, i, w2, r, m2, mu)
@@ -161,6 +166,11 @@ def ref_decode_fused(words, raw, total_bits, n, k, msb, bitlen, cmap, nc, freqs,
                 mlen = 0
         if h >= 0:
             table[h] = i
+    if sign_data:
+        e1 = P._sign_data_ref(rs, 16, 9, True)
+        for i in range(n):
+            blk = i // block
+            x[i] = e1[i] + P._lpc_predict(x, i, kinds[blk], orders[blk], shifts[blk], coefs, blk)
     return x, wpos == nw and st == np.uint64(E.RANS_L) and total_bits - bpos < 8
 
 
@@ -294,10 +304,11 @@ def block_params(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(p=block_params(), lms=st.integers(0, 3))
+@given(p=block_params(), lms=st.integers(0, 4))
 def test_block_inverse_matches_per_sample_prediction(p, lms):
     r, rest = p[0], p[1:]
-    want = ref_lpc_inverse(ref_cascade_inverse(r, lms) if lms else r, *rest)
+    e = P._sign_data_ref(r, 16, 9, True) if lms == 4 else ref_cascade_inverse(r, lms)
+    want = ref_lpc_inverse(e if lms else r, *rest)
     assert np.array_equal(C.inverse_blocks(r, *rest, lms), want)
 
 
@@ -485,3 +496,26 @@ def test_plain_kernel_takes_ranked_payloads():
     xs, off, fine = C._decode_plain_batch(np.frombuffer(p + p, np.uint8), np.array([0, len(p), 2 * len(p)]),
                                           np.array([x.size, x.size - 1]), np.array([0, 1]))
     assert fine.tolist() == [True, False] and np.array_equal(xs, x) and off.tolist() == [0, x.size, x.size]
+
+
+def test_speech_payload_with_the_sign_data_cascade_decodes_as_the_reference():
+    """Real speech (tests/data/speech_0880.wav) at the default level keeps the sign-data LMS
+    (``lms`` 4); its payload decodes as the reference decoder above decodes it."""
+    import wave
+    from pathlib import Path
+    with wave.open(str(Path(__file__).parent / "data" / "speech_0880.wav")) as w:
+        x = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.int64)
+    p = C.encode_channel(x)
+    cmp = _Compare()
+    seen = []
+    read_side = C._read_block_side
+
+    def spy(rd, n):
+        out = read_side(rd, n)
+        seen.append(rd.data[rd.pos + 3])  # after (mh, t, tbits): lms
+        return out
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(C, "_decode_words", cmp)
+        mp.setattr(C, "_read_block_side", spy)
+        assert np.array_equal(C.decode_channel(p, x.size), x)
+    assert seen == [4] and cmp.calls == 1

@@ -68,6 +68,19 @@ def grid(n: int = 12_000) -> np.ndarray:
     return np.array(out, np.int64)
 
 
+def glide(n: int = 600) -> np.ndarray:
+    """A resonance whose pitch glides (an AR(2) whose pole angle sweeps, in integers) driven by
+    noise from an LCG, so exact: the encoder keeps the adaptive cascade's sign-data LMS
+    (payload ``lms`` 4, added within format v2)."""
+    out, v, y1, y2 = [], 1, 0, 0
+    for t in range(n):
+        v = (v * 1103515245 + 12345) % 2**31
+        y = ((1900 - t * 1500 // n) * y1 - 963 * y2) // 1024 + (v >> 16) % 401 - 200
+        out.append(y)
+        y1, y2 = y, y1
+    return np.array(out, np.int16)
+
+
 def write_additions() -> None:
     from signals.numcodecs_codec import UBPECodec, _varints
     codec = UBPECodec()
@@ -92,6 +105,8 @@ def write_additions() -> None:
     if not (HERE / "container_v2_cm.ubpe").exists():  # written before mode 7 existed: level 9
         (HERE / "container_v2_cm.ubpe").write_bytes(signals.compress(RESIDUES, level=9))  # chose 6
     (HERE / "container_v2_cm_lpc.ubpe").write_bytes(signals.compress(TEETH, level=9))
+    if not (HERE / "container_v2_sign_data.ubpe").exists():
+        (HERE / "container_v2_sign_data.ubpe").write_bytes(signals.compress(glide()))
     buf = io.BytesIO()
     signals.files.compress_csv_stream(io.BytesIO(b"# note\nt,v\n" + CSV_ROWS), buf,
                                       frame_bytes=200, level=1)
