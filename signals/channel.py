@@ -390,12 +390,9 @@ def _residual(res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, 
 
 
 @njit(cache=True)
-def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk, lms=0):
+def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk):
     """The residuals of a rANS token stream and its raw bits (match model off):
-    ``(r, ok)``, as :func:`_rans_residual` decodes them one by one; with ``lms`` 4, the
-    residuals of the block predictor, each token's residual through the inverse of the
-    sign-data LMS as it is decoded (:func:`signals.predict.sign_data_step`: the two
-    dependency chains overlap)."""
+    ``(r, ok)``, as :func:`_rans_residual` decodes them one by one."""
     r = np.empty(n, np.int64)
     nw = words.shape[0]
     if nw < 2:
@@ -410,36 +407,19 @@ def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk, lms=0):
     crow = cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
     tb = np.uint64(total_bits)
     fmin = _NO_FMIN
-    sd, newest, avg = P.sign_data_state()
     for i in range(n):
-        e, st, wpos, bpos, b1, b2, b3, acc, fmin = _rans_residual(
+        r[i], st, wpos, bpos, b1, b2, b3, acc, fmin = _rans_residual(
             words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc, fmin)
-        if lms == 4:
-            e, newest, avg = P.sign_data_step(sd, e, newest, avg)
-        r[i] = e
         if (i & 255) == 255 and not _stream_ok(fmin, wpos, nw, bpos, tb):
             return r, False
     return r, _stream_ok(fmin, wpos, nw, bpos, tb) and _stream_end(st, wpos, nw, bpos, total_bits)
 
 
-@njit(cache=True)
-def _decode_blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kinds, orders, shifts,
-                   coefs):
-    """Samples from the residuals of the block predictor (match model off), in one pass.
-
-    ``x`` (int64, shape ``(n,)``) receives the samples. The residuals are
-    ``res`` (int64, ``n`` of them) or, where ``res`` is None, the rANS words
-    and raw bits (``dtab``: :func:`signals.entropy.decode_table` of the rows,
-    ``crow``: the first slot of each context's row, ``cmap << SCALE_BITS``;
-    ``raw`` at least one word past ``total_bits``). The same integers as
-    ``x[i] = r[i] + _lpc_predict(x, i, ...)`` sample by sample; an LPC of order
-    above 4 keeps its four newest samples in registers (the vector part of the
-    dot product reads samples stored four iterations ago at the latest). One
-    pass lets the CPU overlap the entropy decoder's dependency chain with the
-    predictors'. Returns ``(x, ok)``; ``ok`` is False where the stream is
-    inconsistent (a token that :func:`_decode_fused`'s loop refuses: the rest of
-    its block is decoded first, every read within bounds) or not used up.
-    """
+@njit(cache=True, inline="always")
+def _blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kinds, orders, shifts, coefs,
+            sd):
+    """:func:`_decode_blocks`; with ``sd`` (a constant) each residual passes through the
+    inverse of the sign-data LMS (:func:`signals.predict.sign_data_step`) first."""
     n = x.shape[0]
     nw = words.shape[0]
     if res is None and nw < 2:
@@ -453,7 +433,10 @@ def _decode_blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kind
     acc = 0
     tb = np.uint64(total_bits)
     fmin = _NO_FMIN
-    cr = np.zeros(32, np.int64)
+    buf = np.zeros(32 + 12, np.int64)  # one allocation: the LPC's coefficients, the filter's state
+    cr = buf[:32]
+    sdv = buf[32:].view(np.int16)
+    newest = avg = np.int64(0)
     x4 = x3 = x2 = x1 = np.int64(0)  # the four newest samples
     for b in range((n + block - 1) // block):  # checked once a block (the reads stay in bounds)
         s = b * block
@@ -475,6 +458,8 @@ def _decode_blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kind
         for i in range(s, head):  # the block's first samples (the signal's: warm-up)
             r, st, wpos, bpos, b1, b2, b3, acc, fmin = _residual(
                 res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc, fmin)
+            if sd:
+                r, newest, avg = P.sign_data_step(sdv, r, newest, avg)
             v = r + P._lpc_predict(x, i, kind, order, shift, coefs, b)
             x[i] = v
             x4, x3, x2, x1 = x3, x2, x1, v
@@ -483,6 +468,8 @@ def _decode_blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kind
                 r, st, wpos, bpos, b1, b2, b3, acc, fmin = _residual(
                     res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc,
                     fmin)
+                if sd:
+                    r, newest, avg = P.sign_data_step(sdv, r, newest, avg)
                 x1 += r
                 x[i] = x1
             x4 = x[e - 4] if e >= 4 else np.int64(0)
@@ -492,6 +479,8 @@ def _decode_blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kind
         for i in range(head, e):
             r, st, wpos, bpos, b1, b2, b3, acc, fmin = _residual(
                 res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc, fmin)
+            if sd:
+                r, newest, avg = P.sign_data_step(sdv, r, newest, avg)
             if kind == 2:
                 v = r + x[i - order]
             elif lpc:
@@ -510,19 +499,54 @@ def _decode_blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kind
 
 
 @njit(cache=True)
+def _decode_blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kinds, orders, shifts,
+                   coefs):
+    """Samples from the residuals of the block predictor (match model off), in one pass.
+
+    ``x`` (int64, shape ``(n,)``) receives the samples. The residuals are
+    ``res`` (int64, ``n`` of them) or, where ``res`` is None, the rANS words
+    and raw bits (``dtab``: :func:`signals.entropy.decode_table` of the rows,
+    ``crow``: the first slot of each context's row, ``cmap << SCALE_BITS``;
+    ``raw`` at least one word past ``total_bits``). The same integers as
+    ``x[i] = r[i] + _lpc_predict(x, i, ...)`` sample by sample; an LPC of order
+    above 4 keeps its four newest samples in registers (the vector part of the
+    dot product reads samples stored four iterations ago at the latest). One
+    pass lets the CPU overlap the entropy decoder's dependency chain with the
+    predictors'. Returns ``(x, ok)``; ``ok`` is False where the stream is
+    inconsistent (a token that :func:`_decode_fused`'s loop refuses: the rest of
+    its block is decoded first, every read within bounds) or not used up.
+    """
+    return _blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kinds, orders, shifts,
+                   coefs, False)
+
+
+@njit(cache=True)
+def _decode_blocks_sd(x, words, raw, total_bits, crow, dtab, ctxk, block, kinds, orders, shifts,
+                      coefs):
+    """:func:`_decode_blocks` from the rANS stream of a payload with the adaptive cascade's
+    variant 4: each token's residual through the inverse of the sign-data LMS, then the
+    block predictor, in the same pass (the three dependency chains overlap)."""
+    return _blocks(x, None, words, raw, total_bits, crow, dtab, ctxk, block, kinds, orders,
+                   shifts, coefs, True)
+
+
+@njit(cache=True)
 def _decode_plain(words, raw, total_bits, n, cmap, dtab, block, kinds, orders, shifts, coefs, lms,
                   ctxk):
-    """:func:`_decode_fused` with the match model off: one pass of :func:`_decode_blocks`,
-    or with the cascade three (entropy, cascade, predictor: the cascade runs faster alone)."""
+    """:func:`_decode_fused` with the match model off: one pass of :func:`_decode_blocks`
+    (with the sign-data LMS, of :func:`_decode_blocks_sd`), or with an NLMS cascade three
+    (entropy, cascade, predictor: that cascade runs faster alone)."""
+    crow = cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
     if lms == 0:
-        return _decode_blocks(np.empty(n, np.int64), None, words, raw, total_bits,
-                              cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS), dtab, ctxk, block,
-                              kinds, orders, shifts, coefs)
-    r, ok = _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk, lms)
+        return _decode_blocks(np.empty(n, np.int64), None, words, raw, total_bits, crow, dtab,
+                              ctxk, block, kinds, orders, shifts, coefs)
+    if lms == 4:
+        return _decode_blocks_sd(np.empty(n, np.int64), words, raw, total_bits, crow, dtab, ctxk,
+                                 block, kinds, orders, shifts, coefs)
+    r, ok = _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk)
     if not ok:
         return r, False
-    e1 = r if lms == 4 else P.cascade_inverse(r, lms)
-    return _decode_blocks(np.empty(n, np.int64), e1, _NO_WORDS, _NO_RAW, 0, _NO_CROW, _NO_RAW, 0,
+    return _decode_blocks(r, P.cascade_inverse(r, lms), _NO_WORDS, _NO_RAW, 0, _NO_CROW, _NO_RAW, 0,
                           block, kinds, orders, shifts, coefs)[0], True
 
 

@@ -1280,17 +1280,12 @@ assert SIGN_DATA == {4: (16, 9)}  # the constants of those three kernels
 
 
 @njit(cache=True, inline="always")
-def sign_data_state():
-    """The zero state of :func:`sign_data_step`: ``(state, newest, avg)``."""
-    return np.zeros(48, np.int16), np.int64(0), np.int64(0)
-
-
-@njit(cache=True, inline="always")
 def sign_data_step(state, e, newest, avg):
     """One sample of variant 4's inverse, for a decoder that interleaves it with its entropy
     decoder: the signal's value ``x`` from the residual ``e`` (int64); returns
-    ``(x, newest, avg)``, the state to pass to the next sample (``state`` is updated in
-    place). The same integers as :func:`cascade_inverse` sample by sample."""
+    ``(x, newest, avg)``, the state to pass to the next sample (``state``: int16, 48 values,
+    zero at the first sample, updated in place; ``newest`` and ``avg`` 0 at the first). The
+    same integers as :func:`cascade_inverse` sample by sample."""
     x, avg = _sd16_step(state, e, newest, avg)
     return x, min(max(x, -32768), 32767), avg
 

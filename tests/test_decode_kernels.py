@@ -518,4 +518,21 @@ def test_speech_payload_with_the_sign_data_cascade_decodes_as_the_reference():
         mp.setattr(C, "_decode_words", cmp)
         mp.setattr(C, "_read_block_side", spy)
         assert np.array_equal(C.decode_channel(p, x.size), x)
-    assert seen == [4] and cmp.calls == 1
+        assert seen == [4] and cmp.calls == 1
+        # damaged copies (past the header: a bit flipped in the tokens or the raw bits, a
+        # byte overwritten, the end cut): the same integers as the reference, or its failure
+        rng = np.random.default_rng(4)
+        for j in range(12):
+            b = bytearray(p)
+            i = int(rng.integers(len(p) // 8, len(p)))
+            if j % 3 == 0:
+                b[i] ^= 1 << int(rng.integers(0, 8))
+            elif j % 3 == 1:
+                b[i] = int(rng.integers(0, 256))
+            else:
+                b = b[:i]
+            try:
+                C.decode_channel(bytes(b), x.size)
+            except ValueError:
+                pass
+    assert seen == [4] * 13 and cmp.calls == 13
