@@ -124,7 +124,7 @@ class _Preset:
     hybrid: tuple[tuple[int, int], ...]  # (k, msb) tried
     match: tuple[tuple[int, int], ...] = ()  # (context length, run before use) tried
     search: bool = False  # choose the match model by coded size (else by estimated gain)
-    lms: bool = False  # try the adaptive NLMS / sign-LMS cascade after the LPC
+    lms: bool = False  # try the adaptive cascade after the LPC (signals.predict.LMS_VARIANTS)
     ctx: tuple[int, ...] = (0, 3)  # context kinds tried: 0 recent bit lengths, s > 0 average (decay 2**-s)
     max_lag: int = 0  # lag (period) predictors 2..max_lag tried per block
     lms_gain: float = 0.0  # the cascade is kept where it saves at least this (estimated bits
