@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from numba.core.extending import intrinsic
+from numba.core.extending import intrinsic, overload
 
 
 def _bit_count(op: str):
@@ -235,8 +236,9 @@ def _sign_data_step(m: int, shift: int):
     @intrinsic
     def step(typingctx, state, e, newest, avg):
         """One sample of the inverse: ``(x, avg')`` from the residual ``e``, the state
-        ``state`` (int16, ``3 m`` values: weights, history, adapt values; updated in place),
-        ``newest`` (the last ``x`` saturated to int16) and ``avg`` (the running average)."""
+        ``state`` (int16, ``3 m`` values: weights, history, adapt values; updated in place;
+        its length is not checked: the caller allocates it), ``newest`` (the last ``x``
+        saturated to int16) and ``avg`` (the running average)."""
         if not (isinstance(state, types.Array) and state.ndim == 1 and state.layout == "C"
                 and state.dtype == types.int16 and all(
                     isinstance(a, types.Integer) for a in (e, newest, avg))):
@@ -257,6 +259,27 @@ def _sign_data_step(m: int, shift: int):
             return context.make_tuple(builder, sig.return_type, [x, navg])
         return sig, codegen
     return step
+
+
+def as_int64_c(a):
+    """``a`` (1-D, integers) as a contiguous int64 array: ``a`` itself where it is one, else
+    a copy. For numba code only (the kernels above take contiguous int64 arrays)."""
+    raise NotImplementedError("as_int64_c runs in numba code only")
+
+
+@overload(as_int64_c)
+def _as_int64_c(a):
+    if not (isinstance(a, types.Array) and a.ndim == 1 and isinstance(a.dtype, types.Integer)):
+        return None
+    if _is_i64_array(a):
+        return lambda a: a
+
+    def copy(a):
+        out = np.empty(a.shape[0], np.int64)
+        for i in range(a.shape[0]):
+            out[i] = a[i]
+        return out
+    return copy
 
 
 sign_data16_forward = _sign_data_loop(16, 9, inverse=False)

@@ -536,11 +536,11 @@ def _decode_plain(words, raw, total_bits, n, cmap, dtab, block, kinds, orders, s
     """:func:`_decode_fused` with the match model off: one pass of :func:`_decode_blocks`
     (with the sign-data LMS, of :func:`_decode_blocks_sd`), or with an NLMS cascade three
     (entropy, cascade, predictor: that cascade runs faster alone)."""
-    crow = cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
-    if lms == 0:
-        return _decode_blocks(np.empty(n, np.int64), None, words, raw, total_bits, crow, dtab,
-                              ctxk, block, kinds, orders, shifts, coefs)
-    if lms == 4:
+    if lms == 0 or lms == 4:
+        crow = cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
+        if lms == 0:
+            return _decode_blocks(np.empty(n, np.int64), None, words, raw, total_bits, crow, dtab,
+                                  ctxk, block, kinds, orders, shifts, coefs)
         return _decode_blocks_sd(np.empty(n, np.int64), words, raw, total_bits, crow, dtab, ctxk,
                                  block, kinds, orders, shifts, coefs)
     r, ok = _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk)
@@ -574,8 +574,8 @@ def _decode_fused(words, raw, total_bits, n, cmap, nc, dtab, block, kinds, order
     """rANS tokens -> raw bits -> residuals -> samples; returns (x, ok).
 
     ``dtab``: :func:`signals.entropy.decode_table` of the rows; ``raw`` holds
-    at least one word past ``total_bits``. With the match model off, the
-    pass of :func:`_decode_blocks` (with the cascade, three passes); with it on,
+    at least one word past ``total_bits``. With the match model off,
+    :func:`_decode_plain`; with it on,
     this one (the table row of a sample depends on the samples before it).
     """
     if mh == 0:
@@ -3516,6 +3516,8 @@ def payload_plan(payload: bytes, n: int) -> Plan | None:
         if mode == CODED2:
             _, kinds, _, _, _ = _read_block_side(rd, n)
             mh, t, _, lms = rd.take(4)
+            if mh > 32 or lms > P.MAX_LMS or (lms and mh):  # (as the payload's reader)
+                return None
             return Plan(CODED2, 8 * len(payload) / n, mh, t, lms, bool((kinds == 1).any()))
         if mode == RANKED:
             m = rd.varint(n)

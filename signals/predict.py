@@ -1059,8 +1059,9 @@ _CASCADE_TABLE = np.array([[0, 1, 0, 1], [16, 8, 32, 16], [16, 32, 32, 4], [32, 
 # variant 4 (taps, shift): one sign-data LMS over the residual saturated to int16, with
 # int16 weights and adapt values and an int32 dot product, as Monkey's Audio's NNFilter
 # computes its filters (M. Ashland, Monkey's Audio, NNFilter.cpp): vectors of 16-bit lanes,
-# so that the filter costs about half the time of variant 1 a sample for the same bits on
-# speech (bench/RESULTS.md). See _sign_data_ref for its arithmetic.
+# so that the filter costs less than half the time of variant 1 a sample (on the speech of
+# bench/RESULTS.md, for the same bits at level 5; it adapts more slowly from zero, so that
+# short packets code better with variant 1). See _sign_data_ref for its arithmetic.
 SIGN_DATA = {4: (16, 9)}
 LMS_VARIANTS = (*CASCADES, *SIGN_DATA)  # every value of a payload's ``lms`` but 0
 MAX_LMS = max(LMS_VARIANTS)
@@ -1210,11 +1211,11 @@ def _cascade_v3(e1):
 def cascade_forward(e1, variant=1):
     """LPC residual -> cascade residual (an NLMS, then a sign-sign LMS; see ``CASCADES``):
     the float64 path of :func:`_cascade_forward_fp` where it stays exact, else int64.
-    Variant 4 is the sign-data LMS of ``SIGN_DATA`` (:func:`_sign_data_ref`)."""
+    Variant 4 is the sign-data LMS of ``SIGN_DATA`` (:func:`_sign_data_ref`). Raises
+    ValueError for a variant not in ``LMS_VARIANTS``."""
+    _check_variant(variant)
     if variant == 4:
-        e3 = np.empty_like(e1)
-        _sd16_forward(e1, e3)
-        return e3
+        return _sign_data(e1, False)
     e3, ok = _cascade_forward_fp(e1, variant)
     if ok:
         return e3
@@ -1276,7 +1277,26 @@ assert all(m in (16, 32) for v in CASCADES.values() for m in v[::2])
 _sd16_forward = numba_ref("signals._intrinsics", "sign_data16_forward")
 _sd16_inverse = numba_ref("signals._intrinsics", "sign_data16_inverse")
 _sd16_step = numba_ref("signals._intrinsics", "sign_data16_step")
+_as_int64_c = numba_ref("signals._intrinsics", "as_int64_c")
 assert SIGN_DATA == {4: (16, 9)}  # the constants of those three kernels
+
+
+@njit(cache=True, inline="always")
+def _check_variant(variant):
+    if variant < 1 or variant > MAX_LMS:
+        raise ValueError("unknown adaptive cascade variant")
+
+
+@njit(cache=True, inline="always")
+def _sign_data(a, inverse):
+    """Variant 4 over all of ``a`` (any 1-D integers): the vector kernels' whole loop."""
+    src = _as_int64_c(a)
+    out = np.empty(src.shape[0], np.int64)
+    if inverse:
+        _sd16_inverse(src, out)
+    else:
+        _sd16_forward(src, out)
+    return out
 
 
 @njit(cache=True, inline="always")
@@ -1299,10 +1319,10 @@ def _sign_data_ref(a, m, shift, inverse):
     sample ``x[i]`` is predicted from the ``m`` before it saturated to int16 (``h``):
     ``p = wrap32(sum w[q] h[q]) >> shift``, ``e[i] = x[i] - p`` (int64, wrapping).
     Then every weight moves by ``sgn(e[i])`` times the adapt value of its history sample
-    (int16, wrapping); the new sample's adapt value is ``sgn(x) * 32`` where ``|x|`` is above
-    3 times the running average ``avg`` of ``|x|``, ``* 16`` above 4/3 of it, else ``* 8``
-    (0 for 0), and halves when it reaches the ages 2, 3 and 9 (in samples);
-    ``avg += (|x| - avg) >> 4``. Everything starts at zero.
+    (int16, wrapping). With ``xs`` the new sample saturated to int16, its adapt value is
+    ``sgn(xs) * 32`` where ``|xs|`` is above 3 times the running average ``avg`` of ``|xs|``,
+    ``* 16`` above 4/3 of it, else ``* 8`` (0 for 0), and halves when it reaches the ages 2, 3
+    and 9 (in samples); ``avg += (|xs| - avg) >> 4``. Everything starts at zero.
     """
     n = a.shape[0]
     h = np.zeros(n + m, np.int64)  # saturated samples, oldest first
@@ -1460,11 +1480,11 @@ def _cascade_forward_fp(e1, variant):
 @njit(cache=True)
 def cascade_inverse(e3, variant=1):
     """Exact inverse of :func:`cascade_forward`: the float64 fast path, or the int64 kernel
-    where an output reaches ``FP_LIMIT``."""
+    where an output reaches ``FP_LIMIT``. Raises ValueError for a variant not in
+    ``LMS_VARIANTS``."""
+    _check_variant(variant)
     if variant == 4:
-        x = np.empty_like(e3)
-        _sd16_inverse(e3, x)
-        return x
+        return _sign_data(e3, True)
     x, ok = _cascade_inverse_fp(e3, variant)
     return x if ok else _cascade_inverse_int(e3, variant)
 

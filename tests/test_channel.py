@@ -639,6 +639,28 @@ def test_a_payload_plan_names_its_choices():
     assert payload_plan(payload, 100) == Plan(CODED2, 8 * len(payload) / 100, 0, 0, 0, False)
 
 
+def test_a_payload_plan_refuses_what_the_reader_refuses():
+    """A mode-4 payload whose cascade byte names no variant (or a cascade with the match
+    model, or a context above 32) has no plan: coding with such a plan crashed the process
+    (the cascade's tables read out of bounds)."""
+    from signals.channel import _read_block_side, _Reader, payload_plan
+    x = np.cumsum(np.random.default_rng(0).integers(-300, 300, 5000))
+    p = encode_channel(x)
+    rd = _Reader(p)
+    rd.byte()
+    _read_block_side(rd, x.size)
+    assert payload_plan(p, x.size) is not None
+    for at, value in ((3, 5), (3, 255), (0, 33)):  # lms 5 and 255; mh 33
+        b = bytearray(p)
+        b[rd.pos + at] = value
+        assert payload_plan(bytes(b), x.size) is None
+        with pytest.raises(ValueError):
+            decode_channel(bytes(b), x.size)
+    b = bytearray(p)
+    b[rd.pos], b[rd.pos + 3] = 2, 4  # the match model with the cascade
+    assert payload_plan(bytes(b), x.size) is None
+
+
 def _long_signal(n=40000, seed=0):
     rng = np.random.default_rng(seed)
     day = np.round(500 * np.maximum(0, np.sin(np.arange(240) / 240 * 2 * np.pi))).astype(np.int64)

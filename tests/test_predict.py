@@ -127,6 +127,24 @@ def test_sign_data_by_hand():
     assert P.cascade_inverse(np.array([100, 100, 94]), 4).tolist() == [100, 100, 100]
 
 
+def test_cascade_takes_any_integer_array_and_refuses_unknown_variants():
+    """Every variant takes strided and int32 arrays as their int64 copies (variant 4's vector
+    kernels take contiguous int64 only); a variant outside LMS_VARIANTS raises ValueError
+    (it read the variants' table out of bounds: a crash)."""
+    x = (np.arange(400, dtype=np.int64) * 37) % 1000 - 500
+    for v in P.LMS_VARIANTS:
+        want = P.cascade_forward(np.ascontiguousarray(x[::2]), v)
+        assert np.array_equal(P.cascade_forward(x[::2], v), want)
+        assert np.array_equal(P.cascade_inverse(want.astype(np.int32)[::-1][::-1], v),
+                              P.cascade_inverse(want, v))
+        assert np.array_equal(P.cascade_forward(x.astype(np.int32), v), P.cascade_forward(x, v))
+    for v in (0, 5, 255, -1):
+        with pytest.raises(ValueError, match="unknown adaptive cascade variant"):
+            P.cascade_forward(x, v)
+        with pytest.raises(ValueError, match="unknown adaptive cascade variant"):
+            P.cascade_inverse(x, v)
+
+
 def test_sign_data_extremes():
     """The full int64 range (wrapping sums, the history saturated at int16), a constant signal,
     one sample, none, and longer than any lane count."""
