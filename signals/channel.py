@@ -3530,6 +3530,29 @@ def payload_plan(payload: bytes, n: int) -> Plan | None:
     return None
 
 
+def check_plan(plan: Any) -> None:
+    """Raise ValueError unless ``plan`` is a :class:`Plan` whose choices a payload may hold
+    (as its reader checks them): mode ``CODED2`` with integers ``0 <= mh <= 32``,
+    ``0 <= t <= 255`` and ``lms`` 0 or one of ``signals.predict.LMS_VARIANTS`` (the coder
+    drops the cascade where ``mh`` is not 0), or mode ``RANKED`` whose ``head`` and ``body``
+    are such plans or None."""
+    if not isinstance(plan, Plan):
+        raise ValueError(f"a plan is a signals.channel.Plan, got {type(plan).__name__}")
+    if plan.mode == RANKED:
+        for part in (plan.head, plan.body):
+            if part is not None:
+                check_plan(part)
+        return
+    if plan.mode != CODED2:
+        raise ValueError(f"a plan's mode is {CODED2} or {RANKED}, got {plan.mode!r}")
+    fields = (plan.mh, plan.t, plan.lms)
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in fields):
+        raise ValueError(f"a plan's mh, t and lms are integers, got {fields}")
+    if not (0 <= plan.mh <= 32 and 0 <= plan.t <= 255
+            and (plan.lms == 0 or plan.lms in P.LMS_VARIANTS)):
+        raise ValueError(f"a plan's choices (mh, t, lms) = {fields} are not a payload's")
+
+
 def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelModel | None = None,
                    plan: Plan | None = None) -> bytes:
     """Code one channel of integers into a self-contained payload.
@@ -3563,8 +3586,11 @@ def encode_channel(x: ArrayLike, *, level: int = DEFAULT_LEVEL, model: ChannelMo
     Raises
     ------
     ValueError
-        If ``x`` is not 1-D integer data or ``level`` is out of range.
+        If ``x`` is not 1-D integer data, ``level`` is out of range, or ``plan`` names
+        choices that no payload may hold (see :func:`check_plan`).
     """
+    if plan is not None:
+        check_plan(plan)
     x = np.asarray(x)
     if x.ndim != 1:
         raise ValueError(f"a channel is 1-D, got shape {x.shape}")

@@ -1289,7 +1289,8 @@ def _check_variant(variant):
 
 @njit(cache=True, inline="always")
 def _sign_data(a, inverse):
-    """Variant 4 over all of ``a`` (any 1-D integers): the vector kernels' whole loop."""
+    """Variant 4 over all of ``a`` (1-D integers, taken as int64: a copy where ``a`` is not
+    contiguous int64; uint64 as its bit pattern): the vector kernels' whole loop."""
     src = _as_int64_c(a)
     out = np.empty(src.shape[0], np.int64)
     if inverse:

@@ -661,6 +661,24 @@ def test_a_payload_plan_refuses_what_the_reader_refuses():
     assert payload_plan(bytes(b), x.size) is None
 
 
+def test_a_plan_given_by_hand_is_checked_as_a_payload_would_be():
+    """A plan of match context 40 wrote a payload that its reader refuses (data lost, no
+    error at compress); lms 4.0 gave a raw numba error, t = 300 an unrelated one."""
+    import signals
+    from signals.channel import CODED2, RANKED, Plan
+    x = np.cumsum(np.random.default_rng(0).integers(-50, 50, 3000))
+    for bad in (Plan(CODED2, 64.0, mh=40), Plan(CODED2, 64.0, lms=4.0), Plan(CODED2, 64.0, t=300),
+                Plan(CODED2, 64.0, mh=-1), Plan(CODED2, 64.0, lms=5), Plan(7, 64.0),
+                Plan(RANKED, 64.0, body=Plan(CODED2, 64.0, mh=33)), (4, 64.0)):
+        with pytest.raises(ValueError, match="plan"):
+            encode_channel(x, plan=bad)
+        with pytest.raises(ValueError, match="plan"):
+            signals.compress(x, plans={"ch0": bad})
+    for good in (Plan(CODED2, 64.0, mh=32, t=255), Plan(CODED2, 64.0, lms=4),
+                 Plan(CODED2, 64.0, mh=np.int64(2), t=1, lms=4)):  # (the cascade dropped)
+        assert np.array_equal(decode_channel(encode_channel(x, plan=good), x.size), x)
+
+
 def _long_signal(n=40000, seed=0):
     rng = np.random.default_rng(seed)
     day = np.round(500 * np.maximum(0, np.sin(np.arange(240) / 240 * 2 * np.pi))).astype(np.int64)
