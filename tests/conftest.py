@@ -16,6 +16,22 @@ def ecg_csv():
     return DATA / "mitbih208_ecg.csv"
 
 
+@pytest.fixture
+def cascade_bytes(monkeypatch):
+    """The adaptive cascade byte (``lms``) of each mode-4 payload read during the test, in
+    order (a list that the test reads)."""
+    from signals import channel
+    seen: list[int] = []
+    read_side = channel._read_block_side
+
+    def spy(rd, n):
+        out = read_side(rd, n)
+        seen.append(rd.data[rd.pos + 3])  # after (mh, t, tbits): lms
+        return out
+    monkeypatch.setattr(channel, "_read_block_side", spy)
+    return seen
+
+
 @pytest.fixture(scope="session")
 def ecg_codes(ecg_csv):
     """MIT-BIH record 208, first 20,000 samples, quantized to 256 levels."""
