@@ -2383,10 +2383,11 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
         ``()`` skips the stage.
     min_cascade_gain : float, default ``LMS_MIN_GAIN`` (0.15)
         The adaptive cascade is kept only where it saves at least this many
-        bits/sample on the validation split: it decodes about three times
-        slower than the rest of a packet, so a small saving does not pay for
-        it (the rule of levels 4-5 of :func:`encode_channel`). ``0`` keeps
-        it wherever it saves anything.
+        bits/sample on the validation split, and an NLMS variant (1-3) over
+        the sign-data LMS (variant 4) only where it saves this much more: an
+        NLMS decodes about three times slower than the rest of a packet, so a
+        small saving does not pay for it (the rule of levels 4-5 of
+        :func:`encode_channel`). ``0`` keeps it wherever it saves anything.
     min_vocab_gain : float, default ``VOCAB_MIN_GAIN`` (0.02)
         The same for the vocabulary stage, whose packets decode one at a
         time, through the token ids (several times slower than those of the
@@ -2470,21 +2471,23 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
     stages: list[dict] = []
 
     def stage(name: str, tried: list[tuple[float, str, Any]],
-              slow: Callable[[Any], bool] | None = None) -> Any:
+              slow: Callable[[Any], bool] | None = None, gain: float | None = None) -> Any:
         """Keep the candidate of fewest validation bits, or where that one is ``slow`` to decode,
-        the best of the others unless it saves ``min_slow_gain``; record it and the runner-up."""
+        the best of the others unless it saves ``gain`` (default ``min_slow_gain``); record it
+        and the runner-up."""
+        gain = min_slow_gain if gain is None else gain
         tried = sorted(tried, key=lambda c: c[0])
         pick = tried[0]
         if slow is not None and slow(pick[2]):
             fast = [c for c in tried if not slow(c[2])]
-            if fast and fast[0][0] - pick[0] < min_slow_gain * n_val:
+            if fast and fast[0][0] - pick[0] < gain * n_val:
                 pick = fast[0]
         entry = {"stage": name, "kept": pick[1], "bits": pick[0] / n_val}
         if len(tried) > 1:  # (the runner-up; a stage of one candidate has none)
             other = tried[1] if pick is tried[0] else tried[0]
             entry.update(alternative=other[1], bits_alternative=other[0] / n_val)
         if pick is not tried[0]:
-            entry["min_gain"] = min_slow_gain
+            entry["min_gain"] = gain
         stages.append(entry)
         return pick
 
@@ -2506,8 +2509,10 @@ def fit_channel_model(signals: list[np.ndarray], *, packet_size: int = 256,
             tried.append((_packet_bits(m, va_p), f"variant {v}", m))
         best = min(tried[1:], key=lambda c: c[0])
         if bits - best[0] >= min_cascade_gain * n_val:
-            # (an NLMS variant decodes in about twice the time of the sign-data LMS)
-            bits, _, chosen = stage("adaptive cascade", tried, lambda m: m.lms in P.CASCADES)
+            # an NLMS variant costs the decoder 17-21 ns a sample, the sign-data LMS about 2 more
+            # than the entropy decoder alone: the NLMS must save what a cascade must save
+            bits, _, chosen = stage("adaptive cascade", tried, lambda m: m.lms in P.CASCADES,
+                                    min_cascade_gain)
         else:  # it saves too little for its decode time: off, the best variant as the runner-up
             stages.append({"stage": "adaptive cascade", "kept": "off", "bits": bits / n_val,
                            "alternative": best[1], "bits_alternative": best[0] / n_val,
