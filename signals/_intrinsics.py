@@ -138,8 +138,8 @@ def _i64(v: int) -> ir.Constant:
 def _sd_sample(builder, m: int, shift: int, w, h, d, avg, newest, v, inverse: bool):
     """One sample of the sign-data LMS: from the state (``w``, ``h``, ``d``: ``<m x i16>``;
     ``avg``, ``newest``: i64) and the sample's input ``v`` (i64: the signal, forward, or
-    the residual, inverse), ``(out, x, xs, w', h', d', avg')``: ``out`` the output, ``x`` the
-    signal's value, ``xs`` it saturated to int16 (the next ``newest``)."""
+    the residual, inverse), ``(out, xs, w', h', d', avg')``: ``out`` the output, ``xs`` the
+    signal's value saturated to int16 (the next ``newest``)."""
     v16, v32 = ir.VectorType(_I16, m), ir.VectorType(_I32, m)
     zero16 = ir.Constant(v16, None)
     lane0 = ir.Constant(_I32, 0)
@@ -186,7 +186,7 @@ def _sd_sample(builder, m: int, shift: int, w, h, d, avg, newest, v, inverse: bo
                                 shift_in)
     nd = builder.ashr(builder.shuffle_vector(d, builder.insert_element(zero16, adapt, lane0),
                                              shift_in), decay)
-    return out, x, xs, nw, nh, nd, navg
+    return out, xs, nw, nh, nd, navg
 
 
 def _sign_data_loop(m: int, shift: int, inverse: bool):
@@ -217,8 +217,8 @@ def _sign_data_loop(m: int, shift: int, inverse: bool):
             builder.cbranch(builder.icmp_signed("<", i, n), body, done)
             builder.position_at_end(body)
             v = builder.load(builder.gep(sa.data, [i]))
-            out, _, xs, nw, nh, nd, navg = _sd_sample(builder, m, shift, w, h, d, avg, newest, v,
-                                                      inverse)
+            out, xs, nw, nh, nd, navg = _sd_sample(builder, m, shift, w, h, d, avg, newest, v,
+                                                   inverse)
             builder.store(out, builder.gep(da.data, [i]))
             for p, val in ((i, builder.add(i, _i64(1))), (w, nw), (h, nh), (d, nd), (avg, navg),
                            (newest, xs)):
@@ -235,7 +235,8 @@ def _sign_data_step(m: int, shift: int):
 
     @intrinsic
     def step(typingctx, state, e, newest, avg):
-        """One sample of the inverse: ``(x, avg')`` from the residual ``e``, the state
+        """One sample of the inverse: ``(x, xs, avg')`` (``xs``: ``x`` saturated to int16, the
+        next ``newest``) from the residual ``e``, the state
         ``state`` (int16, ``3 m`` values: weights, history, adapt values; updated in place;
         its length is not checked: the caller allocates it), ``newest`` (the last ``x``
         saturated to int16) and ``avg`` (the running average)."""
@@ -243,7 +244,7 @@ def _sign_data_step(m: int, shift: int):
                 and state.dtype == types.int16 and all(
                     isinstance(a, types.Integer) for a in (e, newest, avg))):
             return None
-        sig = types.UniTuple(types.int64, 2)(state, e, newest, avg)
+        sig = types.UniTuple(types.int64, 3)(state, e, newest, avg)
 
         def codegen(context, builder, sig, args):
             data = context.make_array(sig.args[0])(context, builder, args[0]).data
@@ -252,11 +253,11 @@ def _sign_data_step(m: int, shift: int):
             w, h, d = (builder.load(p, align=2) for p in ptrs)
             e, newest, avg = (context.cast(builder, a, t, types.int64)
                               for a, t in zip(args[1:], sig.args[1:]))
-            x, _, _, nw, nh, nd, navg = _sd_sample(builder, m, shift, w, h, d, avg, newest, e,
-                                                   True)
+            x, xs, nw, nh, nd, navg = _sd_sample(builder, m, shift, w, h, d, avg, newest, e,
+                                                 True)
             for p, val in zip(ptrs, (nw, nh, nd)):
                 builder.store(val, p, align=2)
-            return context.make_tuple(builder, sig.return_type, [x, navg])
+            return context.make_tuple(builder, sig.return_type, [x, xs, navg])
         return sig, codegen
     return step
 

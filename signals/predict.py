@@ -1307,8 +1307,7 @@ def sign_data_step(state, e, newest, avg):
     ``(x, newest, avg)``, the state to pass to the next sample (``state``: int16, 48 values,
     zero at the first sample, updated in place; ``newest`` and ``avg`` 0 at the first). The
     same integers as :func:`cascade_inverse` sample by sample."""
-    x, avg = _sd16_step(state, e, newest, avg)
-    return x, min(max(x, -32768), 32767), avg
+    return _sd16_step(state, e, newest, avg)
 
 
 @njit(cache=True)
