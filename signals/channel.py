@@ -2932,6 +2932,9 @@ def _k_model_payload(buf, a, e, x, kinds, orders, shifts, coefs, mh, t, tbits, c
     if mh == 0 and lms == 0:  # one pass, into its place in x
         _, ok = _decode_blocks(x, None, words, raw, 8 * nraw, crow, dtab, 0, max(n, 1), kinds,
                                orders, shifts, coefs)
+    elif mh == 0 and lms == 4:  # the same, through the sign-data LMS (variant 4)
+        _, ok = _decode_blocks_sd(x, words, raw, 8 * nraw, crow, dtab, 0, max(n, 1), kinds, orders,
+                                  shifts, coefs)
     else:
         seg, ok = _decode_fused(words, raw, 8 * nraw, n, cmap, nc, dtab, max(n, 1), kinds,
                                 orders, shifts, coefs, mh, t, tbits, lms)

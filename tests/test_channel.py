@@ -650,6 +650,39 @@ def test_models_take_the_sign_data_lms_unless_an_nlms_saves_what_a_cascade_must_
                zip(decode_packets(encode_packets(packets, m), [1024] * 8, m), packets))
 
 
+
+@pytest.fixture(scope="module")
+def sign_data_model(model):
+    """``model`` (a fixed predictor) with the sign-data LMS (cascade variant 4)."""
+    import dataclasses
+    return dataclasses.replace(model, lms=4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(xs=st.lists(st.one_of(small_walk, any_ints), min_size=1, max_size=6), data=st.data())
+def test_sign_data_packets_in_the_batch_decoder_as_alone(sign_data_model, xs, data):
+    """A model with cascade variant 4: the batch decoder (which decodes its payloads in place)
+    gives back what decode_channel gives for each packet, damaged ones too (a changed byte or
+    a cut tail: the same samples, or an error for that packet alone)."""
+    from signals.channel import decode_packets, encode_packets
+    m = sign_data_model
+    out = encode_packets(xs, m, level=0)
+    assert all(np.array_equal(a, x) for a, x in zip(decode_packets(out, [x.size for x in xs], m), xs))
+    bad = list(out)
+    for j, p in enumerate(out):
+        if len(p) > 1 and data.draw(st.booleans(), label=f"damage {j}"):
+            at = data.draw(st.integers(1, len(p) - 1), label=f"at {j}")
+            cut = data.draw(st.booleans(), label=f"cut {j}")
+            bad[j] = p[:at] if cut else p[:at] + bytes([p[at] ^ 0x5A]) + p[at + 1:]
+    got = decode_packets(bad, [x.size for x in xs], m, on_error="none")
+    for b, x, g in zip(bad, xs, got):
+        try:
+            alone = decode_channel(b, x.size, model=m)
+        except ValueError:
+            alone = None
+        assert (g is None) == (alone is None)
+        assert g is None or np.array_equal(g, alone)
+
 def test_a_payload_plan_names_its_choices():
     from signals.channel import CODED2, Plan, payload_plan
     assert payload_plan(encode_channel(np.full(50, 7)), 50) is None  # a constant: mode 1
