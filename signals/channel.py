@@ -69,6 +69,7 @@ import hashlib
 import itertools
 import json
 import math
+import operator
 import threading
 import weakref
 from collections.abc import Callable
@@ -2095,12 +2096,12 @@ class ChannelModel:
         try:
             if config.get("kind") != "channel_model" or config.get("version") != 1:
                 raise ValueError("not a version-1 channel model config")
-            k, msb = int(config["k"]), int(config["msb"])
+            k, msb = _index(config["k"]), _index(config["msb"])
             if not (0 <= k <= E.MAX_K and 0 <= msb <= min(k, E.MAX_MSB)):
                 raise ValueError(f"bad hybrid parameters k={k}, msb={msb}")
             pr = config["predictor"]
-            kind, order, shift = int(pr["kind"]), int(pr["order"]), int(pr["shift"])
-            coefs = np.array(pr["coefs"], np.int64)
+            kind, order, shift = _index(pr["kind"]), _index(pr["order"]), _index(pr["shift"])
+            coefs = np.array([_index(c) for c in pr["coefs"]], np.int64)
             if kind == 0:
                 if not 0 <= order <= P.MAX_ORDER or coefs.size:
                     raise ValueError("bad fixed predictor")
@@ -2113,15 +2114,15 @@ class ChannelModel:
                     raise ValueError("bad lag predictor")
             else:
                 raise ValueError(f"unknown predictor kind {kind}")
-            mh, t = (int(v) for v in config["match"])
+            mh, t = (_index(v) for v in config["match"])
             if not (0 <= mh <= 32 and 0 <= t <= 255):
                 raise ValueError("bad match parameters")
-            th = np.array(config["thresholds"], np.int64).reshape(-1)
+            th = np.array([_index(v) for v in config["thresholds"]], np.int64)
             if th.size >= E.MAX_CONTEXTS or (th.size and (np.any(np.diff(th) <= 0) or th.min() < 1
                                                            or th.max() > 255)):
                 raise ValueError("thresholds must be increasing in 1..255")
             rows = (th.size + 1) * (1 if mh == 0 else P.MATCH_BUCKETS)
-            if int(config["rows"]) != rows:
+            if _index(config["rows"]) != rows:
                 raise ValueError(f"{config['rows']} table rows, expected {rows}")
             raw = base64.b64decode(config["codes"], validate=True)
             width = E.alphabet_size(k, msb)
@@ -2132,7 +2133,7 @@ class ChannelModel:
                 raise ValueError("codes out of range (every token needs a nonzero code)")
             if width > E.SCALE:  # (each code takes one of the SCALE slots at least)
                 raise ValueError(f"{width} tokens a table row, above the {E.SCALE} slots")
-            lms = int(config.get("cascade", 0))
+            lms = _index(config.get("cascade", 0))
             if not 0 <= lms <= P.MAX_LMS or (lms and mh):
                 raise ValueError("bad cascade flag")
             fb = float(config.get("fallback_bits", 64.0))
@@ -2164,7 +2165,7 @@ class ChannelModel:
                     raise ValueError("ranked: its models have neither a ranked nor a vocabulary "
                                      "stage")
                 ranked = (cls.from_config(subs[0]), cls.from_config(subs[1]))
-        except (KeyError, TypeError, AttributeError, binascii.Error) as e:
+        except (KeyError, TypeError, AttributeError, OverflowError, binascii.Error) as e:
             raise ValueError(f"malformed channel model config ({type(e).__name__}: {e})") from None
         return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes, fb, lms, merges, vcodes,
                    own, search, level, ranked)
@@ -2173,6 +2174,12 @@ class ChannelModel:
         """SHA-256 (hex, first 16 digits) of the canonical JSON config."""
         blob = json.dumps(self.get_config(), sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _index(v: Any) -> int:
+    """An integer of a model config (a Python or NumPy integer): ``operator.index``, which
+    refuses a float or a string (TypeError), where ``int`` would truncate ``4.9`` to 4."""
+    return operator.index(v)
 
 
 MAX_VOCAB_MERGES = 1 << 12  # merges of a model's vocabulary stage

@@ -234,6 +234,23 @@ def test_bad_model_config_raises(model, bad):
         ChannelModel.from_config(cfg)
 
 
+
+@pytest.mark.parametrize("path, value", [
+    (("cascade",), 0.9), (("k",), 4.5), (("predictor", "order"), 1.5), (("predictor", "shift"), "3"),
+    (("thresholds",), [1.5]), (("match",), [0.0, 0]), (("rows",), 2.0),
+    (("predictor", "coefs"), [10**30])])
+def test_a_model_config_number_that_is_not_an_integer_is_refused(model, path, value):
+    """A float or a string where the config holds an integer is refused (``int`` truncated
+    ``"cascade": 0.9`` to no cascade, and a coefficient beyond int64 raised a raw
+    OverflowError)."""
+    cfg = json.loads(json.dumps(model.get_config()))
+    d = cfg
+    for key in path[:-1]:
+        d = d[key]
+    d[path[-1]] = value
+    with pytest.raises(ValueError, match="malformed channel model config"):
+        ChannelModel.from_config(cfg)
+
 def test_a_table_row_of_more_tokens_than_rans_slots_is_refused(model):
     """A row of more than 4096 nonzero codes (k = 12, msb = 4: 4928 tokens) cannot sum to the
     4096 slots: its frequencies summed above them and the decode table dropped the symbols
