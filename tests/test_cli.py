@@ -478,6 +478,18 @@ def test_help_is_lazy_and_python_m_works():
     assert r.returncode == 0 and "decompress" in r.stdout
 
 
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["compress", "--help"]])
+def test_help_to_a_reader_that_went_away_ends_as_sigpipe_ends_xz(args):
+    """`ubpe --help | true`: click ended with status 1 (an error, to a script) where the
+    group's own options print; every other command already ended with 141, as xz and zstd."""
+    r, w = os.pipe()
+    os.close(r)  # (no reader: the first write fails)
+    with open(w, "wb") as out:
+        p = subprocess.run([sys.executable, "-m", "ubpe", *args], stdout=out,
+                           stderr=subprocess.PIPE, timeout=120)
+    assert p.returncode == 141 and p.stderr == b""
+
 def test_decompressing_a_csv_imports_no_arrow(tmp_path):
     # Arrow (about 50 ms to import) parses CSV files; decoding one without text columns (here
     # numbers, dates, times and categories: the TMY3 fixture) prints it from the kernels alone

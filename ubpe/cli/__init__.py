@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -77,6 +77,12 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:  # (--help and --version print here: click would exit 1 on a closed pipe)
+            return super().parse_args(ctx, args)
+        except BrokenPipeError:
+            _reader_gone()
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -118,7 +124,7 @@ def run() -> None:
         raise SystemExit(1) from None
 
 
-def _reader_gone() -> None:
+def _reader_gone() -> NoReturn:
     """The reader of standard output went away (``ubpe text encode m.json f | head``): stop at
     once and quietly, with the status of a process that SIGPIPE ends (141), as xz and zstd do
     (https://docs.python.org/3/library/signal.html#note-on-sigpipe)."""
