@@ -674,6 +674,11 @@ class SignalModel:
     def from_dict(cls, doc: dict, source: str = "signal model") -> SignalModel:
         """Rebuild a fitted model from :meth:`to_dict` output; see :meth:`load`."""
         check_document(doc, FORMAT, VERSION, source)
+        codec_keys = sorted({"codec", "codec_level", "codec_packet_size", "codec_report"} & set(doc))
+        if doc["version"] < 3 and codec_keys:  # (a version 1 file has no checksum: no edit of
+            # the codec part may pass as one)
+            raise FormatError(f"{source}: a version-{doc['version']} signal model has no codec "
+                              f"part, but this one holds {', '.join(map(repr, codec_keys))}")
         try:
             params = doc["params"]
             if not isinstance(params, dict):

@@ -62,6 +62,20 @@ def test_frozen_signal_model_v1():
     assert back[0].tolist() == saw.tolist() and back[1].tolist() == tri.tolist()
 
 
+def test_a_codec_part_in_a_model_of_version_1_is_refused(tmp_path):
+    """The codec part came with version 3; a version-1 document needs no checksum, so that a
+    version-3 model relabelled as version 1, its checksum dropped, loaded every edit of its
+    codec part (here the level and a predictor's order) without a word."""
+    doc = json.loads((FROZEN / "signal_model_v3.json").read_text())
+    doc["version"] = 1
+    del doc["checksum"], doc["content_id"]
+    doc["codec_level"] = 0
+    doc["codec"]["ramp"]["model"]["predictor"]["order"] = 3
+    (tmp_path / "m.json").write_text(json.dumps(doc))
+    with pytest.raises(FormatError, match="a version-1 signal model has no codec part"):
+        SignalModel.load(tmp_path / "m.json")
+
+
 def test_frozen_golden_v1_container():
     x = np.array([[0, 1, 4, 9, 16, 25, 36, 49, 64, 81] * 30, [5, -5] * 150])
     assert np.array_equal(decompress((DATA / "golden_v1.ubpe").read_bytes()), x)
