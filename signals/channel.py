@@ -2196,6 +2196,12 @@ def _read_vocabulary(cfg: dict, width: int, mh: int) -> tuple[np.ndarray, np.nda
     limit = width + np.arange(merges.shape[0])  # merge r may use ids below width + r
     if merges.size and (merges.min() < 0 or np.any(merges.max(axis=1) >= limit)):
         raise ValueError("vocabulary: a merge uses a token not defined before it")
+    from ubpe import Tokenizer
+    try:  # the tokenizer's own checks (a pair merged twice, expansions above the limits) now,
+        # not at the first packet (ChannelModel.vocab builds it again)
+        Tokenizer.from_merges(width, merges)
+    except ValueError as e:
+        raise ValueError(f"vocabulary: {e}") from None
     vcodes = np.frombuffer(base64.b64decode(cfg["codes"], validate=True), np.uint8
                            ).astype(np.int64).reshape(1, -1)
     if vcodes.shape[1] != width + merges.shape[0] or np.any(vcodes == 0) or \
@@ -2876,8 +2882,8 @@ def _k_room_status(buf, a, e, n, min_bits, ranked):
     if size < 1:
         return 2
     mode = buf[a]
-    if mode == RAW:
-        return 0 if size == 1 + 8 * n else 2
+    if mode == RAW:  # (8 n would wrap from 2**60)
+        return 0 if (size - 1) % 8 == 0 and (size - 1) // 8 == n else 2
     if mode == MODEL:  # 16 bits a word, at most (size - 1) / 2 words
         return 3 if n * min_bits > 8 * size + 64 else 0
     if n > (16 * size + 64) / E.MIN_TOKEN_BITS + 1:
@@ -3886,7 +3892,9 @@ def decode_channel(payload: bytes, n: int, *, model: ChannelModel | None = None)
     ValueError
         If the payload is truncated, inconsistent, made with a model not
         given, or cannot hold ``n`` samples. Sizes are checked against the
-        bytes that remain before anything is allocated.
+        bytes that remain before anything is allocated; but a constant (mode
+        1, a value and no count) holds any ``n``, and its ``n`` samples are
+        allocated as asked.
     """
     return _decode(payload, n, model)
 

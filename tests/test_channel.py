@@ -333,6 +333,10 @@ def test_packets_batch_matches_single_and_isolates_damage(model):
     assert all(np.array_equal(got[j], pk[j]) for j in range(len(pk)) if j not in (3, 7))
     with pytest.raises(ValueError):
         decode_packets(out[:1], [10**15], model)
+    raw = encode_packets([np.arange(100)], model, level=0)  # (a raw payload of 2**61 samples:
+    # 8 n wrapped in the kernel's size check, and numba's allocation error failed the batch)
+    got = decode_packets(raw + [b"\x00"], [100, 2**61], model, on_error="none")
+    assert np.array_equal(got[0], np.arange(100)) and got[1] is None
     for on_error in ("raise", "none"):  # a negative count is the caller's error, not a packet's
         with pytest.raises(ValueError, match="negative sample count"):
             decode_packets(out[:3], [pk[0].size, -1, pk[2].size], model, on_error=on_error)

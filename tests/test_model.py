@@ -461,6 +461,29 @@ def test_the_vocabulary_stage_is_kept_where_it_pays(vocab_model):
             decode_channel(bad, x.size, model=vocab_model)
 
 
+
+@pytest.mark.parametrize("forge", ["repeat", "doubling"])
+def test_a_vocabulary_the_tokenizer_refuses_is_refused_with_the_model(vocab_model, forge):
+    """A config whose vocabulary merges a pair twice, or chains merges whose expansions
+    double (2**60 symbols), loaded, and the first packet failed (the whole batch with it)."""
+    import base64
+
+    from signals import entropy as E
+    from signals.channel import ChannelModel
+    cfg = vocab_model.get_config()
+    merges = np.frombuffer(base64.b64decode(cfg["vocabulary"]["merges"]), "<i4").reshape(-1, 2)
+    width = E.alphabet_size(vocab_model.k, vocab_model.msb)
+    if forge == "repeat":
+        extra = merges[:1]
+    else:  # id width + r merges itself with itself: its expansion doubles each time
+        extra = np.array([[0, 0]] + [[width + merges.shape[0] + r] * 2 for r in range(60)])
+    forged = np.vstack([merges, extra]).astype("<i4")
+    codes = base64.b64decode(cfg["vocabulary"]["codes"]) + b"\x01" * len(extra)
+    cfg["vocabulary"] = {"merges": base64.b64encode(forged.tobytes()).decode(),
+                         "codes": base64.b64encode(codes).decode()}
+    with pytest.raises(ValueError, match="vocabulary: "):
+        ChannelModel.from_config(cfg)
+
 def test_vocabulary_packets_in_the_batch_decoder_as_alone(vocab_model):
     """decode_packets decodes mode-8 payloads in one kernel: the same samples as decode_channel
     gives each alone, and the same damaged payloads refused."""
