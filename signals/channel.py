@@ -3287,10 +3287,12 @@ def encode_packets(packets: list[np.ndarray], model: ChannelModel, *, level: int
     Returns
     -------
     list of bytes
-        Payloads, each decodable with ``decode_channel(p, n, model=model)``
-        (the same bytes as ``encode_channel(p, level=level, model=model)``).
-        A constant packet (up to ``CONST_MAX`` samples) is coded as a
-        constant (mode 1).
+        Payloads, each decodable with ``decode_channel(p, n, model=model)``:
+        the same bytes as ``encode_channel(p, level=level, model=model)``, but
+        for the long packets of a batch whose probes (above) found their own
+        coding smaller: ``encode_channel`` of one packet does not try it under
+        such a model. A constant packet (up to ``CONST_MAX`` samples) is coded
+        as a constant (mode 1).
     """
     arrs = [np.asarray(p) for p in packets]
     if not arrs:

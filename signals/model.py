@@ -340,8 +340,9 @@ class SignalModel:
 
         Notes
         -----
-        The same bytes as :meth:`compress_packets` gives for this packet (its
-        compiled loops, for one packet).
+        The same bytes as :meth:`compress_packets` gives for this packet alone
+        (its compiled loops, for one packet). In a batch, a long packet may
+        code smaller: see :func:`signals.channel.encode_packets`.
         """
         return self.compress_packets([x])[0]
 
