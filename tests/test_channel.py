@@ -342,6 +342,24 @@ def test_packets_batch_matches_single_and_isolates_damage(model):
             decode_packets(out[:3], [pk[0].size, -1, pk[2].size], model, on_error=on_error)
 
 
+
+@pytest.mark.parametrize("value", [7, -2**63, 2**63 - 1])
+def test_a_long_constant_under_a_model_codes_in_a_few_hundred_bytes(model, value):
+    """A constant above CONST_MAX samples (an idle channel) under a model: mode 1 is kept for
+    shorter ones (the batch decoder bounds a payload's count by its bytes), and the model's
+    tables coded it in 128,774 bytes for 200,000 samples (a review). Now mode 4 with a fixed
+    predictor: the same bytes one at a time and in a batch, at every level; each decodes."""
+    from signals.channel import CONST_MAX, decode_packets, encode_packets
+    c = np.full(200_000, value, np.int64)
+    xs = [c[:10], c, c[:CONST_MAX], c[:CONST_MAX + 1]]
+    for level in (0, 5, 9):
+        one = [encode_channel(x, model=model, level=level) for x in xs]
+        assert encode_packets(xs, model, level=level) == one
+        assert [p[0] for p in one] == [1, 4, 1, 4] and len(one[1]) < 500
+        back = decode_packets(one, [x.size for x in xs], model)
+        assert all(np.array_equal(a, x) for a, x in zip(back, xs))
+        assert all(np.array_equal(decode_channel(p, x.size, model=model), x) for p, x in zip(one, xs))
+
 def test_model_fits_real_fixture():
     """A model fitted on the first part of a real ECG codes packets of the rest below 7 bits."""
     from pathlib import Path
