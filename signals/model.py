@@ -489,7 +489,14 @@ class SignalModel:
             reached (the message names its index in the stream); "keep" yields
             its :class:`SignalFormatError` in its place and goes on with the
             next packets. Damage to the stream's framing (a packet's length,
-            the end marker) raises either way.
+            the end marker) raises either way. But a byte deleted from or
+            inserted into a packet's body is a failed check at first: the
+            lengths read after it are then taken from the wrong bytes, each
+            such "packet" failing its check, until one lands on a packet's
+            start by chance; the packets after that come out at shifted
+            positions, and the end marker's count raises at the end. Where the
+            positions matter, use "raise" (the packet stream has no sequence
+            numbers).
         """
         _check_errors(errors)
         first = 0
