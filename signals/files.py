@@ -670,6 +670,8 @@ def _decode_frame(ctx: dict[str, Any], frame: bytes | SignalFormatError
     A read error (:func:`_in_order`) is raised here."""
     if isinstance(frame, SignalFormatError):
         raise frame
+    if container.container_version(frame) == 1:  # (arrays: _write_frames names the reader)
+        return "array", 0, [], None, (None, None, zlib.crc32(frame))
     header, columns, blobs = decode_columns(frame, ctx["model"],
                                             max_values=ctx.get("max_values", MAX_VALUES))
     source = header.get("source")
@@ -756,7 +758,7 @@ def _write_frames(decoded: Iterator, dst: IO[bytes]) -> tuple[int, int]:
             if n == 0 and source in ("csv", "wav"):
                 kind, wav0, crc0 = source, wav, crc
             if source != kind:
-                raise SignalFormatError(f"frame {n} holds {source!r} data, not "
+                raise SignalFormatError(f"frame {n} holds {source} data, not "
                                         f"{kind or 'CSV or WAV'}; read it with "
                                         f"signals.decompress_stream")
             if n and first_crc is not None and first_crc != crc0:

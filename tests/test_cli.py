@@ -1123,3 +1123,21 @@ def test_a_full_disk_behind_standard_output_is_named_so(tmp_path):
                            timeout=120)
     assert p.returncode == 1
     assert p.stderr.decode().strip() == "ubpe: standard output: No space left on device"
+
+
+def test_a_version_1_stream_and_an_empty_container_through_inspect_and_decompress(tmp_path):
+    """(A review) `inspect` of the frozen version-1 stream printed half its summary, then
+    "'max_error' (KeyError)"; `decompress` said "unknown flags 0x003a"; `inspect` of a
+    container of no values gave "bits/value 1249664.000"."""
+    v1 = Path(__file__).parent / "data" / "frozen" / "stream_v1.ubps"
+    r = run("inspect", v1)
+    assert r.exit_code == 0, r.output
+    assert "2 frames of arrays" in r.output and "max error    0: every value exact" in r.output
+    r = run("decompress", v1, "-o", tmp_path / "x")
+    assert r.exit_code == 1 and no_traceback(r)
+    assert "frame 0 holds array data, not CSV or WAV; read it with signals.decompress_stream" \
+        in r.output and not (tmp_path / "x").exists()
+    np.save(tmp_path / "e.npy", np.zeros(0, np.int32))
+    assert run("compress", tmp_path / "e.npy", "-q").exit_code == 0
+    r = run("inspect", tmp_path / "e.npy.ubpe")
+    assert r.exit_code == 0 and "bits/value   - (no values)" in r.output, r.output

@@ -155,7 +155,7 @@ def _inspect_container(data: bytes) -> None:
     if info.get("meta"):
         echo(f"meta         {json.dumps(info['meta'], ensure_ascii=False)}")
     echo(f"streams      {len(info['channels'])}, {n:,} values")
-    echo(f"bits/value   {info['bits_per_sample']:.3f}")
+    echo(f"bits/value   {info['bits_per_sample']:.3f}" if n else "bits/value   - (no values)")
     for ch in info["channels"]:
         if info["version"] >= 2:
             echo(f"  {ch['name']:<28} {ch['n_samples']:,} x {ch['dtype']}, {ch['bytes']:,} bytes, "
@@ -204,7 +204,7 @@ def _inspect_stream(data: bytes) -> None:
     frames = list(container.iter_stream_frames(io.BytesIO(data)))
     infos = [signals.inspect(f) for f in frames]
     n = sum(ch["n_samples"] for i in infos for ch in i["channels"])
-    sources = sorted({str(i.get("source")) for i in infos})
+    sources = sorted({str(i.get("source") or "arrays") for i in infos})
     click.echo(f"format       ubpe.signal stream, version {container.VERSION}, {len(data):,} bytes, "
                f"{len(frames)} frames of {', '.join(sources) or 'nothing'}")
     models = sorted({str(i["model"]) for i in infos if i.get("model")})
@@ -212,7 +212,9 @@ def _inspect_stream(data: bytes) -> None:
         click.echo(f"model        {', '.join(models)} (decompress with --model)")
     click.echo(f"values       {n:,}")
     click.echo(f"bits/value   {8 * len(data) / n:.3f}" if n else "bits/value   - (no values)")
-    worst = max([i["max_error"] for i in infos], default=0.0)
+    worst = max([i["max_error"] if "max_error" in i else  # (a version-1 frame: its channels')
+                 max([c["max_error"] for c in i["channels"]], default=0.0) for i in infos],
+                default=0.0)
     if infos and infos[0].get("csv_columns"):
         _echo_csv_columns(infos[0]["csv_columns"], worst, " (in the first frame)")
     else:
