@@ -826,6 +826,14 @@ def test_packets_refuse_a_lossy_option(tmp_path, daphnet_csv, daphnet_model):
             "--max-error", "1", "-o", tmp_path / "p.ubpe")
     assert r.exit_code == 2 and "do not apply" in r.output
     assert not (tmp_path / "p.ubpe").exists()
+    pq = pytest.importorskip("pyarrow.parquet")  # (a review: Parquet, Arrow, EDF and WFDB files
+    # took --packet-size in silence, and a container was written)
+    import pyarrow as pa
+    pq.write_table(pa.table({"a": np.arange(600) % 7}), tmp_path / "t.parquet")
+    r = run("compress", tmp_path / "t.parquet", "--model", daphnet_model, "--packet-size", "256",
+            "-o", tmp_path / "p.ubpe")
+    assert r.exit_code == 2 and "--packet-size takes CSV, WAV, .npy and .npz files" in r.output
+    assert not (tmp_path / "p.ubpe").exists()
 
 
 def test_packet_refusals_say_what_is_wrong(tmp_path, daphnet_csv, daphnet_model):

@@ -353,6 +353,11 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
     if packet_size is not None and (max_error or q is not None):
         raise click.UsageError("--packet-size packets are lossless (coded against the model); "
                                "--max-error and --quantizer do not apply to them")
+    other = [j.source for j in jobs if j.source != STDIO
+             and Path(j.source).suffix.lower() in signals.formats.SUFFIXES]
+    if packet_size is not None and other:  # (it was left out, and a container written)
+        raise click.UsageError(f"--packet-size takes CSV, WAV, .npy and .npz files, not "
+                               f"{other[0]}")
     if workers or scheduler:
         if model is not None or q is not None or any(STDIO in (j.source, j.output) for j in jobs):
             raise click.UsageError("--workers/--scheduler take files (not '-'), without --model "
