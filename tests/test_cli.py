@@ -699,6 +699,13 @@ def test_build_refuses_a_model_it_could_not_load(tmp_path):
     r = run("build", src, tmp_path / "s" / "x.csv", "--vocab-size", 1100, "-q", "-o",
             tmp_path / "m.json")
     assert r.exit_code == 0 and SignalModel.load(tmp_path / "m.json").channel_names_ == ["a", "b"]
+    # (of other columns: the channels 'x:a' and 'x:c' were built, and encode could not read
+    # them back from the two files, each read for both; a review)
+    (tmp_path / "s" / "x.csv").write_text("c\n" + "".join(f"{t % 3}\n" for t in range(100)))
+    r = run("build", src, tmp_path / "s" / "x.csv", "--vocab-size", 1100, "-q", "-o",
+            tmp_path / "m2.json")
+    assert r.exit_code == 1 and "two files are named 'x'" in r.stderr
+    assert not (tmp_path / "m2.json").exists()
     r = run("build", src, "--vocab-size", 300, "-o", tmp_path / "m.json")
     assert r.exit_code == 2 and "--levels" in r.stderr
 

@@ -151,6 +151,11 @@ def build(files, output, to_stdout, force, report: Reporter, columns, exclude, l
         names += [prefix + n for n in t.names]
         channels += t.channels
     channel_names = tables[0].names if pooled else names
+    stems = [Path(f).stem for f in files]
+    same = sorted({s for s in stems if stems.count(s) > 1})
+    if len(files) > 1 and not pooled and same:  # (encode reads channel 'x:b' from each file x)
+        raise ValueError(f"two files are named {same[0]!r}: of files of different columns, each "
+                         f"channel is named 'file:column' by its file's name (rename one)")
     twice = sorted({n for n in channel_names if channel_names.count(n) > 1})
     if twice:
         raise ValueError(f"two channels would be named {twice[0]!r}: a model needs one name a "
