@@ -71,7 +71,8 @@ def kind_of(path: str | Path, data: bytes | None = None) -> str:
     Raises
     ------
     ValueError
-        For a file of none of the kinds in :data:`KINDS`.
+        For a file of none of the kinds in :data:`KINDS` (Parquet or Arrow data
+        included: those are read from a file named with their suffix).
     """
     suffix = Path(path).suffix.lower()
     if suffix in CSV_SUFFIXES:
@@ -85,6 +86,11 @@ def kind_of(path: str | Path, data: bytes | None = None) -> str:
             return "npy"
         if data[:4] == b"PK\x03\x04":
             return "npz"
+        if data[:4] == b"PAR1" or data[:6] == b"ARROW1":  # (read as CSV: a field count error)
+            what, names = (("Parquet", ".parquet or .pq") if data[:4] == b"PAR1" else
+                           ("Arrow", ".arrow, .feather or .ipc"))
+            raise ValueError((f"{path}: " if path else "") + f"{what} data; ubpe reads it from a "
+                             f"file named {names}")
         return "csv"
     raise ValueError(f"{path}: unsupported input (expected .csv, .tsv, .txt, .wav, .npy or .npz)")
 
@@ -506,6 +512,9 @@ def compress_csv_stream(src: IO[bytes], dst: IO[bytes], *, first: bytes = b"",
                 if ("no lines below" in str(e) or "skips every line" in str(e)) and \
                         len(first_piece) < max(4 * frame_bytes, 16 << 20):
                     continue
+                if table.UTF16_TEXT in str(e):  # (a file of one frame is stored as it is, its
+                    # table unread; the later frames of a stream would be read as CSV)
+                    raise
             break
         if first_piece:
             yield first_piece

@@ -58,6 +58,8 @@ else:
 __all__ = ["CsvError", "CsvParts", "encode_csv", "decode_csv", "sniff", "parse_table", "Sniffed"]
 
 BOM = b"\xef\xbb\xbf"
+UTF16_TEXT = ("UTF-16 text (its byte-order mark); ubpe reads CSV files in UTF-8 or another "
+              "one-byte-a-character encoding (convert it, e.g. iconv -f UTF-16 -t UTF-8)")
 LAYOUT_VERSION = 1
 _DELIMITERS = (",", "\t", ";", "|")
 _MAX_DIGITS = 18          # an int64 holds every 18-digit decimal
@@ -605,10 +607,13 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
     Raises
     ------
     CsvError
-        If the file is empty, ``skip_rows`` leaves no line, or the delimiter
-        is not one character (other than a quote or line break).
+        If the file is empty or UTF-16 text, ``skip_rows`` leaves no line, or
+        the delimiter is not one character (other than a quote or line break).
     """
     check_dialect(delimiter, comment, path)
+    if first_line == 1 and data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # (its rows misread: a
+        # field count error on line 2)
+        raise CsvError(f"{path}: {UTF16_TEXT}")
     bom = data.startswith(BOM)
     text = data[3:] if bom else data
     if not text[:4096].strip() and not text.strip():

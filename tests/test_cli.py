@@ -1156,3 +1156,27 @@ def test_a_version_1_stream_and_an_empty_container_through_inspect_and_decompres
     assert run("compress", tmp_path / "e.npy", "-q").exit_code == 0
     r = run("inspect", tmp_path / "e.npy.ubpe")
     assert r.exit_code == 0 and "bits/value   - (no values)" in r.output, r.output
+
+
+def test_utf16_and_parquet_given_as_csv_say_what_they_are(tmp_path):
+    """(A review) A UTF-16 CSV and Parquet from standard input were read as CSV and refused
+    with a field count ("line 2: 1 fields, expected 2"). A UTF-16 file of one frame is now
+    stored as it is (exact), a longer one (a stream of frames) and `build` say it is UTF-16;
+    Parquet or Arrow data without its suffix names the suffix that reads it."""
+    text = "a,b\r\n" + "".join(f"{i},{i % 7}\r\n" for i in range(3000))
+    (tmp_path / "u.csv").write_bytes(text.encode("utf-16"))
+    assert run("compress", tmp_path / "u.csv", "-q").exit_code == 0
+    r = run("decompress", tmp_path / "u.csv.ubpe", "-c")
+    assert r.exit_code == 0 and r.stdout_bytes == (tmp_path / "u.csv").read_bytes()
+    r = run("build", tmp_path / "u.csv", "-o", tmp_path / "m.json")
+    assert r.exit_code == 1 and "u.csv: UTF-16 text (its byte-order mark)" in r.stderr
+    import signals.files as F
+    with open(tmp_path / "u.csv", "rb") as src, open(tmp_path / "s.ubpe", "wb") as dst:
+        with pytest.raises(ValueError, match="UTF-16 text"):
+            F.compress_csv_stream(src, dst, frame_bytes=4096)
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    pq.write_table(pa.table({"a": np.arange(100)}), tmp_path / "t.parquet")
+    r = run("compress", "-c", "-", input=(tmp_path / "t.parquet").read_bytes())
+    assert r.exit_code == 1 and "Parquet data; ubpe reads it from a file named .parquet or .pq" \
+        in r.stderr and no_traceback(r)
