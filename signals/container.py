@@ -485,9 +485,12 @@ def iter_stream_frames(fileobj: IO[bytes]) -> Iterator[bytes]:
                 raise SignalFormatError(f"truncated or corrupted end marker of the stream at "
                                         f"byte {pos}")
             (count,) = struct.unpack("<Q", tail[:8])
-            if count != k or fileobj.read(1):
+            if count != k:
                 raise SignalFormatError(f"the end marker at byte {pos} declares {count} frames, "
-                                        f"{k} were read (or bytes follow it)")
+                                        f"{k} were read")
+            if fileobj.read(1):  # (as a container names the bytes after its end section)
+                raise SignalFormatError(f"unexpected bytes after the stream's end marker at byte "
+                                        f"{pos + 20}")
             return
         if n > MAX_BLOB_BYTES * 4:
             raise SignalFormatError(f"frame {k} at byte {pos} declares {n:,} bytes, above the "

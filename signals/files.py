@@ -767,7 +767,7 @@ def _write_frames(decoded: Iterator, dst: IO[bytes]) -> tuple[int, int]:
             if n == 0 and source in ("csv", "wav"):
                 kind, wav0, crc0 = source, wav, crc
             if source != kind:
-                raise SignalFormatError(f"frame {n} holds {source} data, not "
+                raise SignalFormatError(f"frame {n} holds {source!r} data, not "
                                         f"{kind or 'CSV or WAV'}; read it with "
                                         f"signals.decompress_stream")
             if n and first_crc is not None and first_crc != crc0:

@@ -488,6 +488,8 @@ def save_all(x: Any, outdir: str | Path, *, which: Sequence[str] = tuple(PICTURE
     one = chans[channel] if 0 <= channel < len(chans) else None
     if one is None:
         raise ValueError(f"channel {channel} does not exist ({len(chans)} channel(s))")
+    if not one.size:  # (the bits picture divided by it)
+        raise ValueError(f"channel {channel} has no samples: nothing to draw")
     # the bits picture compresses every block: the longest part. The whole channel is coded
     # here first (which loads the coder's compiled kernels), then, where a second CPU is free,
     # a forked child codes the blocks while this process draws the other pictures.

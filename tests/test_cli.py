@@ -1150,7 +1150,7 @@ def test_a_version_1_stream_and_an_empty_container_through_inspect_and_decompres
     assert "2 frames of arrays" in r.output and "max error    0: every value exact" in r.output
     r = run("decompress", v1, "-o", tmp_path / "x")
     assert r.exit_code == 1 and no_traceback(r)
-    assert "frame 0 holds array data, not CSV or WAV; read it with signals.decompress_stream" \
+    assert "frame 0 holds 'array' data, not CSV or WAV; read it with signals.decompress_stream" \
         in r.output and not (tmp_path / "x").exists()
     np.save(tmp_path / "e.npy", np.zeros(0, np.int32))
     assert run("compress", tmp_path / "e.npy", "-q").exit_code == 0

@@ -335,3 +335,23 @@ def test_any_small_file_given_as_csv_round_trips_either_way(raw):
     assert signals.decompress_file(data).data == raw
     columns = signals.compress_file(raw, "csv", allow_verbatim=False)
     assert len(data) <= len(columns)
+
+
+def test_bytes_after_a_streams_end_marker_are_named_as_such():
+    """(A review) A byte appended to a stream was reported as "the end marker declares 2
+    frames, 2 were read (or bytes follow it)"; a container names bytes after its end."""
+    import io
+
+    from signals import compress_stream, container, decompress_stream
+    buf = io.BytesIO()
+    compress_stream([np.arange(100), np.arange(50)], buf)
+    data = buf.getvalue()
+    assert [x.size for x in decompress_stream(io.BytesIO(data))] == [100, 50]
+    with pytest.raises(container.SignalFormatError,
+                       match=f"unexpected bytes after the stream's end marker at byte {len(data)}"):
+        list(container.iter_stream_frames(io.BytesIO(data + b"\0")))
+    bad = bytearray(data)
+    bad[-12:-4] = struct.pack("<Q", 3)
+    bad[-4:] = struct.pack("<I", zlib.crc32(bytes(bad[-12:-4])))
+    with pytest.raises(container.SignalFormatError, match="declares 3 frames, 2 were read$"):
+        list(container.iter_stream_frames(io.BytesIO(bytes(bad))))

@@ -315,3 +315,15 @@ def test_bool_channels_are_drawn_as_0_and_1(tmp_path):
                                   "--which", "tokens,residuals"])
     assert r.exit_code == 0, r.output
     assert pictures.tokens_figure(flags).ubpe_spans[:, 1].sum() == 400
+
+
+def test_cli_plot_of_no_samples_names_the_file(tmp_path):
+    """(A review) `ubpe plot e.npy --which bits` of an empty array said "float division by
+    zero", naming no file; the library said nothing either."""
+    np.save(tmp_path / "e.npy", np.zeros(0, np.int32))
+    r = CliRunner().invoke(main, ["plot", str(tmp_path / "e.npy"), "-o", str(tmp_path / "pics"),
+                                  "--which", "bits"])
+    assert r.exit_code == 1 and "e.npy: channel 0 has no samples: nothing to draw" in r.output
+    assert not (tmp_path / "pics").exists()
+    with pytest.raises(ValueError, match="channel 0 has no samples"):
+        pictures.save_all(np.zeros(0, np.int64), tmp_path / "pics", which=["bits"])

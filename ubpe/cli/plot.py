@@ -101,6 +101,8 @@ def _plot(source, raw, outdir, names, channel, start, length, rate, model_path, 
     chans, chan_names = data.channels, data.names
     if not 0 <= channel < len(chans):
         raise click.BadParameter(f"{source} has {len(chans)} channel(s)", param_hint="--channel")
+    if not len(chans[channel]):  # (the bits picture divided by zero)
+        raise BadInput(f"{source}: channel {channel} has no samples: nothing to draw")
     model = signals.SignalModel.load(model_path) if model_path else None
     if model is not None:
         mine = [n.removeprefix(f"{source.stem}:") for n in model.channel_names_]
