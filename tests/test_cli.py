@@ -1180,3 +1180,14 @@ def test_utf16_and_parquet_given_as_csv_say_what_they_are(tmp_path):
     r = run("compress", "-c", "-", input=(tmp_path / "t.parquet").read_bytes())
     assert r.exit_code == 1 and "Parquet data; ubpe reads it from a file named .parquet or .pq" \
         in r.stderr and no_traceback(r)
+
+
+def test_a_version_1_container_decompresses_to_a_csv_named_so(tmp_path):
+    """(A review) `ubpe decompress golden_v1.ubpe` wrote a CSV named `golden_v1`, without its
+    suffix (the name is found from the container's source, which version 1 did not keep)."""
+    import shutil
+    shutil.copy(Path(__file__).parent / "data" / "golden_v1.ubpe", tmp_path / "g.ubpe")
+    r = run("decompress", tmp_path / "g.ubpe", "-q")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "g.csv").read_text().startswith("ch0,ch1\n0,5\n1,-5\n")
+    assert not (tmp_path / "g").exists()

@@ -529,7 +529,8 @@ def _kind_suffix(source: Path) -> str:
                 data = next(container.iter_stream_frames(cast(IO[bytes], _Counted(head, f))))
             else:
                 data = head + f.read()
-        return _SOURCE_SUFFIX.get(str(signals.inspect(data).get("source")), "")
+        info = signals.inspect(data)  # (a version-1 container's arrays come back as a CSV)
+        return _SOURCE_SUFFIX.get(str(info.get("source")) if info["version"] >= 2 else "csv", "")
     except (OSError, ValueError, StopIteration):
         return ""
 
