@@ -1191,3 +1191,12 @@ def test_a_version_1_container_decompresses_to_a_csv_named_so(tmp_path):
     assert r.exit_code == 0, r.output
     assert (tmp_path / "g.csv").read_text().startswith("ch0,ch1\n0,5\n1,-5\n")
     assert not (tmp_path / "g").exists()
+
+
+def test_inspect_reads_standard_input_once_and_names_a_json_array():
+    """(A review) `inspect - -` read standard input twice (the second time empty); a JSON array
+    was said to be "neither JSON nor a ubpe container"."""
+    r = run("inspect", "-", "-", input=b"[1]\n")
+    assert r.exit_code == 2 and "can be read only once" in r.output
+    r = run("inspect", "-", input=b"[1]\n")
+    assert r.exit_code == 1 and "not a JSON object (a model is one)" in r.output

@@ -239,6 +239,9 @@ def inspect(sources, report: Reporter):
 
     The description goes to standard output.
     """
+    if list(sources).count(STDIO) > 1:
+        raise click.UsageError("standard input ('-') can be read only once")
+
     def work(job: Job) -> None:
         data = read_input(job.source)
         if len(sources) > 1:
@@ -266,7 +269,8 @@ def inspect(sources, report: Reporter):
             return
         if not data.lstrip()[:1] == b"{":  # (no JSON document: say what it is not)
             what = ("a zip archive (a token file of 'ubpe encode' is read by 'ubpe decode')"
-                    if data[:2] == b"PK" else "neither JSON nor a ubpe container")
+                    if data[:2] == b"PK" else "not a JSON object (a model is one)"
+                    if data.lstrip()[:1] == b"[" else "neither JSON nor a ubpe container")
             raise ValueError(f"{job.name}: not a ubpe model or compressed file: {what}")
         _inspect_document(parse_json(data, job.name), job.name)
 
