@@ -453,6 +453,8 @@ def test_text_cli_decode_refuses_what_is_not_ids(tmp_path):
     res = r.invoke(main, ["text", "decode", str(model), "-"],
                    input=(tmp_path / "ok.npy").read_bytes())
     assert res.exit_code == 0 and res.stdout == "Hi"
+    res = r.invoke(main, ["text", "decode", str(model), "-"], input=b"72 x\n")  # (a review: "-")
+    assert res.exit_code == 1 and "standard input, line 1: expected token ids" in res.stderr
     (tmp_path / "bad.txt").write_bytes(b"ab\n\xffcd")
     res = r.invoke(main, ["text", "train", str(tmp_path / "bad.txt"), "-o", str(tmp_path / "x.json")])
     assert res.exit_code == 1 and "bad.txt, byte 3: not UTF-8" in res.stderr

@@ -176,27 +176,28 @@ def text_decode(model_path, source, output, to_stdout, force, report: Reporter):
                         binary=False)  # (standard output by default: a filter)
     tok = ByteTokenizer.load(model_path)
     raw = sys.stdin.buffer.read() if str(source) == "-" else Path(source).read_bytes()
+    name = "standard input" if str(source) == "-" else source  # (in messages)
     if raw.startswith(b"\x93NUMPY"):  # a .npy file (as 'ubpe text encode --npy' writes)
         from signals.readers import read_npy
         try:
             ids = read_npy(io.BytesIO(raw), len(raw))
         except (ValueError, EOFError) as e:
-            raise ValueError(f"{source}: not a readable .npy file ({e})") from None
+            raise ValueError(f"{name}: not a readable .npy file ({e})") from None
         try:
             data = tok.decode_bytes(ids)
         except (TypeError, ValueError) as e:
-            raise ValueError(f"{source}: {e}") from None
+            raise ValueError(f"{name}: {e}") from None
     else:
         parts = []
         for n, line in enumerate(_decode_utf8(raw, source).splitlines(), 1):
             fields = line.split()
             if not all(f.isascii() and f.isdigit() for f in fields):
-                raise ValueError(f"{source}, line {n}: expected token ids (decimal digits) "
+                raise ValueError(f"{name}, line {n}: expected token ids (decimal digits) "
                                  f"separated by spaces")
             try:
                 parts.append(tok.decode_bytes([int(f) for f in fields]))
             except ValueError as e:
-                raise ValueError(f"{source}, line {n}: {e}") from None
+                raise ValueError(f"{name}, line {n}: {e}") from None
         data = b"".join(parts)
     write_output(dst, data)
     if dst != STDIO:
