@@ -169,8 +169,8 @@ def compress_file(data: bytes, kind: str, *, path: str = "<bytes>", level: int =
         header = {"source": kind, "members" if exact else "arrays": arrays,
                   **({"kept": kept} if kept else {})}
         if kept:
-            warnings.warn(f"{path}: kept as they are, not coded (stored deflated, or not "
-                          f"as numpy reads them): {', '.join(kept)}", stacklevel=2)
+            warnings.warn(f"{path}: kept as they are, not coded (stored deflated, not as numpy "
+                          f"reads them, or not numbers): {', '.join(kept)}", stacklevel=2)
         return encode_columns(columns, header, blobs=[skeleton] if exact else [],
                               max_error=max_error, quantizer=quantizer, **opts)
     raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(KINDS)}")
@@ -1310,7 +1310,8 @@ def _array_regions(data: bytes, kind: str, path: str, exact: bool = True
         raw = a.tobytes(order="F" if a.ndim > 1 and a.flags.f_contiguous
                         and not a.flags.c_contiguous else "C")
         if data[at:at + len(raw)] != raw or (cuts and at < cuts[-1][1]) or (
-                a.dtype.kind == "b" and raw and max(raw) > 1):  # (coded, a bool is 0 or 1)
+                a.dtype.kind == "b" and raw and max(raw) > 1) or (  # (coded, a bool is 0 or 1)
+                a.dtype.kind not in "iufb"):  # (text, dates: not a signal)
             kept.append(key)  # (kept in the skeleton, as it is)
             continue
         arrays.append((key, a, at))

@@ -395,6 +395,26 @@ def test_npz_files_of_other_layouts_come_back_byte_for_byte():
     assert signals.decompress_file(packed).data == buf.getvalue()
 
 
+
+def test_npy_and_npz_arrays_of_text_or_dates_are_kept_as_they_are():
+    """(A review) An .npz with one array of text was refused ("array 'c' is not numeric"),
+    though the README says an .npz comes back byte for byte: such members are kept in the
+    file's skeleton, as deflated ones are; a lossy file still refuses them."""
+    import io
+    buf = io.BytesIO()
+    np.savez(buf, a=np.arange(900) % 17, c=np.array(["x", "yz"]),
+             d=np.array(["2020-01-01"], "datetime64[D]"))
+    with pytest.warns(UserWarning, match="or not numbers\\): c, d"):
+        packed = signals.compress_file(buf.getvalue(), "npz")
+    assert signals.decompress_file(packed).data == buf.getvalue()
+    one = io.BytesIO()
+    np.save(one, np.array(["ab", "c"]))
+    with pytest.warns(UserWarning, match="kept as they are"):
+        assert signals.decompress_file(signals.compress_file(one.getvalue(), "npy")).data \
+            == one.getvalue()
+    with pytest.raises(ValueError, match="array 'c' is not numeric"):
+        signals.compress_file(buf.getvalue(), "npz", max_error=1)
+
 def test_a_lossy_npz_is_written_anew_and_reads(tmp_path):
     """Its values put back in the file's own zip broke the zip's CRC-32s ('Bad CRC-32')."""
     import io
