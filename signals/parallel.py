@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -79,12 +81,48 @@ def _compress_one(source: str, output: str, columns: list | None, exclude: list 
                   options: dict[str, Any]) -> dict[str, Any]:
     """Task: read one file, compress it, write it atomically; a summary dict, or for a bad
     input (unreadable, malformed, unsupported) ``{"source", "output", "error"}`` holding the
-    exception, so that the worker does not log it as a failed task with its traceback."""
+    exception, so that the worker does not log it as a failed task with its traceback; and in
+    both, ``warnings``: the messages of the warnings the task raised (a worker process printed
+    them in Python's form, file and line, where the caller shows its own its way)."""
     from ubpe.serialization import BAD_INPUT
+    with _warnings_of_this_thread() as caught:
+        try:
+            out = _compress_task(source, output, columns, exclude, options)
+        except BAD_INPUT as e:  # (the project's errors: FormatError is a ValueError)
+            out = {"source": source, "output": output, "error": e}
+    return out | {"warnings": caught}
+
+
+_CAUGHT = threading.local()  # .messages: the list this thread's warnings go to, or None
+_HOOK: list[Any] = [warnings.showwarning]  # the showwarning that _show replaced (when it did)
+_HOOK_LOCK = threading.Lock()
+
+
+def _show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+          line: str | None = None) -> None:
+    caught = getattr(_CAUGHT, "messages", None)
+    if caught is None:
+        _HOOK[0](message, category, filename, lineno, file, line)
+    else:
+        caught.append(str(message))
+
+
+@contextlib.contextmanager
+def _warnings_of_this_thread() -> Iterator[list[str]]:
+    """The messages of the warnings shown in this thread inside the block (the others, and
+    this thread's outside it, are shown as before). ``warnings.catch_warnings`` swaps the
+    process's hook and filters, which tasks in threads of one process would swap in and out
+    under each other; this hook is installed once and reads a per-thread list."""
+    with _HOOK_LOCK:  # (installed again where a catch_warnings block put its own back)
+        if warnings.showwarning is not _show:
+            _HOOK[0] = warnings.showwarning
+            warnings.showwarning = _show
+    caught: list[str] = []
+    _CAUGHT.messages = caught
     try:
-        return _compress_task(source, output, columns, exclude, options)
-    except BAD_INPUT as e:  # (the project's errors: FormatError is a ValueError)
-        return {"source": source, "output": output, "error": e}
+        yield caught
+    finally:
+        _CAUGHT.messages = None
 
 
 def _compress_task(source: str, output: str, columns: list | None, exclude: list | None,
@@ -131,7 +169,7 @@ def _compress_task(source: str, output: str, columns: list | None, exclude: list
     coded = not whole  # (a small CSV stored whole: no channels were coded)
     return {"source": source, "output": output, "channels": n_ch if coded else None,
             "samples": n if coded else None, "bytes": size,
-            "bits_per_sample": 8 * size / max(n, 1) if coded else None, "stored_whole": whole,
+            "bits_per_sample": 8 * size / n if coded and n else None, "stored_whole": whole,
             "left_out": left_out, "seconds": time.perf_counter() - t0, "worker": worker}
 
 
@@ -202,11 +240,14 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
         ``channels``, ``samples``, ``bytes``, ``bits_per_sample``,
         ``stored_whole`` (for a small CSV file stored whole: its coder, and
         ``channels``, ``samples`` and ``bits_per_sample`` are None; else
-        None), ``left_out`` (a recording's channels that ``columns`` or
+        None; ``bits_per_sample`` is None too where no value was coded),
+        ``left_out`` (a recording's channels that ``columns`` or
         ``exclude`` left out, or None), ``seconds`` (the task's time),
-        ``worker`` (the address that ran it);
+        ``worker`` (the address that ran it), ``warnings`` (the messages of
+        the warnings its task raised: not shown);
         or, with ``errors="report"``, ``error`` (the exception, a ValueError or
-        an OSError, or another bad-input error) for a file that failed.
+        an OSError, or another bad-input error) and ``warnings`` for a file
+        that failed.
 
     Raises
     ------

@@ -228,3 +228,51 @@ def test_a_signal_removes_the_workers_temporary_files(tmp_path):
     finally:
         PENDING_OUTPUTS.discard(str(out))
     assert not tmp.exists() and other.exists()
+
+
+def test_each_task_returns_its_own_warnings(client, tmp_path):
+    """(A review) A worker printed a task's warnings in Python's form (file and line), which
+    `ubpe compress -q --workers` did not hide: each result now holds its task's warnings
+    (threads of one process included: none lands in another task's list), and the hook that
+    reads them leaves warnings outside a task as they were."""
+    import warnings
+
+    from signals.parallel import _show, _warnings_of_this_thread
+    paths = []
+    for i in range(6):
+        p = tmp_path / f"d{i}.npz"
+        if i % 2:
+            np.savez_compressed(p, a=np.arange(50) + i)  # (deflated: kept, with a warning)
+        else:
+            np.savez(p, a=np.arange(50) + i)
+        paths.append(p)
+    with warnings.catch_warnings():  # (this module's filter ignores them)
+        warnings.simplefilter("default", UserWarning)
+        results = compress_files(paths, out_dir=tmp_path / "out", scheduler=client)
+    for i, r in enumerate(results):
+        assert r["warnings"] == ([f"{paths[i]}: kept as they are, not coded (stored deflated, "
+                                  f"not as numpy reads them, or not numbers): a"] if i % 2 else [])
+        assert (r["bits_per_sample"] is None) == (i % 2 == 1)  # (no value coded)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", UserWarning)
+        with _warnings_of_this_thread() as caught:
+            warnings.warn("inside", stacklevel=1)
+        assert caught == ["inside"] and warnings.showwarning is _show
+        with pytest.warns(UserWarning, match="outside"):
+            warnings.warn("outside", stacklevel=1)
+
+
+def test_cli_workers_show_warnings_as_the_cli_does(tmp_path):
+    import warnings
+
+    from click.testing import CliRunner
+
+    from ubpe.cli import main
+    np.savez_compressed(tmp_path / "c.npz", a=np.arange(9))
+    warnings.simplefilter("default", UserWarning)  # (in pytest's block for this test alone)
+    r = CliRunner().invoke(main, ["compress", str(tmp_path / "c.npz"), "--workers", "1", "-f"])
+    assert r.exit_code == 0 and "ubpe: warning: " in r.stderr and "UserWarning" not in r.stderr
+    assert "no values coded" in r.stderr
+    r = CliRunner().invoke(main, ["compress", str(tmp_path / "c.npz"), "--workers", "1", "-f",
+                                  "-q"])
+    assert r.exit_code == 0 and r.stderr == ""

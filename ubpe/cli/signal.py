@@ -376,11 +376,14 @@ def compress(sources, output, to_stdout, force, report: Reporter, model_path, le
                               max_error=max_error, csv_options=csv_options, errors="report",
                               force=True)  # (the jobs' own checks refused what exists without -f)
         for r in done:
+            for w in r.get("warnings", ()):  # (raised in a worker: shown here, as ours are)
+                report.warn(w)
             if "error" in r:
                 report.error(r["source"], r["error"])
                 continue
             what = (f"stored whole ({r['stored_whole']}): smaller than coding its columns"
-                    if r.get("stored_whole") else f"{r['bits_per_sample']:.3f} bits per value")
+                    if r.get("stored_whole") else f"{r['bits_per_sample']:.3f} bits per value"
+                    if r["bits_per_sample"] is not None else "no values coded")
             if r.get("left_out"):
                 what += f"; left out (--columns/--exclude): {', '.join(r['left_out'])}"
             report.info(f"{r['source']}: {r['bytes']:,} bytes, {what}; wrote {r['output']} "
