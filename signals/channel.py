@@ -2114,6 +2114,8 @@ class ChannelModel:
                     raise ValueError("bad lag predictor")
             else:
                 raise ValueError(f"unknown predictor kind {kind}")
+            if len(config["match"]) != 2:
+                raise ValueError("bad match parameters (a context length and a run)")
             mh, t = (_index(v) for v in config["match"])
             if not (0 <= mh <= 32 and 0 <= t <= 255):
                 raise ValueError("bad match parameters")
@@ -2178,7 +2180,10 @@ class ChannelModel:
 
 def _index(v: Any) -> int:
     """An integer of a model config (a Python or NumPy integer): ``operator.index``, which
-    refuses a float or a string (TypeError), where ``int`` would truncate ``4.9`` to 4."""
+    refuses a float or a string (TypeError), where ``int`` would truncate ``4.9`` to 4; and
+    not a boolean (JSON's ``true`` is no count)."""
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"a boolean ({v}) where an integer belongs")
     return operator.index(v)
 
 

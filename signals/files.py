@@ -86,8 +86,10 @@ def kind_of(path: str | Path, data: bytes | None = None) -> str:
             return "npy"
         if data[:4] == b"PK\x03\x04":
             return "npz"
-        if data[:4] == b"PAR1" or data[:6] == b"ARROW1":  # (read as CSV: a field count error)
-            what, names = (("Parquet", ".parquet or .pq") if data[:4] == b"PAR1" else
+        parquet = data[:4] == b"PAR1" and b"\0" in data[4:1024]  # (its binary page header: a CSV
+        # that starts with 'PAR1' holds no NUL)
+        if parquet or data[:8] == b"ARROW1\0\0":  # (read as CSV: a field count error)
+            what, names = (("Parquet", ".parquet or .pq") if parquet else
                            ("Arrow", ".arrow, .feather or .ipc"))
             raise ValueError((f"{path}: " if path else "") + f"{what} data; ubpe reads it from a "
                              f"file named {names}")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -85,44 +84,28 @@ def _compress_one(source: str, output: str, columns: list | None, exclude: list 
     both, ``warnings``: the messages of the warnings the task raised (a worker process printed
     them in Python's form, file and line, where the caller shows its own its way)."""
     from ubpe.serialization import BAD_INPUT
-    with _warnings_of_this_thread() as caught:
+    with warnings.catch_warnings(record=True) if _own_process() else \
+            contextlib.nullcontext([]) as caught:
         try:
             out = _compress_task(source, output, columns, exclude, options)
         except BAD_INPUT as e:  # (the project's errors: FormatError is a ValueError)
             out = {"source": source, "output": output, "error": e}
-    return out | {"warnings": caught}
+    return out | {"warnings": [str(w.message) for w in caught]}
 
 
-_CAUGHT = threading.local()  # .messages: the list this thread's warnings go to, or None
-_HOOK: list[Any] = [warnings.showwarning]  # the showwarning that _show replaced (when it did)
-_HOOK_LOCK = threading.Lock()
-
-
-def _show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
-          line: str | None = None) -> None:
-    caught = getattr(_CAUGHT, "messages", None)
-    if caught is None:
-        _HOOK[0](message, category, filename, lineno, file, line)
-    else:
-        caught.append(str(message))
-
-
-@contextlib.contextmanager
-def _warnings_of_this_thread() -> Iterator[list[str]]:
-    """The messages of the warnings shown in this thread inside the block (the others, and
-    this thread's outside it, are shown as before). ``warnings.catch_warnings`` swaps the
-    process's hook and filters, which tasks in threads of one process would swap in and out
-    under each other; this hook is installed once and reads a per-thread list."""
-    with _HOOK_LOCK:  # (installed again where a catch_warnings block put its own back)
-        if warnings.showwarning is not _show:
-            _HOOK[0] = warnings.showwarning
-            warnings.showwarning = _show
-    caught: list[str] = []
-    _CAUGHT.messages = caught
+def _own_process() -> bool:
+    """Whether this task runs alone in a worker process of its own (a local process worker of
+    one thread, as ``cluster`` starts them), where it may swap the process's warning hook
+    (``warnings.catch_warnings`` is not safe where tasks share a process in threads: there a
+    task's warnings are shown as any warning is)."""
+    import multiprocessing
+    if multiprocessing.parent_process() is None:
+        return False
     try:
-        yield caught
-    finally:
-        _CAUGHT.messages = None
+        from distributed import get_worker
+        return getattr(get_worker(), "nthreads", None) == 1
+    except (ImportError, ValueError):
+        return False
 
 
 def _compress_task(source: str, output: str, columns: list | None, exclude: list | None,
@@ -244,7 +227,9 @@ def compress_files(sources: Sequence[str | Path], *, out_dir: str | Path | None 
         ``left_out`` (a recording's channels that ``columns`` or
         ``exclude`` left out, or None), ``seconds`` (the task's time),
         ``worker`` (the address that ran it), ``warnings`` (the messages of
-        the warnings its task raised: not shown);
+        the warnings its task raised, not shown, where it ran in a worker
+        process of its own; in threads of a shared process they are shown as
+        any warning is, and this is empty);
         or, with ``errors="report"``, ``error`` (the exception, a ValueError or
         an OSError, or another bad-input error) and ``warnings`` for a file
         that failed.

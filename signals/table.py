@@ -558,6 +558,14 @@ def _head_lines(text: bytes, start: int, count: int) -> list[tuple[int, bytes]]:
     return out
 
 
+def _utf16(data: bytes) -> bool:
+    """Whether ``data`` starts as UTF-16 text: a byte-order mark, then a character of one byte
+    and a NUL (little-endian) or the reverse (big-endian). A file in a one-byte encoding that
+    starts with "ÿþ" holds no NUL; UTF-32 has two after its mark."""
+    return len(data) >= 4 and (data[:2] == b"\xff\xfe" and data[2] != 0 and data[3] == 0
+                               or data[:2] == b"\xfe\xff" and data[2] == 0 and data[3] != 0)
+
+
 def count_lines(text: bytes) -> int:
     """The line ends of ``text`` as a CSV reader counts them: ``\n``, ``\r\n`` or ``\r``."""
     return text.count(b"\n") + text.count(b"\r") - text.count(b"\r\n")
@@ -611,8 +619,7 @@ def sniff(data: bytes, *, skip_rows: int | None = None, comment: str | None = No
         the delimiter is not one character (other than a quote or line break).
     """
     check_dialect(delimiter, comment, path)
-    if first_line == 1 and data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # (its rows misread: a
-        # field count error on line 2)
+    if first_line == 1 and _utf16(data):  # (its rows misread: a field count error on line 2)
         raise CsvError(f"{path}: {UTF16_TEXT}")
     bom = data.startswith(BOM)
     text = data[3:] if bom else data

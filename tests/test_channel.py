@@ -238,7 +238,7 @@ def test_bad_model_config_raises(model, bad):
 @pytest.mark.parametrize("path, value", [
     (("cascade",), 0.9), (("k",), 4.5), (("predictor", "order"), 1.5), (("predictor", "shift"), "3"),
     (("thresholds",), [1.5]), (("match",), [0.0, 0]), (("rows",), 2.0),
-    (("predictor", "coefs"), [10**30])])
+    (("predictor", "coefs"), [10**30]), (("cascade",), True), (("k",), False)])
 def test_a_model_config_number_that_is_not_an_integer_is_refused(model, path, value):
     """A float or a string where the config holds an integer is refused (``int`` truncated
     ``"cascade": 0.9`` to no cascade, and a coefficient beyond int64 raised a raw

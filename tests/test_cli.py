@@ -1148,6 +1148,7 @@ def test_a_version_1_stream_and_an_empty_container_through_inspect_and_decompres
     r = run("inspect", v1)
     assert r.exit_code == 0, r.output
     assert "2 frames of arrays" in r.output and "max error    0: every value exact" in r.output
+    assert "ubpe.signal stream, version 1," in r.output  # (it said version 2; a re-review)
     r = run("decompress", v1, "-o", tmp_path / "x")
     assert r.exit_code == 1 and no_traceback(r)
     assert "frame 0 holds 'array' data, not CSV or WAV; read it with signals.decompress_stream" \
@@ -1174,6 +1175,15 @@ def test_utf16_and_parquet_given_as_csv_say_what_they_are(tmp_path):
     with open(tmp_path / "u.csv", "rb") as src, open(tmp_path / "s.ubpe", "wb") as dst:
         with pytest.raises(ValueError, match="UTF-16 text"):
             F.compress_csv_stream(src, dst, frame_bytes=4096)
+    # (a re-review: a CSV in a one-byte encoding that starts with 'ÿþ', UTF-32, or a header
+    # starting with PAR1 or ARROW1, is no UTF-16, Parquet or Arrow: read as CSV, as before)
+    latin = ("\u00ff\u00fea,b\n" + "".join(f"{i},{i % 7}\n" for i in range(3000))).encode("latin-1")
+    info = signals.inspect(signals.compress_file(latin, "csv"))
+    assert info["stored_whole"] is None and len(info["channels"]) == 2
+    assert signals.decompress_file(signals.compress_file(latin, "csv")).data == latin
+    for text in (b"PAR1,PAR2\n1,2\n3,4\n", b"ARROW1,b\n1,2\n"):
+        r = run("compress", "-c", "-", input=text)
+        assert r.exit_code == 0, r.output
     pq = pytest.importorskip("pyarrow.parquet")
     import pyarrow as pa
     pq.write_table(pa.table({"a": np.arange(100)}), tmp_path / "t.parquet")

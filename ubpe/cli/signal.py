@@ -205,7 +205,9 @@ def _inspect_stream(data: bytes) -> None:
     infos = [signals.inspect(f) for f in frames]
     n = sum(ch["n_samples"] for i in infos for ch in i["channels"])
     sources = sorted({str(i.get("source") or "arrays") for i in infos})
-    click.echo(f"format       ubpe.signal stream, version {container.VERSION}, {len(data):,} bytes, "
+    version = int.from_bytes(data[len(container.STREAM_MAGIC):len(container.STREAM_MAGIC) + 2],
+                             "little")  # (checked by iter_stream_frames)
+    click.echo(f"format       ubpe.signal stream, version {version}, {len(data):,} bytes, "
                f"{len(frames)} frames of {', '.join(sources) or 'nothing'}")
     models = sorted({str(i["model"]) for i in infos if i.get("model")})
     if models:  # (decompressed only with it: --model)
