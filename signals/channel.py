@@ -3331,11 +3331,19 @@ def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level
         out = [blob[a:b] for a, b in zip(ends, ends[1:])]
     if model.ranked is not None:  # the distinct values and ranks, where smaller
         out = _ranked_payloads(x, offsets, model, out)
+    long_constants = set()  # (as encode_channel codes them, with no own coding tried)
+    for j in np.flatnonzero(np.diff(offsets) > CONST_MAX).tolist():
+        p = x[offsets[j]:offsets[j + 1]]
+        if (p == p[0]).all():
+            out[j] = _long_constant(p)
+            long_constants.add(j)
     if level > 0:  # the packets that may try their own coding (_try_own's first tests, at once)
         starts = offsets.tolist()
         fb = model.fallback_bits
         costly, long = [], []
         for j, (a, b) in enumerate(zip(starts, starts[1:])):
+            if j in long_constants:
+                continue
             if b > a and 8 * len(out[j]) > fb * (b - a) + 64:
                 costly.append(j)
             elif b - a >= OWN_TRY_SIZE:
@@ -3364,10 +3372,6 @@ def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level
             j for j in todo if _own_cheap_first(starts[j + 1] - starts[j], level, model)], model)
         for j in todo:
             out[j] = _own_or(x[starts[j]:starts[j + 1]], out[j], level, model, cheap.get(j))
-    for j in np.flatnonzero(np.diff(offsets) > CONST_MAX).tolist():  # (as encode_channel)
-        p = x[offsets[j]:offsets[j + 1]]
-        if (p == p[0]).all():
-            out[j] = _long_constant(p)
     return out
 
 
