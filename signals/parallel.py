@@ -103,8 +103,8 @@ def _own_process() -> bool:
         return False
     try:
         from distributed import get_worker
-        return getattr(get_worker(), "nthreads", None) == 1
-    except (ImportError, ValueError):
+        return get_worker().state.nthreads == 1
+    except (ImportError, ValueError, AttributeError):
         return False
 
 

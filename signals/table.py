@@ -559,11 +559,13 @@ def _head_lines(text: bytes, start: int, count: int) -> list[tuple[int, bytes]]:
 
 
 def _utf16(data: bytes) -> bool:
-    """Whether ``data`` starts as UTF-16 text: a byte-order mark, then a character of one byte
-    and a NUL (little-endian) or the reverse (big-endian). A file in a one-byte encoding that
-    starts with "ÿþ" holds no NUL; UTF-32 has two after its mark."""
-    return len(data) >= 4 and (data[:2] == b"\xff\xfe" and data[2] != 0 and data[3] == 0
-                               or data[:2] == b"\xfe\xff" and data[2] == 0 and data[3] != 0)
+    """Whether ``data`` starts as UTF-16 text: a byte-order mark, then a NUL among the next 256
+    bytes (the other byte of an ASCII character: a digit, a comma, a line end). A file in a
+    one-byte encoding that starts with "ÿþ" holds no NUL; UTF-32 (little-endian) has two right
+    after its mark."""
+    head = data[2:258]
+    return (data[:2] == b"\xff\xfe" and head[:2] != b"\0\0" or data[:2] == b"\xfe\xff") \
+        and b"\0" in head
 
 
 def count_lines(text: bytes) -> int:

@@ -1169,6 +1169,10 @@ def test_utf16_and_parquet_given_as_csv_say_what_they_are(tmp_path):
     assert run("compress", tmp_path / "u.csv", "-q").exit_code == 0
     r = run("decompress", tmp_path / "u.csv.ubpe", "-c")
     assert r.exit_code == 0 and r.stdout_bytes == (tmp_path / "u.csv").read_bytes()
+    cjk = b"\xff\xfe" + ("\u540d,\u5024\n" + text[5:]).encode("utf-16-le")  # (a re-review: a
+    # first character of two nonzero bytes)
+    packed = signals.compress_file(cjk, "csv")
+    assert signals.inspect(packed)["stored_whole"] and signals.decompress_file(packed).data == cjk
     r = run("build", tmp_path / "u.csv", "-o", tmp_path / "m.json")
     assert r.exit_code == 1 and "u.csv: UTF-16 text (its byte-order mark)" in r.stderr
     import signals.files as F
