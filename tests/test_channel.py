@@ -703,9 +703,12 @@ def test_sign_data_packets_in_the_batch_decoder_as_alone(sign_data_model, xs, da
     """A model with cascade variant 4: the batch decoder (which decodes its payloads in place)
     gives back what decode_channel gives for each packet, damaged ones too (a changed byte or
     a cut tail: the same samples, or an error for that packet alone)."""
-    from signals.channel import decode_packets, encode_packets
+    from signals.channel import MODEL, decode_packets, encode_packets
     m = sign_data_model
+    xs = xs + [np.cumsum(np.random.default_rng(1).integers(-20, 21, 500))]  # (one model payload
+    # at least: the kernel's path of variant 4)
     out = encode_packets(xs, m, level=0)
+    assert m.mh == 0 and m.lms == 4 and out[-1][0] == MODEL
     assert all(np.array_equal(a, x) for a, x in zip(decode_packets(out, [x.size for x in xs], m), xs))
     bad = list(out)
     for j, p in enumerate(out):
