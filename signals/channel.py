@@ -2169,8 +2169,15 @@ class ChannelModel:
                 ranked = (cls.from_config(subs[0]), cls.from_config(subs[1]))
         except (KeyError, TypeError, AttributeError, OverflowError, binascii.Error) as e:
             raise ValueError(f"malformed channel model config ({type(e).__name__}: {e})") from None
-        return cls(kind, order, coefs, shift, mh, t, k, msb, th, codes, fb, lms, merges, vcodes,
-                   own, search, level, ranked)
+        m = cls(kind, order, coefs, shift, mh, t, k, msb, th, codes, fb, lms, merges, vcodes, own,
+                search, level, ranked)
+        if merges is not None:
+            try:  # its tables built now: the tokenizer's own checks (a pair merged twice,
+                # expansions above the limits) at load, not at the first packet
+                m.vocab()
+            except ValueError as e:
+                raise ValueError(f"vocabulary: {e}") from None
+        return m
 
     def content_id(self) -> str:
         """SHA-256 (hex, first 16 digits) of the canonical JSON config."""
@@ -2201,12 +2208,6 @@ def _read_vocabulary(cfg: dict, width: int, mh: int) -> tuple[np.ndarray, np.nda
     limit = width + np.arange(merges.shape[0])  # merge r may use ids below width + r
     if merges.size and (merges.min() < 0 or np.any(merges.max(axis=1) >= limit)):
         raise ValueError("vocabulary: a merge uses a token not defined before it")
-    from ubpe import Tokenizer
-    try:  # the tokenizer's own checks (a pair merged twice, expansions above the limits) now,
-        # not at the first packet (ChannelModel.vocab builds it again)
-        Tokenizer.from_merges(width, merges)
-    except ValueError as e:
-        raise ValueError(f"vocabulary: {e}") from None
     vcodes = np.frombuffer(base64.b64decode(cfg["codes"], validate=True), np.uint8
                            ).astype(np.int64).reshape(1, -1)
     if vcodes.shape[1] != width + merges.shape[0] or np.any(vcodes == 0) or \
