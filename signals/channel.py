@@ -2933,21 +2933,9 @@ def _k_model_payload(buf, a, e, x, kinds, orders, shifts, coefs, mh, t, tbits, c
         for i in range(n):
             x[i] = v
         return 0
-    pos = a + 1
-    nw = 0
-    shift = 0
-    while True:
-        if pos >= e or shift > 56:
-            return 2
-        b = buf[pos]
-        pos += 1
-        nw |= int(b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            break
-    if nw > (e - pos) // 2 or n * min_bits > 16 * nw + 64:  # (2 * nw would wrap from 2**62)
+    ok, words, raw, nraw = _k_model_stream(buf, a, e, n, min_bits)
+    if not ok:
         return 2
-    words, raw, nraw = _k_words_raw(buf, pos, nw, e)
     if mh == 0 and lms == 0:  # one pass, into its place in x
         _, ok = _decode_blocks(x, None, words, raw, 8 * nraw, crow, dtab, 0, max(n, 1), kinds,
                                orders, shifts, coefs)
@@ -2982,12 +2970,27 @@ def _k_ranked_payload(buf, a, e, x, vk, vo, vs, vc, vmh, vt, vcmap, vnc, vdtab, 
     if _k_room_status(buf, pos, h, m, vmin, False) or _k_room_status(buf, h, e, n, rmin, False):
         return 1
     d = np.empty(m, np.int64)
-    if _k_model_payload(buf, pos, h, d, vk, vo, vs, vc, vmh, vt, MODEL_TBITS, vcmap, vnc, vdtab,
-                        vlms, vmin, vcrow) != 0:
-        return 1
-    if _k_model_payload(buf, h, e, x, rk, ro, rs, rc, rmh, rt, MODEL_TBITS, rcmap, rnc, rdtab,
-                        rlms, rmin, rcrow) != 0:
-        return 1
+    if vmh == 0 and rmh == 0 and vlms == 0 and rlms == 0 and buf[pos] == MODEL and buf[h] == MODEL:
+        # the commonest: both parts' token streams decoded in one loop (two independent
+        # dependency chains, which the CPU overlaps), then each part's block predictor
+        okv, wv, rv, nv = _k_model_stream(buf, pos, h, m, vmin)
+        okr, wr, rr, nr = _k_model_stream(buf, h, e, n, rmin)
+        if not (okv and okr):
+            return 1
+        resv, resr, ok = _two_streams(wv, rv, 8 * nv, vcrow, vdtab, m, wr, rr, 8 * nr, rcrow, rdtab, n)
+        if not ok:
+            return 1
+        _decode_blocks(d, resv, _NO_WORDS, _NO_RAW, 0, _NO_CROW, _NO_RAW, 0, max(m, 1), vk, vo, vs,
+                       vc)
+        _decode_blocks(x, resr, _NO_WORDS, _NO_RAW, 0, _NO_CROW, _NO_RAW, 0, max(n, 1), rk, ro, rs,
+                       rc)
+    else:
+        if _k_model_payload(buf, pos, h, d, vk, vo, vs, vc, vmh, vt, MODEL_TBITS, vcmap, vnc, vdtab,
+                            vlms, vmin, vcrow) != 0:
+            return 1
+        if _k_model_payload(buf, h, e, x, rk, ro, rs, rc, rmh, rt, MODEL_TBITS, rcmap, rnc, rdtab,
+                            rlms, rmin, rcrow) != 0:
+            return 1
     acc = np.int64(0)
     for q in range(m):
         acc += d[q]  # (wraps as numpy's cumsum does)
@@ -3000,6 +3003,70 @@ def _k_ranked_payload(buf, a, e, x, vk, vo, vs, vc, vmh, vt, vcmap, vnc, vdtab, 
             return 1
         x[q] = d[v]
     return 0
+
+
+@njit(cache=True, inline="always")
+def _k_model_stream(buf, a, e, n, min_bits):
+    """The rANS words and raw bits of the model payload (mode 3) ``buf[a:e]`` of ``n`` samples:
+    ``(ok, words, raw, raw byte count)`` as :func:`_k_words_raw` gives them; not ok (the payload
+    is damaged) where its word count's varint does not end in the payload, or its words would
+    pass its end, or they cannot hold ``n`` tokens of at least ``min_bits`` bits."""
+    pos = a + 1
+    nw = 0
+    shift = 0
+    while True:
+        if pos >= e or shift > 56:
+            return False, _NO_WORDS[:0], _NO_RAW, 0
+        b = buf[pos]
+        pos += 1
+        nw |= int(b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            break
+    if nw > (e - pos) // 2 or n * min_bits > 16 * nw + 64:  # (2 * nw would wrap from 2**62)
+        return False, _NO_WORDS[:0], _NO_RAW, 0
+    words, raw, nraw = _k_words_raw(buf, pos, nw, e)
+    return True, words, raw, nraw
+
+
+@njit(cache=True)
+def _two_streams(wa, ra, total_a, crow_a, dtab_a, na, wb, rb, total_b, crow_b, dtab_b, nb):
+    """The residuals of two independent rANS token streams (match model off, context kind 0),
+    ``na`` of the first and ``nb`` of the second, decoded in one loop: the same integers as
+    :func:`_decode_residuals` of each, in about the time of the longer one (a token's
+    decode waits on the previous token's table entry; the two chains overlap in the CPU).
+    Returns ``(res_a, res_b, ok)``: ok where both streams are consistent and used up
+    exactly (every read stays in bounds either way)."""
+    res_a = np.empty(na, np.int64)
+    res_b = np.empty(nb, np.int64)
+    nwa = wa.shape[0]
+    nwb = wb.shape[0]
+    if nwa < 2 or nwb < 2:
+        return res_a, res_b, False
+    sa = (np.uint64(wa[0]) << np.uint64(16)) | np.uint64(wa[1])
+    sb = (np.uint64(wb[0]) << np.uint64(16)) | np.uint64(wb[1])
+    tba = np.uint64(total_a)
+    tbb = np.uint64(total_b)
+    wpa = wpb = 2
+    bpa = bpb = np.uint64(0)
+    a1 = a2 = a3 = b1 = b2 = b3 = np.int64(0)
+    acc_a = acc_b = 0
+    fa = fb = _NO_FMIN
+    both = min(na, nb)
+    for i in range(both):
+        res_a[i], sa, wpa, bpa, a1, a2, a3, acc_a, fa = _rans_residual(
+            wa, ra, tba, dtab_a, crow_a, 0, sa, wpa, bpa, a1, a2, a3, acc_a, fa)
+        res_b[i], sb, wpb, bpb, b1, b2, b3, acc_b, fb = _rans_residual(
+            wb, rb, tbb, dtab_b, crow_b, 0, sb, wpb, bpb, b1, b2, b3, acc_b, fb)
+    for i in range(both, na):
+        res_a[i], sa, wpa, bpa, a1, a2, a3, acc_a, fa = _rans_residual(
+            wa, ra, tba, dtab_a, crow_a, 0, sa, wpa, bpa, a1, a2, a3, acc_a, fa)
+    for i in range(both, nb):
+        res_b[i], sb, wpb, bpb, b1, b2, b3, acc_b, fb = _rans_residual(
+            wb, rb, tbb, dtab_b, crow_b, 0, sb, wpb, bpb, b1, b2, b3, acc_b, fb)
+    ok = (_stream_ok(fa, wpa, nwa, bpa, tba) and _stream_end(sa, wpa, nwa, bpa, total_a)
+          and _stream_ok(fb, wpb, nwb, bpb, tbb) and _stream_end(sb, wpb, nwb, bpb, total_b))
+    return res_a, res_b, ok
 
 
 _MAX_LMS = P.MAX_LMS
