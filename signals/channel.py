@@ -79,7 +79,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ubpe._jit import njit, numba_ref
+from ubpe._jit import bind, njit, numba_ref
 
 from . import cm as CM
 from . import entropy as E
@@ -1748,14 +1748,9 @@ def _ranked_payloads(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, ou
     """``out`` (the payloads of the packets ``x[offsets[j]:offsets[j+1]]``, int64) with mode 9
     (the ``model``'s ranked stage, :func:`_encode_ranked_batch`) in place of each payload that
     it codes smaller."""
-    assert model.ranked is not None
-    args = []
-    for sub in model.ranked:
-        cmap, f, cum, _ = sub.tables()
-        kinds, orders, shifts, coefs, bl, nc, _, _ = sub.batch_params()
-        args += [kinds, orders, shifts, coefs, sub.mh, sub.t, sub.k, sub.msb, bl, cmap, nc, f, cum,
-                 sub.lms]
-    buf, off = _encode_ranked_batch(x, offsets, *args)
+    encode_ranked = model.batch_kernels()[2]
+    assert encode_ranked is not None
+    buf, off = encode_ranked(x, offsets)
     ends = off.tolist()
     blob = None
     for j, (a, b) in enumerate(zip(ends, ends[1:])):
@@ -2014,9 +2009,11 @@ class ChannelModel:
     own_search: bool | None = None
     own_level: int | None = None
     ranked: tuple[ChannelModel, ChannelModel] | None = None
-    _tables: Any = field(default=None, repr=False, compare=False)
-    _vtables: Any = field(default=None, repr=False, compare=False)
-    _batch: Any = field(default=None, repr=False, compare=False)
+    # built once, from the fields above (not init fields: dataclasses.replace builds them again)
+    _tables: Any = field(default=None, init=False, repr=False, compare=False)
+    _vtables: Any = field(default=None, init=False, repr=False, compare=False)
+    _batch: Any = field(default=None, init=False, repr=False, compare=False)
+    _kernels: Any = field(default=None, init=False, repr=False, compare=False)
     # how fit_channel_model chose each stage (not part of the config, nor of the content id)
     stages_: list = field(default_factory=list, repr=False, compare=False)
 
@@ -2059,6 +2056,37 @@ class ChannelModel:
                            self.thresholds.size + 1, E.decode_table(f, self.k, self.msb),
                            E.min_token_bits(fmax))
         return self._batch
+
+    def batch_kernels(self) -> tuple[Callable, Callable, Callable | None]:
+        """The batch coder's kernels with this model's parameters bound (``ubpe._jit.bind``:
+        each call checks only its own arguments), built once: ``encode(x, offsets)`` ->
+        ``(buf, off)`` (:func:`_encode_model_batch`); ``decode(buf, offsets, ns)`` ->
+        ``(x, off, status, n_bad)`` (:func:`_decode_model_batch`, or with a ranked stage
+        :func:`_decode_ranked_model_batch`); ``encode_ranked(x, offsets)`` -> ``(buf, off)``
+        (:func:`_encode_ranked_batch`), None without a ranked stage. (Built again where
+        ``ranked`` was set since: :func:`fit_channel_model` sets it on a model that coded.)"""
+        if self._kernels is None or self._kernels[0] is not self.ranked:
+            cmap, f, cum, _ = self.tables()
+            kinds, orders, shifts, coefs, bl, nc, dtab, min_bits = self.batch_params()
+            encode = bind(_encode_model_batch, kinds, orders, shifts, coefs, self.mh, self.t,
+                          MODEL_TBITS, self.k, self.msb, bl, cmap, nc, f, cum, self.lms)
+            if self.ranked is None:
+                decode = bind(_decode_model_batch, kinds, orders, shifts, coefs, self.mh, self.t,
+                              MODEL_TBITS, cmap, nc, dtab, self.lms, min_bits)
+                encode_ranked = None
+            else:
+                dec, enc = [], []
+                for sub in self.ranked:
+                    scmap, sf, scum, _ = sub.tables()
+                    sk, so, ss, sc, sbl, snc, sdtab, smin = sub.batch_params()
+                    dec += [sk, so, ss, sc, sub.mh, sub.t, scmap, snc, sdtab, sub.lms, smin]
+                    enc += [sk, so, ss, sc, sub.mh, sub.t, sub.k, sub.msb, sbl, scmap, snc, sf, scum,
+                            sub.lms]
+                decode = bind(_decode_ranked_model_batch, kinds, orders, shifts, coefs, self.mh,
+                              self.t, cmap, nc, dtab, self.lms, min_bits, *dec)
+                encode_ranked = bind(_encode_ranked_batch, *enc)
+            self._kernels = (self.ranked, encode, decode, encode_ranked)
+        return self._kernels[1:]
 
     def block_params(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(kinds, orders, shifts, coefs) of the predictor as one block."""
@@ -3389,11 +3417,7 @@ def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level
     if model.merges is not None:  # token ids: the tokenizer's batch
         out = _vocab_batch(x, offsets, model)
     else:
-        cmap, f, cum, _ = model.tables()
-        kinds, orders, shifts, coefs, bl, nc, _, _ = model.batch_params()
-        buf, off = _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, model.mh, model.t,
-                                       MODEL_TBITS, model.k, model.msb, bl, cmap, nc, f, cum,
-                                       model.lms)
+        buf, off = model.batch_kernels()[0](x, offsets)
         blob = buf.tobytes()
         ends = off.tolist()
         out = [blob[a:b] for a, b in zip(ends, ends[1:])]
@@ -3517,23 +3541,11 @@ def _decode_joined(buf: np.ndarray, offsets: np.ndarray, ns_a: np.ndarray, model
                    ) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
     """:func:`_decode_batch` of the payloads ``buf[offsets[j]:offsets[j+1]]`` (``buf``: uint8,
     read-only, as the compiled kernels take it; ``offsets``, ``ns_a``: int64)."""
-    cmap = model.tables()[0]
-    kinds, orders, shifts, coefs, _, nc, dtab, min_bits = model.batch_params()
     # (the kernel bounds the allocation: a model payload of b bytes holds at most
     # (8 b + 64) / min_bits samples, any other (16 b + 64) / MIN_TOKEN_BITS + 1; the payloads
-    # of other modes are given room only once the general reader has decoded them)
-    if model.ranked is None:
-        x, off, status, n_bad = _decode_model_batch(buf, offsets, ns_a, kinds, orders, shifts,
-                                                    coefs, model.mh, model.t, MODEL_TBITS, cmap,
-                                                    nc, dtab, model.lms, min_bits)
-    else:  # (its mode-9 payloads in the same kernel, through the stage's two models)
-        subs = []
-        for sub in model.ranked:
-            sk, so, ss, sc, _, snc, sdtab, smin = sub.batch_params()
-            subs += [sk, so, ss, sc, sub.mh, sub.t, sub.tables()[0], snc, sdtab, sub.lms, smin]
-        x, off, status, n_bad = _decode_ranked_model_batch(
-            buf, offsets, ns_a, kinds, orders, shifts, coefs, model.mh, model.t, cmap, nc, dtab,
-            model.lms, min_bits, *subs)
+    # of other modes are given room only once the general reader has decoded them; with a
+    # ranked stage, its mode-9 payloads in the same kernel, through the stage's two models)
+    x, off, status, n_bad = model.batch_kernels()[1](buf, offsets, ns_a)
     if n_bad < 0:
         raise ValueError("negative sample count")
     errors: dict[int, str] = {}
@@ -3549,6 +3561,7 @@ def _decode_joined(buf: np.ndarray, offsets: np.ndarray, ns_a: np.ndarray, model
             vocab = other[(status[other] == 1) & (buf[offsets[other]] == MODEL_VOCAB)]
             if vocab.size:
                 _, f, cum, lookup, (starts, flat) = model.vocab()
+                kinds, orders, shifts, coefs = model.batch_params()[:4]
                 xs, xo, fine = _decode_vocab_batch(buf, offsets, ns_a, vocab, starts, flat, f,
                                                    cum, lookup, model.k, model.msb, kinds,
                                                    orders, shifts, coefs, model.lms)

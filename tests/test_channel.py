@@ -725,6 +725,21 @@ def test_sign_data_packets_in_the_batch_decoder_as_alone(sign_data_model, xs, da
         assert (g is None) == (alone is None)
         assert g is None or np.array_equal(g, alone)
 
+def test_a_replaced_model_builds_its_tables_and_kernels_again(model):
+    """dataclasses.replace of a model that has coded (its tables and bound kernels built)
+    gives a model that codes with its own fields: the copy took the original's bound
+    kernels, and decoded a variant-4 packet as a packet without the cascade."""
+    import dataclasses
+
+    from signals.channel import decode_channel, decode_packets, encode_packets
+    x = np.cumsum(np.random.default_rng(3).integers(-20, 21, 500))
+    encode_packets([x], model, level=0)  # (the original's caches are built)
+    other = dataclasses.replace(model, lms=4)
+    out = encode_packets([x], other, level=0)
+    assert np.array_equal(decode_channel(out[0], x.size, model=other), x)
+    assert np.array_equal(decode_packets(out, [x.size], other)[0], x)
+
+
 def test_a_payload_plan_names_its_choices():
     from signals.channel import CODED2, Plan, payload_plan
     assert payload_plan(encode_channel(np.full(50, 7)), 50) is None  # a constant: mode 1

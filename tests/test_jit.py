@@ -146,6 +146,34 @@ def test_tuple_check():
     assert not c(((a.astype(np.int64), 4, (True,)),))
 
 
+def test_a_bound_kernel_checks_its_fixed_arguments_once():
+    """bind: the fixed (last) arguments are matched against the compiled signatures at the
+    first call; each call then checks its own arguments alone, and calls the variant that
+    matches them all (a kernel of two compiled signatures, as Python stand-ins)."""
+    def kernel(a, b, c):  # (never run here: the variants stand in for compiled code)
+        raise AssertionError
+    k = _jit.Kernel(kernel, {})
+    i64 = ["array", "int64", 1, "C", False]
+    k._specs = [[i64, i64, ["float64"]], [["array", "int32", 1, "C", False], i64, ["int64"]]]
+    k._variants = [(check(s), lambda *a, j=j: (j, a)) for j, s in enumerate(k._specs)]
+    tail = (np.arange(3, dtype=np.int64), 2.0)
+    bound = _jit.bind(k, *tail)
+    head = np.zeros(4, np.int64)
+    assert bound(head) == (0, (head, *tail))
+    assert len(bound.variants) == 1  # (the second signature's last argument is an int64)
+    assert not bound.variants[0][0]((np.zeros(4, np.int32),))  # the head's check alone
+    other = _jit.bind(k, np.arange(3, dtype=np.int64), 5)  # the second variant's tail
+    i32 = np.zeros(2, np.int32)
+    assert other(i32) == (1, (i32, *other.tail))
+    assert len(other.variants) == 1
+
+
+def test_a_bound_kernel_in_jit_is_the_kernel_with_its_arguments():
+    calls = []
+    bound = _jit.bind(lambda *a: calls.append(a) or len(a), 7, 8)
+    assert bound(1, 2) == 4 and calls == [(1, 2, 7, 8)]
+
+
 def run_py(code: str, env: dict) -> str:
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, **env},
                        capture_output=True, text=True, timeout=600)
@@ -186,6 +214,25 @@ print(_jit.mode(), "numba" in sys.modules, got.tolist() == want, _jit.jit_reason
 """
 
 
+BOUND_WRONG_TYPE = """
+import sys
+import numpy as np
+from signals.channel import decode_packets, encode_packets, fit_channel_model
+from ubpe import _jit
+x = np.round(300 * np.sin(np.arange(3000) / 9.0)).astype(np.int64)
+cm = fit_channel_model([x[:2000]], packet_size=256)
+parts = [x[i:i + 256] for i in range(2000, 3000, 256)]
+blobs = encode_packets(parts, cm)
+ok = all(np.array_equal(a, b) for a, b in zip(parts, decode_packets(blobs, [q.size for q in parts], cm)))
+before = _jit.mode()
+buf = np.frombuffer(b"".join(blobs), np.uint8)
+off = np.cumsum([0] + [len(b) for b in blobs])
+ns = np.array([q.size for q in parts], np.int32)  # int32 counts: no compiled signature
+got = cm.batch_kernels()[1](buf, off, ns)[0]
+print(before, _jit.mode(), "numba" in sys.modules, ok and np.array_equal(got, x[2000:]))
+"""
+
+
 @pytest.fixture(scope="module")
 def aot_dir(tmp_path_factory):
     from ubpe._aot_build import build
@@ -211,6 +258,15 @@ def test_an_uncovered_call_switches_the_process_to_jit(aot_dir):
     out = run_py(WRONG_TYPE, {"UBPE_AOT_DIR": str(aot_dir)}).split(maxsplit=3)
     assert out[:3] == ["jit", "True", "True"]
     assert "_zigzag_u64" in out[3]
+
+
+@pytest.mark.slow
+def test_a_bound_kernel_called_with_uncovered_types_switches_to_jit(aot_dir):
+    """A model's bound batch decoder (ChannelModel.batch_kernels) runs compiled; called with
+    arguments of a type no compiled signature takes, it switches the process to JIT, as an
+    unbound call does, and still decodes."""
+    out = run_py(BOUND_WRONG_TYPE, {"UBPE_AOT_DIR": str(aot_dir)}).split()
+    assert out == ["aot", "jit", "True", "True"]
 
 
 GIL = """
