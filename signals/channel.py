@@ -3424,7 +3424,7 @@ def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level
     if model.ranked is not None:  # the distinct values and ranks, where smaller
         out = _ranked_payloads(x, offsets, model, out)
     long_constants = set()  # (as encode_channel codes them, with no own coding tried)
-    for j in np.flatnonzero(np.diff(offsets) > CONST_MAX).tolist():
+    for j in np.flatnonzero(np.diff(offsets) > CONST_MAX).tolist() if x.size > CONST_MAX else ():
         p = x[offsets[j]:offsets[j + 1]]
         if (p == p[0]).all():
             out[j] = _long_constant(p)
