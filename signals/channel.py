@@ -312,7 +312,8 @@ def _decode_tokens(rd: _Reader, n: int, k: int, msb: int, cmap, freqs, cum, look
 def _token_value(ent, raw, bpos, nb):
     """The zigzagged residual of a token: the high part from its decode-table entry
     ``ent``, then its ``nb`` raw low bits, read at bit ``bpos`` of ``raw`` (uint64 words,
-    least significant bit first; one word past the last bit)."""
+    least significant bit first; at least ``bpos // 64 + 2`` of them: the word after the
+    one that holds ``bpos`` is read too, its bits shifted out where not needed)."""
     one = np.uint64(1)
     w = bpos >> np.uint64(6)
     o = bpos & np.uint64(63)
@@ -351,7 +352,7 @@ def _rans_residual(words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3,
     st = (st << (u << np.uint64(4))) | (nxt & (np.uint64(0) - u))
     wpos += int(under)
     nb = (ent >> np.uint64(32)) & np.uint64(63)
-    z = _token_value(ent, raw, min(bpos, tb), nb)  # raw holds the word past tb
+    z = _token_value(ent, raw, min(bpos, tb), nb)  # raw holds two words past tb
     bpos += nb
     b3 = b2
     b2 = b1
@@ -508,7 +509,7 @@ def _decode_blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kind
     ``res`` (int64, ``n`` of them) or, where ``res`` is None, the rANS words
     and raw bits (``dtab``: :func:`signals.entropy.decode_table` of the rows,
     ``crow``: the first slot of each context's row, ``cmap << SCALE_BITS``;
-    ``raw`` at least one word past ``total_bits``). The same integers as
+    ``raw`` of at least ``total_bits // 64 + 2`` words). The same integers as
     ``x[i] = r[i] + _lpc_predict(x, i, ...)`` sample by sample; an LPC of order
     above 4 keeps its four newest samples in registers (the vector part of the
     dot product reads samples stored four iterations ago at the latest). One
@@ -575,7 +576,7 @@ def _decode_fused(words, raw, total_bits, n, cmap, nc, dtab, block, kinds, order
     """rANS tokens -> raw bits -> residuals -> samples; returns (x, ok).
 
     ``dtab``: :func:`signals.entropy.decode_table` of the rows; ``raw`` holds
-    at least one word past ``total_bits``. With the match model off,
+    at least ``total_bits // 64 + 2`` words. With the match model off,
     :func:`_decode_plain`; with it on,
     this one (the table row of a sample depends on the samples before it).
     """
@@ -1475,7 +1476,7 @@ def _decode_words(rd, n, k, msb, cmap, nc, f, cum, lookup, block, kinds, orders,
     if n * E.MIN_TOKEN_BITS > 16 * n_words + 64:
         raise ValueError(f"{n} samples cannot fit in {n_words} rANS words")
     rest = rd.take(rd.remaining())
-    raw = np.frombuffer(rest + bytes(-len(rest) % 8 + 8), "<u8").astype(np.uint64)
+    raw = np.frombuffer(rest + bytes(-len(rest) % 8 + 16), "<u8").astype(np.uint64)
     dtab = _decode_table(f, k, msb)
     x, ok = _decode_fused(words, raw, 8 * len(rest), n, cmap, nc, dtab, block, kinds, orders,
                           shifts, coefs, mh, t, tbits, lms, ctxk)
@@ -2057,6 +2058,11 @@ class ChannelModel:
                            E.min_token_bits(fmax))
         return self._batch
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields to pickle: the bound kernels are left out (they do not pickle; the copy
+        builds its own where it codes)."""
+        return {**self.__dict__, "_kernels": None}
+
     def batch_kernels(self) -> tuple[Callable, Callable, Callable | None]:
         """The batch coder's kernels with this model's parameters bound (``ubpe._jit.bind``:
         each call checks only its own arguments), built once: ``encode(x, offsets)`` ->
@@ -2332,7 +2338,7 @@ def _decode_vocab(rd: _Reader, n: int, m: ChannelModel) -> np.ndarray:
     rest = rd.take(rd.remaining())
     if len(rest) != (need + 7) // 8:
         raise ValueError(f"raw bits: {len(rest)} bytes, the tokens need {(need + 7) // 8}")
-    raw = np.frombuffer(rest + bytes(-len(rest) % 8 + 8), "<u8").astype(np.uint64)
+    raw = np.frombuffer(rest + bytes(-len(rest) % 8 + 16), "<u8").astype(np.uint64)
     z, ok = E.hybrid_merge(tokens.astype(np.int32), m.k, m.msb, raw, need)
     if not ok:
         raise ValueError("inconsistent raw bits")
@@ -3103,13 +3109,13 @@ _MAX_LMS = P.MAX_LMS
 @njit(cache=True, inline="always")
 def _k_words_raw(buf, pos, nw, end):
     """The ``nw`` little-endian rANS words at ``buf[pos:]`` and the raw bits after them up to
-    ``end`` (as uint64 words, one zero word past them): ``(words, raw, raw byte count)``."""
+    ``end`` (as uint64 words, two zero words past them): ``(words, raw, raw byte count)``."""
     words = np.empty(nw, np.uint16)
     for i in range(nw):
         words[i] = np.uint16(buf[pos + 2 * i]) | (np.uint16(buf[pos + 2 * i + 1]) << np.uint16(8))
     pos += 2 * nw
     nraw = end - pos
-    raw = np.zeros((nraw + 7) // 8 + 1, np.uint64)
+    raw = np.zeros((nraw + 7) // 8 + 2, np.uint64)
     for i in range(nraw):
         raw[i >> 3] |= np.uint64(buf[pos + i]) << np.uint64(8 * (i & 7))
     return words, raw, nraw

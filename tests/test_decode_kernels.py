@@ -530,28 +530,40 @@ def test_speech_payload_with_the_sign_data_cascade_decodes_as_the_reference(casc
     assert cascade_bytes == [4] * 13 and cmp.calls == 13
 
 
+@pytest.fixture(scope="module")
+def ranked_stage():
+    """The two models of a ranked stage (distinct values, ranks): different tables."""
+    t = np.arange(24_000)
+    x = np.round(9.8 * np.cumsum(np.random.default_rng(4).integers(-3, 4, t.size))).astype(np.int64)
+    m = C.fit_channel_model([x], packet_size=1024)
+    assert m.ranked is not None
+    return m.ranked
+
+
 @settings(max_examples=60, deadline=None)
 @given(xs=st.lists(walk.filter(lambda x: x.size > 1), min_size=2, max_size=2), data=st.data())
-def test_two_streams_decode_as_each_alone(models, xs, data):
+def test_two_streams_decode_as_each_alone(ranked_stage, xs, data):
     """_two_streams (the ranked stage's two token streams in one loop) gives the residuals that
-    _decode_residuals gives of each stream alone, and fails where either fails: well-formed
-    and damaged model payloads, streams of different lengths, counts one off."""
-    m = models[data.draw(st.integers(0, 1))]
-    cmap, dtab = m.tables()[0], m.batch_params()[6]
-    crow = cmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
+    _decode_residuals gives of each stream alone (each through its own model's tables), and
+    fails where either fails: well-formed and damaged model payloads, streams of different
+    lengths, counts one off."""
     streams = []
-    for p, x in zip(C.encode_packets(xs, m, level=0), xs):
+    for m, x in zip(ranked_stage[::data.draw(st.sampled_from([1, -1]))], xs):
+        p = C.encode_packets([x], m, level=0)[0]
         assume(p[:1] == bytes([C.MODEL]))
         n = x.size + data.draw(st.sampled_from([0, 0, -1, 1]))
         q = _damaged(p, data) if data.draw(st.booleans()) else p
         ok, w, r, nraw = C._k_model_stream(np.frombuffer(q, np.uint8), 0, len(q), n, 0.0)
         if not ok:  # (a damaged word count: the kernel's caller refuses the payload first)
             ok, w, r, nraw = C._k_model_stream(np.frombuffer(p, np.uint8), 0, len(p), n, 0.0)
-        streams.append((w, r, 8 * nraw, n))
-    (wa, ra, ta, na), (wb, rb, tb, nb) = streams
-    got_a, got_b, ok = C._two_streams(wa, ra, ta, crow, dtab, na, wb, rb, tb, crow, dtab, nb)
-    want_a, ok_a = C._decode_residuals(wa, ra, ta, na, cmap, dtab, 0)
-    want_b, ok_b = C._decode_residuals(wb, rb, tb, nb, cmap, dtab, 0)
+        cmap, dtab = m.tables()[0], m.batch_params()[6]
+        streams.append((w, r, 8 * nraw, n, cmap, dtab))
+    (wa, ra, ta, na, ca, da), (wb, rb, tb, nb, cb, db) = streams
+    assert not np.array_equal(da, db)  # (two tables: a stream read through the other's fails)
+    crow_a, crow_b = (c.astype(np.uint64) << np.uint64(E.SCALE_BITS) for c in (ca, cb))
+    got_a, got_b, ok = C._two_streams(wa, ra, ta, crow_a, da, na, wb, rb, tb, crow_b, db, nb)
+    want_a, ok_a = C._decode_residuals(wa, ra, ta, na, ca, da, 0)
+    want_b, ok_b = C._decode_residuals(wb, rb, tb, nb, cb, db, 0)
     assert ok == (ok_a and ok_b)
     if ok:
         assert np.array_equal(got_a, want_a) and np.array_equal(got_b, want_b)

@@ -175,7 +175,10 @@ def test_a_bound_kernel_in_jit_is_the_kernel_with_its_arguments():
 
 
 def run_py(code: str, env: dict) -> str:
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, **env},
+    """``code`` run in a fresh process, with ``env`` over this process's environment (less
+    ``UBPE_AOT``: a test that wants JIT says so in ``env``); its stdout."""
+    base = {k: v for k, v in os.environ.items() if k != "UBPE_AOT"}
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**base, **env},
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout

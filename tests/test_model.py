@@ -892,6 +892,11 @@ def test_ranked_packets_in_the_batch_decoder_as_alone(ranked_model):
     xs = [x[i:i + 1024] for i in range(0, x.size, 1024)]
     coded = encode_packets(xs, ranked_model)
     assert all(p[0] == MODEL_RANKED for p in coded)
+    # the kernel itself decodes the well-formed ones (status 0: not left to the general reader)
+    buf = np.frombuffer(b"".join(coded), np.uint8)
+    off = np.cumsum([0] + [len(p) for p in coded]).astype(np.int64)
+    got, _, status, _ = ranked_model.batch_kernels()[1](buf, off, np.full(len(xs), 1024))
+    assert status.tolist() == [0] * len(xs) and np.array_equal(got, x)
     rng = np.random.default_rng(0)
     cases = []
     for p, xi in zip(coded, xs):
@@ -913,6 +918,62 @@ def test_ranked_packets_in_the_batch_decoder_as_alone(ranked_model):
         refused += one is None
     assert 0 < refused < len(cases)
     assert all(np.array_equal(g, xi) for g, xi in zip(got[::47], xs))
+
+
+def test_a_model_that_has_coded_pickles(ranked_model):
+    """A model holds its bound kernels once it has coded (fit_channel_model codes with it);
+    they do not pickle, and are left out: a process pool that is not forked sends the model
+    to its workers (the copy builds its own)."""
+    import pickle
+
+    from signals.channel import decode_packets, encode_packets
+    x = grid(2048, seed=5)
+    xs = [x[:1024], x[1024:]]
+    coded = encode_packets(xs, ranked_model)
+    copy = pickle.loads(pickle.dumps(ranked_model))
+    assert copy.content_id() == ranked_model.content_id()
+    assert encode_packets(xs, copy) == coded
+    assert all(np.array_equal(a, b) for a, b in zip(decode_packets(coded, [1024, 1024], copy), xs))
+
+
+BOUNDS_CHECKED = """
+import sys
+import numpy as np
+sys.path.insert(0, "tests")
+import signals.channel as C
+from test_model import grid
+m = C.fit_channel_model([grid(24_000)], packet_size=1024)
+faults = 0
+for seed in range(1, 12):
+    x = grid(2000, seed=seed)
+    for size in (2, 5, 16, 100, 256, 1024):
+        ps = [x[i:i + size] for i in range(0, min(x.size, 30 * size), size)]
+        pay = C.encode_packets(ps, m, level=0)
+        for call in [lambda: C.decode_packets(pay, [p.size for p in ps], m)] + [
+                lambda p=p, q=q: C.decode_channel(p, q.size, model=m) for p, q in zip(pay, ps)]:
+            try:
+                call()
+            except IndexError:
+                faults += 1
+print(faults)
+"""
+
+
+@pytest.mark.slow
+def test_model_payloads_decode_within_their_arrays(tmp_path):
+    """Under numba's bounds checks, no decoder of a model payload (mode 3, mode 9: the batch
+    kernel and the general reader) reads past its arrays: a token at the last raw bit of a
+    whole 64-bit word read the word after the one past the bits (its bits shifted out, but
+    past the array, as a payload's raw bits were held with one spare word)."""
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "UBPE_AOT": "0",
+           "NUMBA_CACHE_DIR": str(tmp_path)}  # (bounds-checked machine code, not the cache's)
+    r = subprocess.run([sys.executable, "-c", BOUNDS_CHECKED], cwd=Path(__file__).parent.parent,
+                       env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["0"]
 
 
 def test_a_ranked_config_is_checked(ranked_model):
