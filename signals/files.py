@@ -88,9 +88,14 @@ def kind_of(path: str | Path, data: bytes | None = None) -> str:
             return "npz"
         parquet = data[:4] == b"PAR1" and b"\0" in data[4:1024]  # (its binary page header: a CSV
         # that starts with 'PAR1' holds no NUL)
-        if parquet or data[:8] == b"ARROW1\0\0":  # (read as CSV: a field count error)
+        # (read as CSV: a field count error) an Arrow IPC file or Feather v2, an IPC stream (four
+        # 0xFF bytes, which UTF-8 text never holds, then its first message's length, below
+        # 2**24 here), Feather v1
+        arrow = data[:8] == b"ARROW1\0\0" or data[:4] == b"\xff" * 4 and data[7:8] == b"\0" or \
+            data[:4] == b"FEA1" and b"\0" in data[4:1024]
+        if parquet or arrow:
             what, names = (("Parquet", ".parquet or .pq") if parquet else
-                           ("Arrow", ".arrow, .feather or .ipc"))
+                           ("Arrow", ".arrow, .arrows, .feather or .ipc"))
             raise ValueError((f"{path}: " if path else "") + f"{what} data; ubpe reads it from a "
                              f"file named {names}")
         return "csv"

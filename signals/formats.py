@@ -238,11 +238,19 @@ def read_parquet(path: str | Path) -> Recording:
     return _from_arrow_table(table, str(path))
 
 
+STREAM_MARK = b"\xff\xff\xff\xff"  # the first bytes of an Arrow IPC stream (format 0.15 on)
+
+
 def read_arrow(path: str | Path) -> Recording:
-    """Read an Arrow IPC file (Feather v2, ``.arrow``); as :func:`read_parquet`."""
+    """Read Arrow data: an IPC file (Feather v2, ``.arrow``), a Feather v1 file, or an IPC
+    stream (``.arrows``; it starts with the stream's continuation marker, four 0xFF bytes:
+    the Arrow columnar format's "Encapsulated message format"); as :func:`read_parquet`."""
     feather = _need("pyarrow.feather")
     try:
-        table = feather.read_table(path)
+        with open(path, "rb") as f:
+            stream = f.read(4) == STREAM_MARK
+        table = _need("pyarrow.ipc").open_stream(path).read_all() if stream else \
+            feather.read_table(path)
     except _need("pyarrow").ArrowException as e:
         raise ValueError(f"{path}: not a readable Arrow file ({str(e).splitlines()[0]})") \
             from None
@@ -447,8 +455,8 @@ def record_files(path: str | Path, _seen: set | None = None) -> list[Path]:
 
 
 SUFFIXES = {".parquet": read_parquet, ".pq": read_parquet, ".arrow": read_arrow,
-            ".feather": read_arrow, ".ipc": read_arrow, ".edf": read_edf, ".bdf": read_edf,
-            ".hea": read_wfdb}
+            ".arrows": read_arrow, ".feather": read_arrow, ".ipc": read_arrow, ".edf": read_edf,
+            ".bdf": read_edf, ".hea": read_wfdb}
 
 
 def read_recording(path: str | Path, columns: list[str | int] | None = None,
@@ -458,7 +466,7 @@ def read_recording(path: str | Path, columns: list[str | int] | None = None,
     Parameters
     ----------
     path : path
-        ``.parquet``/``.pq``, ``.arrow``/``.feather``/``.ipc``, ``.edf``,
+        ``.parquet``/``.pq``, ``.arrow``/``.arrows``/``.feather``/``.ipc``, ``.edf``,
         ``.bdf``, ``.hea`` (WFDB), or what :func:`signals.read_signal` reads
         (CSV, ``.npz``/``.npy``, ``.wav``).
     columns, exclude : list of str or int, optional

@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -1194,6 +1195,21 @@ def test_utf16_and_parquet_given_as_csv_say_what_they_are(tmp_path):
     r = run("compress", "-c", "-", input=(tmp_path / "t.parquet").read_bytes())
     assert r.exit_code == 1 and "Parquet data; ubpe reads it from a file named .parquet or .pq" \
         in r.stderr and no_traceback(r)
+    # (Feather v1 and an Arrow IPC stream were read as CSV: "line 3: 2 fields, expected 1")
+    import pyarrow.feather
+    t = pa.table({"a": np.arange(100)})
+    with warnings.catch_warnings():  # (pyarrow 25 deprecates writing Feather v1)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pyarrow.feather.write_feather(t, tmp_path / "v1.feather", version=1)
+    with pa.OSFile(str(tmp_path / "s.arrows"), "wb") as f, pa.ipc.new_stream(f, t.schema) as w:
+        w.write_table(t)
+    for name in ("v1.feather", "s.arrows"):
+        r = run("compress", "-c", "-", input=(tmp_path / name).read_bytes())
+        assert r.exit_code == 1 and "Arrow data; ubpe reads it from a file named .arrow, " \
+            ".arrows, .feather or .ipc" in r.stderr and no_traceback(r), name
+        r = run("compress", "-c", tmp_path / name)
+        assert r.exit_code == 0 and signals.decompress(r.stdout_bytes)[0].tolist() == \
+            list(range(100)), name
 
 
 def test_a_version_1_container_decompresses_to_a_csv_named_so(tmp_path):

@@ -112,7 +112,11 @@ def test_parquet_and_arrow(tmp_path, ecg_digital):
                                        pa.field("t", pa.float64())]))
     pyarrow.parquet.write_table(table, tmp_path / "ecg.parquet")
     pyarrow.feather.write_feather(table, tmp_path / "ecg.arrow")
-    for name in ("ecg.parquet", "ecg.arrow"):
+    # an IPC stream (it was "Not a Feather V1 or Arrow IPC file"), under either suffix
+    for name in ("ecg.arrows", "stream.arrow"):
+        with pa.OSFile(str(tmp_path / name), "wb") as f, pa.ipc.new_stream(f, table.schema) as w:
+            w.write_table(table)
+    for name in ("ecg.parquet", "ecg.arrow", "ecg.arrows", "stream.arrow"):
         r = read_recording(tmp_path / name)
         assert r.names == ["MLII", "t"]  # the text column is skipped
         assert r.units == ["mV", None] and r.rates == [360.0, None]

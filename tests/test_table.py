@@ -187,6 +187,13 @@ def test_comments_blank_lines_crlf_bom_and_no_final_newline():
     assert ints(p)["col1"].tolist() == [25, 45, 65]
 
 
+@pytest.mark.parametrize("text, n", [(b"", 0), (b"a", 0), (b"a\n", 1), (b"a\nb\r\nc\rd", 3),
+                                     (b"\r\n\r\n", 2), (b"\r\r", 2), (b"\n\r", 2)])
+def test_count_lines_counts_each_line_end_once(text, n):
+    from signals.table import count_lines
+    assert count_lines(text) == n
+
+
 def test_mixed_line_endings_keep_odd_rows_whole():
     data = b"a,b\r\n1,2\r\n3,4\n5,6\r\n"
     p = roundtrip(data)
