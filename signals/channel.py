@@ -417,11 +417,26 @@ def _decode_residuals(words, raw, total_bits, n, cmap, dtab, ctxk):
     return r, _stream_ok(fmin, wpos, nw, bpos, tb) and _stream_end(st, wpos, nw, bpos, total_bits)
 
 
+_RING = 64  # float64 copies of the newest samples (see _blocks), each written twice
+_FLOAT_LIM = np.int64(1 << 31)  # samples below this in magnitude, and coefficients of at most
+# 2**15 (at most 28 terms): every product and partial sum of an LPC sum is an integer below
+# 2**51, exact in float64 in any order of summation (as the encoder's signals.predict sums)
+
+
 @njit(cache=True, inline="always")
 def _blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kinds, orders, shifts, coefs,
             sd):
     """:func:`_decode_blocks`; with ``sd`` (a constant) each residual passes through the
-    inverse of the sign-data LMS (:func:`signals.predict.sign_data_step`) first."""
+    inverse of the sign-data LMS (:func:`signals.predict.sign_data_step`) first.
+
+    An LPC above order 4 sums its older terms in float64 (4 lanes at a time,
+    ``signals._intrinsics.dot32`` over 32 samples: the coefficients in the last ``order - 4``
+    places, zeros before them) where that sum is exact: coefficients of at most 2**15, and
+    no sample among the ``order`` before of ``_FLOAT_LIM`` or more in magnitude (else the
+    int64 sum, the same integers). The samples' float64 copies are kept in a ring of
+    ``_RING`` slots, each written at ``i % _RING`` and ``_RING`` after it, so that the 32
+    before any sample are contiguous (1.35x as fast as the int64 sum: an order-32 LPC of the
+    Seattle temperature model, 16.5 -> 12.3 ns a sample with its entropy decoder)."""
     n = x.shape[0]
     nw = words.shape[0]
     if res is None and nw < 2:
@@ -435,21 +450,36 @@ def _blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kinds, orde
     acc = 0
     tb = np.uint64(total_bits)
     fmin = _NO_FMIN
-    buf = np.zeros(32 + 12, np.int64)  # one allocation: the LPC's coefficients, the filter's state
+    # one allocation: the LPC's coefficients, the filter's state, the float coefficients, the ring
+    buf = np.zeros(32 + 12 + 32 + 2 * _RING, np.int64)
     cr = buf[:32]
-    sdv = buf[32:].view(np.int16)
+    sdv = buf[32:44].view(np.int16)
+    cf = buf[44:76].view(np.float64)  # (zero bits: 0.0)
+    ring = buf[76:].view(np.float64)
     newest = avg = np.int64(0)
     x4 = x3 = x2 = x1 = np.int64(0)  # the four newest samples
+    last_big = -(1 << 62)  # the last sample of _FLOAT_LIM or more in magnitude
     for b in range((n + block - 1) // block):  # checked once a block (the reads stay in bounds)
         s = b * block
         e = min(n, s + block)
         kind, order, shift = kinds[b], orders[b], shifts[b]
         lpc = kind == 1 and order > 4
         head = min(e, max(s, order + 4 if lpc else order))
+        fl = False
         if lpc:
             for q in range(order):  # reversed: cr[q] multiplies x[i - order + q]
                 cr[q] = coefs[b, order - 1 - q]
             k4, k3, k2, k1 = cr[order - 4], cr[order - 3], cr[order - 2], cr[order - 1]
+            fl = True
+            cf[:] = 0.0
+            for q in range(order - 4):
+                fl &= (cr[q] <= 32768) & (cr[q] >= -32768)
+                cf[32 - (order - 4) + q] = float(cr[q])
+            for j in range(max(0, s - 36), s):  # the ring: the samples before the block
+                v = x[j]
+                ring[j & (_RING - 1)] = ring[(j & (_RING - 1)) + _RING] = float(v)
+                if v >= _FLOAT_LIM or v <= -_FLOAT_LIM:
+                    last_big = j
         elif kind == 1:  # an LPC of order <= 4, as the fixed ones: on the newest samples only
             k1, k2, k3, k4 = [coefs[b, j] if j < order else 0 for j in range(4)]
         else:  # FLAC's fixed predictors, or a lag (not in registers)
@@ -465,6 +495,10 @@ def _blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kinds, orde
             v = r + P._lpc_predict(x, i, kind, order, shift, coefs, b)
             x[i] = v
             x4, x3, x2, x1 = x3, x2, x1, v
+            if lpc:
+                ring[i & (_RING - 1)] = ring[(i & (_RING - 1)) + _RING] = float(v)
+                if v >= _FLOAT_LIM or v <= -_FLOAT_LIM:
+                    last_big = i
         if delta:  # a loop of its own: fewer values live in it (its stack spills cost 5-10%)
             for i in range(head, e):
                 r, st, wpos, bpos, b1, b2, b3, acc, fmin = _residual(
@@ -478,6 +512,23 @@ def _blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kinds, orde
             x3 = x[e - 3] if e >= 3 else np.int64(0)
             x2 = x[e - 2] if e >= 2 else np.int64(0)
             head = e
+        if fl and head - last_big > order:  # float sums while the samples stay below the limit
+            start = e
+            for i in range(head, e):
+                r, st, wpos, bpos, b1, b2, b3, acc, fmin = _residual(
+                    res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc,
+                    fmin)
+                if sd:
+                    r, newest, avg = P.sign_data_step(sdv, r, newest, avg)
+                a = np.int64(P._dot32(cf, ring, (i - 36) & (_RING - 1)))
+                v = r + ((a + k4 * x4 + k3 * x3 + k2 * x2 + k1 * x1) >> shift)
+                ring[i & (_RING - 1)] = ring[(i & (_RING - 1)) + _RING] = float(v)
+                x[i] = v
+                x4, x3, x2, x1 = x3, x2, x1, v
+                if v >= _FLOAT_LIM or v <= -_FLOAT_LIM:  # the rest of the block in int64
+                    start = i + 1
+                    break
+            head = start
         for i in range(head, e):
             r, st, wpos, bpos, b1, b2, b3, acc, fmin = _residual(
                 res, i, words, raw, tb, dtab, crow, ctxk, st, wpos, bpos, b1, b2, b3, acc, fmin)
@@ -487,7 +538,7 @@ def _blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kinds, orde
                 v = r + x[i - order]
             elif lpc:
                 past = x[i - order:i - 4]
-                a = 0
+                a = np.int64(0)
                 for q in range(order - 4):
                     a += c[q] * past[q]
                 v = r + ((a + k4 * x4 + k3 * x3 + k2 * x2 + k1 * x1) >> shift)

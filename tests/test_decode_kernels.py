@@ -312,6 +312,36 @@ def test_block_inverse_matches_per_sample_prediction(p, lms):
     assert np.array_equal(C.inverse_blocks(r, *rest, lms), want)
 
 
+@pytest.mark.parametrize("case", ["limits", "wide samples", "wide coefficient", "two blocks"])
+def test_lpc_float_sums_give_the_int64_integers(case):
+    """The decoder sums an LPC's older terms in float64 where that is exact (samples below
+    2**31, coefficients of at most 2**15); at those limits it gives the int64 sums' integers,
+    and past them the int64 sums take over (a float64 sum would lose low bits there): samples
+    near 2**40, in the middle of a block and before a block's start, and a coefficient of
+    2**30 - 1. Each case fails with the limit it checks moved."""
+    rng = np.random.default_rng(5)
+    n, order, shift = 400, 32, 0  # (no shift: an inexact sum would show in every bit)
+    lim = 2**31 - 1
+    x = np.clip(np.round(lim * np.sin(np.arange(n) / 9.0)) + rng.integers(-99, 99, n), -lim, lim)
+    x = x.astype(np.int64)
+    coefs = np.zeros((2, 32), np.int64)
+    coefs[:, :order] = np.where(np.arange(order) % 2, -32767, 32768)  # (odd: wide products)
+    if case == "wide samples":
+        x[150:170] = 2**40 + 2 * rng.integers(0, 2**38, 20) + 1
+        x[300] = -2**31
+    elif case == "wide coefficient":
+        coefs[:, 7] = 2**30 - 1  # (products of 61 bits: a float64 sum loses some)
+    block = n if case != "two blocks" else 200
+    if case == "two blocks":
+        x[190:199] = 2**40 + 2 * rng.integers(0, 2**38, 9) + 1  # (in the window of the
+        # second block's first samples)
+    kinds, orders, shifts = np.ones(2, np.int64), np.full(2, order), np.full(2, shift)
+    r = np.array([x[i] - P._lpc_predict(x, i, 1, order, shift, coefs, i // block)
+                  for i in range(n)], np.int64)
+    assert np.array_equal(ref_lpc_inverse(r, block, kinds, orders, shifts, coefs), x)
+    assert np.array_equal(C.inverse_blocks(r, block, kinds, orders, shifts, coefs), x)
+
+
 @settings(max_examples=100, deadline=None)
 @given(acc=st.one_of(st.integers(0, 2**63 - 1), st.integers(0, 5000)), sh=st.integers(0, 8))
 def test_ema_stat_fast_matches(acc, sh):
