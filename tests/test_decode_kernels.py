@@ -312,15 +312,17 @@ def test_block_inverse_matches_per_sample_prediction(p, lms):
     assert np.array_equal(C.inverse_blocks(r, *rest, lms), want)
 
 
+@pytest.mark.parametrize("order", [12, 16, 20, 21, 32])
 @pytest.mark.parametrize("case", ["limits", "wide samples", "wide coefficient", "two blocks"])
-def test_lpc_float_sums_give_the_int64_integers(case):
-    """The decoder sums an LPC's older terms in float64 where that is exact (samples below
+def test_lpc_float_sums_give_the_int64_integers(case, order):
+    """The decoder sums an LPC's older terms in float64 (over 16 samples up to order 20, over
+    32 above; in int64 below order 16) where that is exact (samples below
     2**31, coefficients of at most 2**15); at those limits it gives the int64 sums' integers,
     and past them the int64 sums take over (a float64 sum would lose low bits there): samples
     near 2**40, in the middle of a block and before a block's start, and a coefficient of
     2**30 - 1. Each case fails with the limit it checks moved."""
     rng = np.random.default_rng(5)
-    n, order, shift = 400, 32, 0  # (no shift: an inexact sum would show in every bit)
+    n, shift = 400, 0  # (no shift: an inexact sum would show in every bit)
     lim = 2**31 - 1
     x = np.clip(np.round(lim * np.sin(np.arange(n) / 9.0)) + rng.integers(-99, 99, n), -lim, lim)
     x = x.astype(np.int64)
