@@ -454,8 +454,8 @@ def _blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kinds, orde
     tb = np.uint64(total_bits)
     fmin = _NO_FMIN
     # one allocation: the LPC's coefficients, the filter's state, the float coefficients, the ring
-    buf = np.empty(32 + 12 + 32 + 2 * _RING, np.int64)
-    buf[:44] = 0
+    buf = np.zeros(32 + 12 + 32 + 2 * _RING, np.int64)  # (zero bits: 0.0, so that the ring's
+    # slots not yet written, read times a zero coefficient, add nothing)
     cr = buf[:32]
     sdv = buf[32:44].view(np.int16)
     cf = buf[44:76].view(np.float64)
@@ -487,8 +487,6 @@ def _blocks(x, res, words, raw, total_bits, crow, dtab, ctxk, block, kinds, orde
             cf[:] = 0.0
             for q in range(order - 4):
                 cf[nf - (order - 4) + q] = float(cr[q])
-            if s < 36:  # (the slots before the signal's start are read, times 0)
-                ring[:] = 0.0
             for j in range(max(0, s - 36), s):  # the ring: the samples before the block
                 v = x[j]
                 ring[j & (_RING - 1)] = ring[(j & (_RING - 1)) + _RING] = float(v)

@@ -246,11 +246,11 @@ def read_arrow(path: str | Path) -> Recording:
     stream (``.arrows``; it starts with the stream's continuation marker, four 0xFF bytes:
     the Arrow columnar format's "Encapsulated message format"); as :func:`read_parquet`."""
     feather = _need("pyarrow.feather")
-    try:
-        with open(path, "rb") as f:
-            stream = f.read(4) == STREAM_MARK
-        table = _need("pyarrow.ipc").open_stream(path).read_all() if stream else \
-            feather.read_table(path)
+    pa = _need("pyarrow")
+    try:  # (the bytes read once: a named pipe cannot be opened twice)
+        data = pa.py_buffer(Path(path).read_bytes())
+        table = _need("pyarrow.ipc").open_stream(data).read_all() \
+            if data[:4].to_pybytes() == STREAM_MARK else feather.read_table(pa.BufferReader(data))
     except _need("pyarrow").ArrowException as e:
         raise ValueError(f"{path}: not a readable Arrow file ({str(e).splitlines()[0]})") \
             from None

@@ -5,6 +5,9 @@ PhysioNet distributes as WFDB with adc_gain 200 and baseline 1024) by the
 format's own package, then read back.
 """
 
+import os
+import threading
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -126,6 +129,29 @@ def test_parquet_and_arrow(tmp_path, ecg_digital):
     (tmp_path / "folder.parquet").mkdir()
     pyarrow.parquet.write_table(table, tmp_path / "folder.parquet" / "part-0.parquet")
     assert read_recording(tmp_path / "folder.parquet").names == ["MLII", "t"]  # (a dataset)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_an_arrow_stream_from_a_named_pipe(tmp_path):
+    """(A review) read_arrow opened the file twice, a look at its first bytes and then
+    pyarrow's own: from a named pipe the first took the data, and the second waited for a
+    writer forever."""
+    pa = pytest.importorskip("pyarrow")
+    t = pa.table({"a": np.arange(50)})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t)
+    fifo = tmp_path / "p.arrows"
+    os.mkfifo(fifo)
+    got: list = []
+    threads = [threading.Thread(target=lambda: fifo.write_bytes(sink.getvalue().to_pybytes()),
+                                daemon=True),
+               threading.Thread(target=lambda: got.append(read_recording(fifo)), daemon=True)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=30)
+    assert got and got[0].channels[0].tolist() == list(range(50))
 
 
 def test_arrow_tables_with_a_repeated_name_or_a_null_name_the_file(tmp_path):
