@@ -69,7 +69,7 @@ def build(out_dir: Path = AOT_DIR, *, small: bool = False, log: Any = None) -> d
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".aot-", dir=out_dir.parent))
-    env = {**os.environ, "UBPE_AOT": "0"}
+    env = {**os.environ, "UBPE_AOT": "0", "NUMBA_CACHE_DIR": str(_numba_cache(AOT_DIR.parent))}
     try:
         r = subprocess.run([sys.executable, "-m", "ubpe._aot_build", str(tmp)] + ["--small"] * small, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -90,6 +90,26 @@ def build(out_dir: Path = AOT_DIR, *, small: bool = False, log: Any = None) -> d
         return man
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _numba_cache(parent: Path) -> Path:
+    """The numba cache of the build's child: ``parent/.aot-cache`` (the package's folder for
+    every build, so that the tests' builds reuse it), emptied where any source file changed
+    since it was filled. (numba's own cache keys a kernel by its own file only:
+    a kernel that inlines a function of another module kept its old code after an edit of
+    that module, and the build exported it.)"""
+    cache = parent / ".aot-cache"
+    stamp = cache / "sources.json"
+    want = json.dumps(_sources(source_files()), sort_keys=True)
+    try:
+        fresh = stamp.read_text() == want
+    except OSError:
+        fresh = False
+    if not fresh:
+        shutil.rmtree(cache, ignore_errors=True)
+        cache.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(want)
+    return cache
 
 
 def status(out_dir: Path = AOT_DIR) -> str:
