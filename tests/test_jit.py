@@ -383,3 +383,18 @@ def test_aot_status_of_a_foreign_or_damaged_manifest(tmp_path):
         (tmp_path / "manifest.json").write_text(text)
         line = status(tmp_path)
         assert said in line and "run 'ubpe aot build'" in line
+
+
+def test_the_builds_numba_cache_is_emptied_when_a_source_changes(tmp_path, monkeypatch):
+    """numba keys a cached kernel by its own file: a kernel that inlines a function of another
+    module kept its old code after that module changed. The build's cache is emptied then."""
+    from ubpe import _aot_build
+    cache = _aot_build._numba_cache(tmp_path)
+    (cache / "kernel.nbi").write_text("compiled")
+    assert _aot_build._numba_cache(tmp_path) == cache
+    assert (cache / "kernel.nbi").is_file()  # the same sources: kept
+    sources = _aot_build.source_files()
+    monkeypatch.setattr(_aot_build, "source_files", lambda: sources[1:])  # a source changed
+    assert _aot_build._numba_cache(tmp_path) == cache
+    assert not (cache / "kernel.nbi").exists()
+    assert json.loads((cache / "sources.json").read_text()) == _jit._sources(sources[1:])
