@@ -385,16 +385,26 @@ def test_aot_status_of_a_foreign_or_damaged_manifest(tmp_path):
         assert said in line and "run 'ubpe aot build'" in line
 
 
-def test_the_builds_numba_cache_is_emptied_when_a_source_changes(tmp_path, monkeypatch):
+def test_the_builds_numba_cache_is_one_per_version_of_the_sources(tmp_path, monkeypatch):
     """numba keys a cached kernel by its own file: a kernel that inlines a function of another
-    module kept its old code after that module changed. The build's cache is emptied then."""
+    module kept its old code after that module changed. The build's cache is a folder per
+    version of the sources (the others removed), in the first parent folder that can hold it."""
     from ubpe import _aot_build
-    cache = _aot_build._numba_cache(tmp_path)
+    key = _aot_build._sources_key()
+    cache = _aot_build._numba_cache(key, [tmp_path])
+    assert cache == tmp_path / _aot_build.CACHE / key
     (cache / "kernel.nbi").write_text("compiled")
-    assert _aot_build._numba_cache(tmp_path) == cache
+    assert _aot_build._numba_cache(key, [tmp_path]) == cache
     assert (cache / "kernel.nbi").is_file()  # the same sources: kept
-    sources = _aot_build.source_files()
-    monkeypatch.setattr(_aot_build, "source_files", lambda: sources[1:])  # a source changed
-    assert _aot_build._numba_cache(tmp_path) == cache
-    assert not (cache / "kernel.nbi").exists()
-    assert json.loads((cache / "sources.json").read_text()) == _jit._sources(sources[1:])
+    real = _aot_build._sources
+    monkeypatch.setattr(_aot_build, "_sources", lambda files: {
+        f: ("0" * 64 if f == files[0] else h) for f, h in real(files).items()})  # one file edited
+    other = _aot_build._sources_key()
+    assert other != key
+    assert _aot_build._numba_cache(other, [tmp_path]) == tmp_path / _aot_build.CACHE / other
+    assert not cache.exists()
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # not a folder: cannot hold the cache
+    assert _aot_build._numba_cache(key, [blocked, tmp_path]) == cache
+    with pytest.raises(OSError):
+        _aot_build._numba_cache(key, [blocked])

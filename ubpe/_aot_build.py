@@ -69,14 +69,19 @@ def build(out_dir: Path = AOT_DIR, *, small: bool = False, log: Any = None) -> d
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".aot-", dir=out_dir.parent))
-    env = {**os.environ, "UBPE_AOT": "0", "NUMBA_CACHE_DIR": str(_numba_cache(AOT_DIR.parent))}
     try:
+        key = _sources_key()
+        cache = _numba_cache(key, [AOT_DIR.parent, out_dir.parent])
+        env = {**os.environ, "UBPE_AOT": "0", "NUMBA_CACHE_DIR": str(cache)}
         r = subprocess.run([sys.executable, "-m", "ubpe._aot_build", str(tmp)] + ["--small"] * small, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if log is not None:
             log(r.stdout.rstrip())
         if r.returncode != 0:
             raise RuntimeError(f"the kernel build failed:\n{r.stdout[-4000:]}")
+        if _sources_key() != key:  # (its kernels may mix both versions: neither is kept)
+            shutil.rmtree(cache, ignore_errors=True)
+            raise RuntimeError("a source file changed during the kernel build: run it again")
         man = json.loads((tmp / MANIFEST).read_text())
         old = out_dir.with_name(out_dir.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
@@ -92,24 +97,44 @@ def build(out_dir: Path = AOT_DIR, *, small: bool = False, log: Any = None) -> d
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _numba_cache(parent: Path) -> Path:
-    """The numba cache of the build's child: ``parent/.aot-cache`` (the package's folder for
-    every build, so that the tests' builds reuse it), emptied where any source file changed
-    since it was filled. (numba's own cache keys a kernel by its own file only:
-    a kernel that inlines a function of another module kept its old code after an edit of
-    that module, and the build exported it.)"""
-    cache = parent / ".aot-cache"
-    stamp = cache / "sources.json"
-    want = json.dumps(_sources(source_files()), sort_keys=True)
-    try:
-        fresh = stamp.read_text() == want
-    except OSError:
-        fresh = False
-    if not fresh:
-        shutil.rmtree(cache, ignore_errors=True)
-        cache.mkdir(parents=True, exist_ok=True)
-        stamp.write_text(want)
-    return cache
+CACHE = ".aot-cache"  # the build child's numba caches, beside the compiled kernels' folder
+
+
+def _sources_key() -> str:
+    """A hash of every source file's SHA-256 (:func:`source_files`)."""
+    import hashlib
+    return hashlib.sha256(json.dumps(_sources(source_files()), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _numba_cache(key: str, parents: list[Path]) -> Path:
+    """The numba cache of a build's child: ``CACHE/key`` in the first of ``parents`` that can
+    hold it (the folder of the default compiled kernels first, so that the tests' builds
+    reuse it); the caches of other sources there are removed. numba keys a cached kernel by
+    its own file only: a kernel that inlines a function of another module kept its old code
+    after an edit of that module, and the build exported it; a folder per version of the
+    sources cannot hold such a kernel (a build whose sources change while it runs is
+    refused, :func:`build`).
+
+    Raises
+    ------
+    OSError
+        Where none of ``parents`` can hold it."""
+    err: OSError | None = None
+    for parent in parents:
+        root = parent / CACHE
+        try:
+            (root / key).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            err = e
+            continue
+        for old in root.iterdir():
+            if old.name != key and old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+            elif old.name != key:
+                old.unlink(missing_ok=True)
+        return root / key
+    assert err is not None
+    raise err
 
 
 def status(out_dir: Path = AOT_DIR) -> str:

@@ -41,9 +41,12 @@ def status() -> None:
 
 @aot.command()
 def clear() -> None:
-    """Delete the compiled kernels (every process then uses numba's JIT)."""
+    """Delete the compiled kernels (every process then uses numba's JIT) and the build's numba
+    caches."""
     import shutil
 
+    from ubpe._aot_build import CACHE
     from ubpe._jit import AOT_DIR
     shutil.rmtree(AOT_DIR, ignore_errors=True)
-    click.echo(f"removed {AOT_DIR}", err=True)
+    shutil.rmtree(AOT_DIR.parent / CACHE, ignore_errors=True)  # the build's numba caches
+    click.echo(f"removed {AOT_DIR} and {AOT_DIR.parent / CACHE}", err=True)
