@@ -1190,6 +1190,16 @@ def _put_varint(buf, pos, v):
     return pos + 1
 
 
+@njit(cache=True, inline="always")
+def _varint_len(v):
+    """The bytes of ``v`` (>= 0) as :func:`_put_varint` writes it."""
+    n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+
 @njit(cache=True)
 def _section_bytes(z, mb, n_mb, k, msb, tokens, nbits, th, f, q, width, ctxk, bl):
     """The entropy sections of a mode-4 payload (hybrid byte, contexts, match buckets, context
@@ -1653,12 +1663,16 @@ def _own_tables(x: np.ndarray, model: ChannelModel, res: tuple | None = None) ->
 
 
 @njit(cache=True)
-def _own_tables_batch(x, offsets, sel, kinds, orders, shifts, coefs, lms, side, hybrid, contexts,
-                      ctxs):
+def _own_tables_batch(x, offsets, sel, bounds, kinds, orders, shifts, coefs, lms, side, hybrid,
+                      contexts, ctxs):
     """:func:`_own_tables` of the packets ``x[offsets[j]:offsets[j+1]]`` for ``j`` in ``sel``
     (each not empty), in one call: the payloads in one uint8 array and where each ends (int64,
-    shape ``(len(sel) + 1,)``). ``side``: the model predictor's side bytes (uint8);
-    ``hybrid``, ``contexts``, ``ctxs``: :func:`_preset_arrays` of ``FALLBACK_LEVEL``'s preset."""
+    shape ``(len(sel) + 1,)``). ``bounds`` (int64, one per packet of ``sel``): a packet whose
+    payload would not be shorter than its bound gets an empty one, where the tables' estimate
+    (:func:`_residual_tables`' bits, below the coded body's by its six header bytes and the
+    rANS coder's first state, 64 bits or more) already says so: its rANS coding is skipped.
+    ``side``: the model predictor's side bytes (uint8); ``hybrid``, ``contexts``, ``ctxs``:
+    :func:`_preset_arrays` of ``FALLBACK_LEVEL``'s preset."""
     ends = np.zeros(sel.shape[0] + 1, np.int64)
     out = np.empty(1024, np.uint8)
     pos = 0
@@ -1673,6 +1687,10 @@ def _own_tables_batch(x, offsets, sel, kinds, orders, shifts, coefs, lms, side, 
         if lms:
             r = P.cascade_forward(r, lms)
         z, best = _residual_tables(r, mb, 1, hybrid, contexts, ctxs)
+        head = 5 + side.shape[0] + _varint_len(n) + _varint_len(side.shape[0])
+        if 8 * head + best[0] >= 8 * bounds[j]:
+            ends[j + 1] = pos
+            continue
         body = _section_bytes(z, mb, 1, best[1], best[2], best[3], best[4], best[5], best[6],
                               best[7], best[8], best[9], best[10])
         need = pos + 32 + side.shape[0] + body.shape[0]
@@ -1696,18 +1714,25 @@ def _own_tables_batch(x, offsets, sel, kinds, orders, shifts, coefs, lms, side, 
     return out[:pos], ends
 
 
-def _own_tables_many(x: np.ndarray, offsets: np.ndarray, sel: list[int], model: ChannelModel
-                     ) -> dict[int, bytes]:
+_UNMADE = object()  # (_own_or: the packet's own tables not made yet)
+
+
+def _own_tables_many(x: np.ndarray, offsets: np.ndarray, sel: list[int], model: ChannelModel,
+                     bounds: list[int] | None = None) -> dict[int, bytes | None]:
     """{j: :func:`_own_tables` of packet ``j``} for ``j`` in ``sel`` (packets not empty) in one
-    kernel call (:func:`_own_tables_batch`)."""
+    kernel call (:func:`_own_tables_batch`); with ``bounds`` (bytes, one per packet of
+    ``sel``), None in place of a payload that the tables' estimate finds at least as long as
+    its bound (not coded)."""
     if not sel:
         return {}
     kinds, orders, shifts, coefs = model.block_params()
     side = np.frombuffer(P.block_side_bytes(kinds, orders, shifts, coefs), np.uint8)
-    buf, ends = _own_tables_batch(x, offsets, np.array(sel, np.int64), kinds, orders, shifts,
+    b = np.full(len(sel), np.iinfo(np.int64).max >> 4, np.int64) if bounds is None else \
+        np.array(bounds, np.int64)
+    buf, ends = _own_tables_batch(x, offsets, np.array(sel, np.int64), b, kinds, orders, shifts,
                                   coefs, model.lms, side, *_preset_arrays(PRESETS[FALLBACK_LEVEL]))
     blob, e = buf.tobytes(), ends.tolist()
-    return {j: blob[e[i]:e[i + 1]] for i, j in enumerate(sel)}
+    return {j: blob[e[i]:e[i + 1]] if e[i + 1] > e[i] else None for i, j in enumerate(sel)}
 
 
 @njit(cache=True)
@@ -1824,7 +1849,7 @@ def _ranked_payloads(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, ou
 
 
 def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None = None,
-            cheap: bytes | None = None) -> bytes:
+            cheap: Any = _UNMADE) -> bytes:
     """:func:`_try_own` past its first tests: the own coding where estimated smaller.
 
     The search (:func:`_own_search`) runs at the fallback level (below ``OWN_SEARCH_LEVEL``,
@@ -1842,8 +1867,8 @@ def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None 
     for the table that its decoder builds: there the search stays, as for costly packets.)
     The smallest payload is kept: the search's estimate is held against the smaller of the two
     before it (where own tables already beat the model payload, a search estimated between
-    them is not coded). ``cheap``: :func:`_own_tables` of ``x``, where already made
-    (:func:`_own_tables_many`)."""
+    them is not coded). ``cheap``: :func:`_own_tables_many`'s result for ``x`` bounded by
+    ``len(coded)`` (its payload, or None where estimated no shorter), where already made."""
     lv = _fallback_level(level, x.size)
     if model is not None and level < OWN_SEARCH_LEVEL:
         if model.own_level is not None:
@@ -1855,8 +1880,9 @@ def _own_or(x: np.ndarray, coded: bytes, level: int, model: ChannelModel | None 
     best = coded
     if model is not None and _own_cheap_first(x.size, level, model):
         quick = model.own_search is False and level < OWN_SEARCH_LEVEL and x.size >= OWN_TRY_SIZE
-        cheap = _own_tables(x64, model) if cheap is None else cheap
-        best = cheap if len(cheap) < len(coded) else coded
+        if cheap is _UNMADE:
+            cheap = _own_tables_many(x64, np.array([0, x64.size]), [0], model, [len(coded)])[0]
+        best = cheap if cheap is not None and len(cheap) < len(coded) else coded
         if quick and 8 * len(best) <= model.fallback_bits * x.size + 64:
             return best if u is None else _ranked_or(x64, best, model, u)
     return _own_search(x64, best, lv, u)
@@ -3528,10 +3554,11 @@ def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level
         todo = sorted(costly + long)
         # the packets that _own_or codes with the model's predictor and their own tables
         # first, in one kernel call
-        cheap = _own_tables_many(x, offsets, [
-            j for j in todo if _own_cheap_first(starts[j + 1] - starts[j], level, model)], model)
+        first = [j for j in todo if _own_cheap_first(starts[j + 1] - starts[j], level, model)]
+        cheap = _own_tables_many(x, offsets, first, model, [len(out[j]) for j in first])
         for j in todo:
-            out[j] = _own_or(x[starts[j]:starts[j + 1]], out[j], level, model, cheap.get(j))
+            out[j] = _own_or(x[starts[j]:starts[j + 1]], out[j], level, model,
+                             cheap.get(j, _UNMADE))
     return out
 
 

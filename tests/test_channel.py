@@ -564,7 +564,8 @@ _OWN_BASE = fit_channel_model([np.cumsum(np.random.default_rng(2).integers(-9, 1
 def test_own_tables_of_many_packets_in_one_call(packets, predictor, data):
     """The packets' own tables (mode 4 with the model's fixed or lag predictor and cascade) coded
     in one kernel call are the payloads of :func:`_own_tables`, packet by packet, for any
-    selection of the packets; each decodes."""
+    selection of the packets; each decodes. With a bound per packet, a payload is left out
+    (None) only where it would not have been shorter than its bound."""
     import dataclasses
 
     from signals.channel import _own_tables, _own_tables_many, _starts
@@ -579,6 +580,13 @@ def test_own_tables_of_many_packets_in_one_call(packets, predictor, data):
     for j in sel:
         assert got[j] == _own_tables(packets[j], m)
         assert np.array_equal(decode_channel(got[j], packets[j].size), packets[j])
+    # bounds around each payload's length: the estimate leaves out only payloads not shorter
+    bounds = [len(got[j]) + data.draw(st.integers(-40, 40), label="bound") for j in sel]
+    cut = _own_tables_many(x, offsets, sel, m, bounds)
+    for j, bound in zip(sel, bounds):
+        assert cut[j] == got[j] or (cut[j] is None and len(got[j]) >= bound)
+    far = _own_tables_many(x, offsets, sel, m, [len(got[j]) - 20 for j in sel])
+    assert all(far[j] is None for j in sel)  # (the estimate is within 20 bytes of the payload)
 
 def test_own_coding_of_sparse_packets(model):
     """A sparse packet's own coding codes mode 4 and mode 5 only where their estimates are near
