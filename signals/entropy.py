@@ -524,27 +524,22 @@ def rans_encode_rows(tokens, rows, freqs, cum):
 @njit(cache=True)
 def rans_encode_rows_into(tokens, rows, freqs, cum, out):
     """:func:`rans_encode_rows` into ``out`` (uint16, at least ``n + 2`` entries), its words
-    in the encoder's order (the last word first in decode order); returns their count.
-
-    The state stays below 2**32 (below ``2**20 f`` before a token of frequency ``f``, so that
-    its quotient is below 2**20): a 32-bit division (its latency is the loop's chain; 7%
-    faster than the 64-bit one)."""
+    in the encoder's order (the last word first in decode order); returns their count."""
     n = tokens.shape[0]
     pos = 0
-    x = np.uint32(RANS_L)
+    x = np.uint64(RANS_L)
     x_lim = np.uint64((RANS_L >> SCALE_BITS) << 16)
     for i in range(n - 1, -1, -1):
         c = rows[i]
         s = tokens[i]
-        f = np.uint32(freqs[c, s])
-        if np.uint64(x) >= x_lim * np.uint64(f):
-            out[pos] = np.uint16(x & np.uint32(0xFFFF))
+        f = np.uint64(freqs[c, s])
+        if x >= x_lim * f:
+            out[pos] = np.uint16(x & np.uint64(0xFFFF))
             pos += 1
-            x >>= np.uint32(16)
-        q = x // f
-        x = (q << np.uint32(SCALE_BITS)) + (x - q * f) + np.uint32(cum[c, s])
-    out[pos] = np.uint16(x & np.uint32(0xFFFF))
-    out[pos + 1] = np.uint16(x >> np.uint32(16))
+            x >>= np.uint64(16)
+        x = ((x // f) << np.uint64(SCALE_BITS)) + (x % f) + np.uint64(cum[c, s])
+    out[pos] = np.uint16(x & np.uint64(0xFFFF))
+    out[pos + 1] = np.uint16(x >> np.uint64(16))
     return pos + 2
 
 
