@@ -1668,9 +1668,15 @@ def _own_tables_batch(x, offsets, sel, bounds, kinds, orders, shifts, coefs, lms
     """:func:`_own_tables` of the packets ``x[offsets[j]:offsets[j+1]]`` for ``j`` in ``sel``
     (each not empty), in one call: the payloads in one uint8 array and where each ends (int64,
     shape ``(len(sel) + 1,)``). ``bounds`` (int64, one per packet of ``sel``): a packet whose
-    payload would not be shorter than its bound gets an empty one, where the tables' estimate
-    (:func:`_residual_tables`' bits, below the coded body's by its six header bytes and the
-    rANS coder's first state, 64 bits or more) already says so: its rANS coding is skipped.
+    payload could not be shorter than its bound gets an empty one, its rANS coding skipped.
+    That is decided from the tables' estimate (:func:`_residual_tables`' bits: the ideal code
+    lengths under the tables, the tables and the raw bits). The coded body holds 48 bits more
+    (six header bytes at least) and the rANS words at least 16 more than the code lengths
+    its tokens took, which can fall short of the ideal by under ``-log2(1 - 1/16)`` = 0.0931
+    bits a token (the state is at least 16 times the token's frequency when it is coded): so
+    the payload is at least ``8 head + bits + 64 - 0.0931 n`` bits long (``head``: its mode-4
+    header). (A review built a packet of 5,000 samples, tokens ordered to keep the state low,
+    whose body was 8 bits shorter than the estimate: ``tests/data/crafted``.)
     ``side``: the model predictor's side bytes (uint8); ``hybrid``, ``contexts``, ``ctxs``:
     :func:`_preset_arrays` of ``FALLBACK_LEVEL``'s preset."""
     ends = np.zeros(sel.shape[0] + 1, np.int64)
@@ -1688,7 +1694,7 @@ def _own_tables_batch(x, offsets, sel, bounds, kinds, orders, shifts, coefs, lms
             r = P.cascade_forward(r, lms)
         z, best = _residual_tables(r, mb, 1, hybrid, contexts, ctxs)
         head = 5 + side.shape[0] + _varint_len(n) + _varint_len(side.shape[0])
-        if 8 * head + best[0] >= 8 * bounds[j]:
+        if 8 * head + best[0] + 64 - 0.0932 * n >= 8 * bounds[j]:
             ends[j + 1] = pos
             continue
         body = _section_bytes(z, mb, 1, best[1], best[2], best[3], best[4], best[5], best[6],
