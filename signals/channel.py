@@ -1830,10 +1830,11 @@ def _encode_ranked_batch(x, offsets, vk, vo, vs, vc, vmh, vt, vkk, vmsb, vbl, vc
     parameters, match model, hybrid split, token bit lengths, context map and count, tables,
     cascade) and ranks model (``r...``)."""
     heads, hoff, ranks = _distinct_ranks_batch(x, offsets)
-    hb, ho = _encode_model_batch(heads, hoff, vk, vo, vs, vc, vmh, vt, MODEL_TBITS, vkk, vmsb, vbl,
-                                 vcmap, vnc, vf, vcum, vlms)
-    rb, ro_ = _encode_model_batch(ranks, offsets, rk, ro, rs, rc, rmh, rt,
-                                  MODEL_TBITS, rkk, rmsb, rbl, rcmap, rnc, rf, rcum, rlms)
+    none = np.zeros(0, np.int64)  # (no bounds: no costs read)
+    hb, ho = _encode_model_batch(heads, hoff, none, vk, vo, vs, vc, vmh, vt, MODEL_TBITS, vkk, vmsb,
+                                 vbl, vcmap, vnc, vf, vcum, vlms, none.reshape(0, 1))
+    rb, ro_ = _encode_model_batch(ranks, offsets, none, rk, ro, rs, rc, rmh, rt, MODEL_TBITS, rkk,
+                                  rmsb, rbl, rcmap, rnc, rf, rcum, rlms, none.reshape(0, 1))
     n_p = offsets.shape[0] - 1
     out = np.empty(hb.shape[0] + rb.shape[0] + 21 * n_p, np.uint8)
     off = np.zeros(n_p + 1, np.int64)
@@ -1850,6 +1851,10 @@ def _encode_ranked_batch(x, offsets, vk, vo, vs, vc, vmh, vt, vkk, vmsb, vbl, vc
             pos += ro_[j + 1] - ro_[j]
         off[j + 1] = pos
     return out[:pos], off
+
+
+_NO_BOUNDS = np.zeros(0, np.int64)  # (_encode_model_batch: every payload coded)
+_NO_BOUND = np.iinfo(np.int64).max >> 4  # (a packet's bound where any payload is kept)
 
 
 def _ranked_payloads(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, out: list[bytes]
@@ -2174,7 +2179,7 @@ class ChannelModel:
 
     def batch_kernels(self) -> tuple[Callable, Callable, Callable | None]:
         """The batch coder's kernels with this model's parameters bound (``ubpe._jit.bind``:
-        each call checks only its own arguments), built once: ``encode(x, offsets)`` ->
+        each call checks only its own arguments), built once: ``encode(x, offsets, bounds)`` ->
         ``(buf, off)`` (:func:`_encode_model_batch`); ``decode(buf, offsets, ns)`` ->
         ``(x, off, status, n_bad)`` (:func:`_decode_model_batch`, or with a ranked stage
         :func:`_decode_ranked_model_batch`); ``encode_ranked(x, offsets)`` -> ``(buf, off)``
@@ -2183,8 +2188,10 @@ class ChannelModel:
         if self._kernels is None or self._kernels[0] is not self.ranked:
             cmap, f, cum, _ = self.tables()
             kinds, orders, shifts, coefs, bl, nc, dtab, min_bits = self.batch_params()
+            costs = np.zeros(f.shape, np.int64)  # (a table entry's code length, 2**-16 bits)
+            costs[f > 0] = np.floor((E.SCALE_BITS - np.log2(f[f > 0])) * 65536)
             encode = bind(_encode_model_batch, kinds, orders, shifts, coefs, self.mh, self.t,
-                          MODEL_TBITS, self.k, self.msb, bl, cmap, nc, f, cum, self.lms)
+                          MODEL_TBITS, self.k, self.msb, bl, cmap, nc, f, cum, self.lms, costs)
             if self.ranked is None:
                 decode = bind(_decode_model_batch, kinds, orders, shifts, coefs, self.mh, self.t,
                               MODEL_TBITS, cmap, nc, dtab, self.lms, min_bits)
@@ -2874,10 +2881,18 @@ def _tokens_rows_raw(r, mb, k, msb, bl, cmap, nc, tokens, rows, raw):
 
 
 @njit(cache=True)
-def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, k, msb, bl, cmap,
-                        nc, freqs, cum, lms):
+def _encode_model_batch(x, offsets, bounds, kinds, orders, shifts, coefs, mh, t, tbits, k, msb, bl,
+                        cmap, nc, freqs, cum, lms, costs):
     """Mode-3 payloads of every packet ``x[offsets[j]:offsets[j+1]]``, concatenated (mode 1
-    for a constant packet, mode 0 where the model codes it above 64 bits a sample)."""
+    for a constant packet, mode 0 where the model codes it above 64 bits a sample).
+
+    ``bounds`` (int64, one per packet, or empty for none): a packet whose payload could not be
+    shorter than its bound gets an empty one, its rANS coding skipped, where its tokens' code
+    lengths (``costs``: int64, the shape of ``freqs``, each table entry's
+    ``SCALE_BITS - log2 f`` times 2**16, rounded down) already say so: the payload holds 16
+    bits of mode and word count, the raw bits, and rANS words at least 16 bits above the code
+    lengths, which they undercut by under 0.0931 bits a token (see :func:`_own_tables_batch`).
+    """
     n_p = offsets.shape[0] - 1
     buf = np.empty(9 * x.shape[0] + 16 * n_p + 16, np.uint8)
     out_off = np.zeros(n_p + 1, np.int64)
@@ -2916,6 +2931,13 @@ def _encode_model_batch(x, offsets, kinds, orders, shifts, coefs, mh, t, tbits, 
         if lms:
             r = P.cascade_forward(r, lms)
         _, total = _tokens_rows_raw(r, mb, k, msb, bl, cmap, nc, tokens, rows, raw)
+        if bounds.shape[0]:
+            ideal = 0
+            for i in range(m):
+                ideal += costs[rows[i], tokens[i]]
+            if (ideal >> 16) + total + 32 - 0.0932 * m >= 8 * bounds[j]:
+                out_off[j + 1] = pos
+                continue
         nw = E.rans_encode_rows_into(tokens[:r.shape[0]], rows, freqs, cum, words)
         vl = 1
         while nw >> (7 * vl) and vl < 10:
@@ -3535,13 +3557,23 @@ def _encode_batch(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, level
     level = check_level(level)
     if model.merges is not None:  # token ids: the tokenizer's batch
         out = _vocab_batch(x, offsets, model)
-    else:
-        buf, off = model.batch_kernels()[0](x, offsets)
+        if model.ranked is not None:  # the distinct values and ranks, where smaller
+            out = _ranked_payloads(x, offsets, model, out)
+    elif model.ranked is None:
+        buf, off = model.batch_kernels()[0](x, offsets, _NO_BOUNDS)
         blob = buf.tobytes()
         ends = off.tolist()
         out = [blob[a:b] for a, b in zip(ends, ends[1:])]
-    if model.ranked is not None:  # the distinct values and ranks, where smaller
-        out = _ranked_payloads(x, offsets, model, out)
+    else:  # the distinct values and ranks first: the model payload where it may be smaller
+        encode_ranked = model.batch_kernels()[2]
+        assert encode_ranked is not None
+        rbuf, roff = encode_ranked(x, offsets)
+        rlen = np.diff(roff)  # (the model payload is kept on a tie, as _ranked_payloads keeps it)
+        buf, off = model.batch_kernels()[0](x, offsets, np.where(rlen > 0, rlen + 1, _NO_BOUND))
+        blob, rblob = buf.tobytes(), rbuf.tobytes()
+        ends, rends = off.tolist(), roff.tolist()
+        out = [blob[a:b] if a < b and (c == d or b - a <= d - c) else rblob[c:d]
+               for a, b, c, d in zip(ends, ends[1:], rends, rends[1:])]
     long_constants = set()  # (as encode_channel codes them, with no own coding tried)
     for j in np.flatnonzero(np.diff(offsets) > CONST_MAX).tolist() if x.size > CONST_MAX else ():
         p = x[offsets[j]:offsets[j + 1]]

@@ -592,6 +592,29 @@ def test_own_tables_of_many_packets_in_one_call(packets, predictor, data):
     assert all(far[j] is None for j in sel)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.lists(arrays(np.int64, st.integers(0, 700), elements=st.integers(-3000, 3000)),
+                min_size=1, max_size=5), st.data())
+def test_model_payloads_are_left_out_only_where_they_cannot_be_shorter(packets, data):
+    """The batch encoder with a bound per packet (the payload of the model's ranked stage to
+    beat) gives each packet's model payload, or none where that payload would not have been
+    shorter than its bound; well below the payload, none."""
+    from signals.channel import MODEL, _starts
+    encode = _OWN_BASE.batch_kernels()[0]
+    x = np.concatenate(packets)
+    offsets = _starts([p.size for p in packets])
+    buf, off = encode(x, offsets, np.zeros(0, np.int64))
+    full = [buf[a:b].tobytes() for a, b in zip(off[:-1], off[1:])]
+    bounds = np.array([len(f) + data.draw(st.integers(-40, 40), label="bound") for f in full])
+    buf, off = encode(x, offsets, bounds)
+    for j, (a, b) in enumerate(zip(off[:-1], off[1:])):
+        assert buf[a:b].tobytes() == full[j] or (a == b and len(full[j]) >= bounds[j])
+    low = np.array([len(f) - 12 - int(0.12 * p.size / 8) for f, p in zip(full, packets)])
+    buf, off = encode(x, offsets, low)
+    for j in range(len(packets)):  # (all left out but constants and raw payloads)
+        assert off[j + 1] == off[j] or full[j][0] != MODEL
+
+
 def test_own_tables_are_left_out_only_where_they_cannot_be_shorter():
     """A packet whose tokens keep the rANS state low codes below the tables' ideal code lengths
     (here its body is 8 bits shorter than the estimate, which held 64 bits less than the body
