@@ -2891,7 +2891,8 @@ def _encode_model_batch(x, offsets, bounds, kinds, orders, shifts, coefs, mh, t,
     lengths (``costs``: int64, the shape of ``freqs``, each table entry's
     ``SCALE_BITS - log2 f`` times 2**16, rounded down) already say so: the payload holds 16
     bits of mode and word count, the raw bits, and rANS words at least 16 bits above the code
-    lengths, which they undercut by under 0.0931 bits a token (see :func:`_own_tables_batch`).
+    lengths, which they undercut by under 0.0931 bits a token (see :func:`_own_tables_batch`);
+    or, where shorter, the raw fallback of ``1 + 8 m`` bytes.
     """
     n_p = offsets.shape[0] - 1
     buf = np.empty(9 * x.shape[0] + 16 * n_p + 16, np.uint8)
@@ -2935,7 +2936,7 @@ def _encode_model_batch(x, offsets, bounds, kinds, orders, shifts, coefs, mh, t,
             ideal = 0
             for i in range(m):
                 ideal += costs[rows[i], tokens[i]]
-            if (ideal >> 16) + total + 32 - 0.0932 * m >= 8 * bounds[j]:
+            if min((ideal >> 16) + total + 32 - 0.0932 * m, 8 + 64 * m) >= 8 * bounds[j]:
                 out_off[j + 1] = pos
                 continue
         nw = E.rans_encode_rows_into(tokens[:r.shape[0]], rows, freqs, cum, words)
