@@ -653,7 +653,8 @@ def _decode_fused(words, raw, total_bits, n, cmap, nc, dtab, block, kinds, order
 @njit(cache=True)
 def _fused_into(x, table, words, raw, total_bits, cmap, nc, dtab, block, kinds, orders, shifts,
                 coefs, mh, t, tbits, lms, ctxk):
-    """:func:`_decode_fused` with the match model on, into ``x`` (int64, its ``n`` samples),
+    """:func:`_decode_fused` with the match model on (``mh`` > 0: with ``mh`` 0 every sample
+    would hash to slot 0, past an empty table), into ``x`` (int64, its ``n`` samples),
     with ``table`` (int64, at least ``2**tbits`` entries, the first ``2**tbits`` overwritten)
     as the match model's hash table: whether the stream was consistent. (The packet decoders
     pass their output's slice and one table for all packets, in place of an array and a
@@ -3112,6 +3113,10 @@ def _k_model_payload(buf, a, e, x, kinds, orders, shifts, coefs, mh, t, tbits, c
     elif mh == 0 and lms == 4:  # the same, through the sign-data LMS (variant 4)
         _, ok = _decode_blocks_sd(x, words, raw, 8 * nraw, crow, dtab, 0, max(n, 1), kinds, orders,
                                   shifts, coefs)
+    elif mh == 0:  # an NLMS cascade: _decode_plain's three passes
+        seg, ok = _decode_plain(words, raw, 8 * nraw, n, cmap, dtab, max(n, 1), kinds, orders,
+                                shifts, coefs, lms, 0)
+        x[:] = seg
     else:
         ok = _fused_into(x, table, words, raw, 8 * nraw, cmap, nc, dtab, max(n, 1), kinds, orders,
                          shifts, coefs, mh, t, tbits, lms, 0)

@@ -741,30 +741,33 @@ def test_models_take_the_sign_data_lms_unless_an_nlms_saves_what_a_cascade_must_
     m0 = fit_channel_model([x], packet_size=1024, vocab_sizes=(), min_cascade_gain=0)
     assert m0.lms == 1
     packets = [x[i:i + 1024] for i in range(0, 8192, 1024)]
-    assert all(np.array_equal(a, b) for a, b in
-               zip(decode_packets(encode_packets(packets, m), [1024] * 8, m), packets))
+    for mm in (m, m0):
+        assert all(np.array_equal(a, b) for a, b in
+                   zip(decode_packets(encode_packets(packets, mm), [1024] * 8, mm), packets))
 
 
 
-@pytest.fixture(scope="module")
-def sign_data_model(model):
-    """``model`` (a fixed predictor) with the sign-data LMS (cascade variant 4)."""
+@pytest.fixture(scope="module", params=[4, 1, 2, 3])
+def cascade_model(model, request):
+    """``model`` (a fixed predictor) with an adaptive cascade: the sign-data LMS (variant 4),
+    or an NLMS (variants 1-3)."""
     import dataclasses
-    return dataclasses.replace(model, lms=4)
+    return dataclasses.replace(model, lms=request.param)
 
 
 @settings(max_examples=40, deadline=None)
 @given(xs=st.lists(st.one_of(small_walk, any_ints), min_size=1, max_size=6), data=st.data())
-def test_sign_data_packets_in_the_batch_decoder_as_alone(sign_data_model, xs, data):
-    """A model with cascade variant 4: the batch decoder (which decodes its payloads in place)
-    gives back what decode_channel gives for each packet, damaged ones too (a changed byte or
-    a cut tail: the same samples, or an error for that packet alone)."""
+def test_cascade_packets_in_the_batch_decoder_as_alone(cascade_model, xs, data):
+    """A model with an adaptive cascade: the batch decoder (which decodes variant 4's payloads
+    in place, and an NLMS's in three passes) gives back what decode_channel gives for each
+    packet, damaged ones too (a changed byte or a cut tail: the same samples, or an error for
+    that packet alone)."""
     from signals.channel import MODEL, decode_packets, encode_packets
-    m = sign_data_model
+    m = cascade_model
     xs = xs + [np.cumsum(np.random.default_rng(1).integers(-20, 21, 500))]  # (one model payload
-    # at least: the kernel's path of variant 4)
+    # at least: the kernel's path of the cascade)
     out = encode_packets(xs, m, level=0)
-    assert m.mh == 0 and m.lms == 4 and out[-1][0] == MODEL
+    assert m.mh == 0 and m.lms and out[-1][0] == MODEL
     assert all(np.array_equal(a, x) for a, x in zip(decode_packets(out, [x.size for x in xs], m), xs))
     bad = list(out)
     for j, p in enumerate(out):
