@@ -3011,8 +3011,26 @@ def _decode_ranked_model_batch(buf, offsets, ns, kinds, orders, shifts, coefs, m
     vcrow = vcmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
     rcrow = rcmap.astype(np.uint64) << np.uint64(E.SCALE_BITS)
     table = np.empty(1 << MODEL_TBITS if mh or vmh or rmh else 0, np.int64)
-    for j in range(ns.shape[0]):
-        if status[j] != 0:
+    plain = vmh == 0 and rmh == 0 and vlms == 0 and rlms == 0  # (parts pair up: _k_ranked_pair)
+    n_p = ns.shape[0]
+    paired = np.zeros(n_p, np.bool_)
+    if plain:
+        j = 0
+        while j + 1 < n_p:
+            a, e, f = offsets[j], offsets[j + 1], offsets[j + 2]
+            if status[j] == 0 and status[j + 1] == 0 and buf[a] == MODEL_RANKED and \
+                    buf[e] == MODEL_RANKED:
+                done, s1, s2 = _k_ranked_pair(
+                    buf, a, e, x[out_off[j]:out_off[j + 1]], f, x[out_off[j + 1]:out_off[j + 2]],
+                    vk, vo, vs, vc, vmin, vcrow, vdtab, rk, ro, rs, rc, rmin, rcrow, rdtab)
+                if done:
+                    status[j], status[j + 1] = s1, s2
+                    paired[j] = paired[j + 1] = True
+                    j += 2
+                    continue
+            j += 1
+    for j in range(n_p):
+        if status[j] != 0 or paired[j]:
             continue
         a, e = offsets[j], offsets[j + 1]
         seg = x[out_off[j]:out_off[j + 1]]
@@ -3135,14 +3153,8 @@ def _k_ranked_payload(buf, a, e, x, vk, vo, vs, vc, vmh, vt, vcmap, vnc, vdtab, 
     would make :func:`_decode` refuse it, or where it might decode it otherwise (another mode
     inside): the general reader then decides and names the fault."""
     n = x.shape[0]
-    m, pos, good = _k_varint(buf, a + 1, e, n)
-    if not good or m < 2:
-        return 1
-    ln, pos, good = _k_varint(buf, pos, e, e - pos)
-    if not good or pos + ln >= e:
-        return 1
-    h = pos + ln  # the values payload buf[pos:h], the ranks payload buf[h:e]
-    if _k_room_status(buf, pos, h, m, vmin, False) or _k_room_status(buf, h, e, n, rmin, False):
+    good, m, pos, h = _k_ranked_head(buf, a, e, n, vmin, rmin)
+    if not good:
         return 1
     d = np.empty(m, np.int64)
     if vmh == 0 and rmh == 0 and vlms == 0 and rlms == 0 and buf[pos] == MODEL and buf[h] == MODEL:
@@ -3166,18 +3178,87 @@ def _k_ranked_payload(buf, a, e, x, vk, vo, vs, vc, vmh, vt, vcmap, vnc, vdtab, 
         if _k_model_payload(buf, h, e, x, rk, ro, rs, rc, rmh, rt, MODEL_TBITS, rcmap, rnc, rdtab,
                             rlms, rmin, rcrow, table) != 0:
             return 1
+    return _k_ranked_values(x, d)
+
+
+@njit(cache=True, inline="always")
+def _k_ranked_head(buf, a, e, n, vmin, rmin):
+    """The layout of the mode-9 payload ``buf[a:e]`` of ``n`` samples: ``(ok, m, pos, h)``, its
+    ``m`` distinct values' part at ``buf[pos:h]`` and its ranks' part at ``buf[h:e]``; not ok
+    where :func:`_k_ranked_payload` gives it status 1 (a count, a length or a part's room)."""
+    m, pos, good = _k_varint(buf, a + 1, e, n)
+    if not good or m < 2:
+        return False, m, pos, pos
+    ln, pos, good = _k_varint(buf, pos, e, e - pos)
+    if not good or pos + ln >= e:
+        return False, m, pos, pos
+    h = pos + ln
+    if _k_room_status(buf, pos, h, m, vmin, False) or _k_room_status(buf, h, e, n, rmin, False):
+        return False, m, pos, h
+    return True, m, pos, h
+
+
+@njit(cache=True, inline="always")
+def _k_ranked_values(x, d):
+    """The samples of a mode-9 payload from its ranks (in ``x``) and its distinct values'
+    differences ``d`` (both in place): the status, 1 where the values do not increase or a
+    rank is out of range."""
+    m = d.shape[0]
     acc = np.int64(0)
     for q in range(m):
         acc += d[q]  # (wraps as numpy's cumsum does)
         if q and acc <= d[q - 1]:
             return 1
         d[q] = acc  # the values, in place of their differences
-    for q in range(n):
+    for q in range(x.shape[0]):
         v = x[q]
         if v < 0 or v >= m:
             return 1
         x[q] = d[v]
     return 0
+
+
+@njit(cache=True, inline="always")
+def _k_ranked_pair(buf, a, e, x1, f, x2, vk, vo, vs, vc, vmin, vcrow, vdtab, rk, ro, rs, rc, rmin,
+                   rcrow, rdtab):
+    """Two consecutive mode-9 payloads ``buf[a:e]`` and ``buf[e:f]`` (the stage's models with
+    no match model and no cascade) decoded together: the two packets' ranks streams in one
+    loop, then their values streams in another (:func:`_two_streams`: two dependency chains
+    the CPU overlaps; one packet's values and ranks overlap only over its fewer distinct
+    values). ``(done, status1, status2)``; not done (nothing to trust in ``x1``, ``x2``) where
+    either payload is not of the common layout or either stream fails: each is then decoded
+    alone (:func:`_k_ranked_payload`), which names its status. (Daphnet, packets of 256: the
+    batch decoder 21.3 -> 17.2 ns a sample in a first measurement.)"""
+    n1 = x1.shape[0]
+    n2 = x2.shape[0]
+    g1, m1, p1, h1 = _k_ranked_head(buf, a, e, n1, vmin, rmin)
+    g2, m2, p2, h2 = _k_ranked_head(buf, e, f, n2, vmin, rmin)
+    if not (g1 and g2 and buf[p1] == MODEL and buf[h1] == MODEL and buf[p2] == MODEL
+            and buf[h2] == MODEL):
+        return False, 1, 1
+    okv1, wv1, rv1, nv1 = _k_model_stream(buf, p1, h1, m1, vmin)
+    okr1, wr1, rr1, nr1 = _k_model_stream(buf, h1, e, n1, rmin)
+    okv2, wv2, rv2, nv2 = _k_model_stream(buf, p2, h2, m2, vmin)
+    okr2, wr2, rr2, nr2 = _k_model_stream(buf, h2, f, n2, rmin)
+    if not (okv1 and okr1 and okv2 and okr2):
+        return False, 1, 1
+    res1, res2, ok = _two_streams(wr1, rr1, 8 * nr1, rcrow, rdtab, n1, wr2, rr2, 8 * nr2, rcrow,
+                                  rdtab, n2)
+    if not ok:
+        return False, 1, 1
+    d1, d2, ok = _two_streams(wv1, rv1, 8 * nv1, vcrow, vdtab, m1, wv2, rv2, 8 * nv2, vcrow,
+                              vdtab, m2)
+    if not ok:
+        return False, 1, 1
+    _decode_blocks(x1, res1, _NO_WORDS, _NO_RAW, 0, _NO_CROW, _NO_RAW, 0, max(n1, 1), rk, ro, rs,
+                   rc)
+    _decode_blocks(x2, res2, _NO_WORDS, _NO_RAW, 0, _NO_CROW, _NO_RAW, 0, max(n2, 1), rk, ro, rs,
+                   rc)
+    v1 = np.empty(m1, np.int64)
+    v2 = np.empty(m2, np.int64)
+    _decode_blocks(v1, d1, _NO_WORDS, _NO_RAW, 0, _NO_CROW, _NO_RAW, 0, max(m1, 1), vk, vo, vs, vc)
+    _decode_blocks(v2, d2, _NO_WORDS, _NO_RAW, 0, _NO_CROW, _NO_RAW, 0, max(m2, 1), vk, vo, vs, vc)
+    return True, _k_ranked_values(x1, v1), _k_ranked_values(x2, v2)
 
 
 @njit(cache=True, inline="always")
