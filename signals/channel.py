@@ -1691,8 +1691,9 @@ def _own_tables_batch(x, offsets, sel, bounds, kinds, orders, shifts, coefs, lms
     its tokens took, which can fall short of the ideal by under ``-log2(1 - 1/16)`` = 0.0931
     bits a token (the state is at least 16 times the token's frequency when it is coded): so
     the payload is at least ``8 head + bits + 64 - 0.0931 n`` bits long (``head``: its mode-4
-    header). (A review built a packet of 5,000 samples, tokens ordered to keep the state low,
-    whose body was 8 bits shorter than the estimate: ``tests/data/crafted``.)
+    header; the test takes 0.0932, a little more for the float sums' rounding). (A review
+    built a packet of 5,000 samples, tokens ordered to keep the state low, whose body was 8
+    bits shorter than the estimate: ``tests/data/crafted``.)
     ``side``: the model predictor's side bytes (uint8); ``hybrid``, ``contexts``, ``ctxs``:
     :func:`_preset_arrays` of ``FALLBACK_LEVEL``'s preset."""
     ends = np.zeros(sel.shape[0] + 1, np.int64)
@@ -1737,6 +1738,8 @@ def _own_tables_batch(x, offsets, sel, bounds, kinds, orders, shifts, coefs, lms
 
 
 _UNMADE = object()  # (_own_or: the packet's own tables not made yet)
+_NO_BOUNDS = np.zeros(0, np.int64)  # (_encode_model_batch: every payload coded)
+_NO_BOUND = np.iinfo(np.int64).max >> 4  # (a packet's bound where any payload is kept)
 
 
 def _own_tables_many(x: np.ndarray, offsets: np.ndarray, sel: list[int], model: ChannelModel,
@@ -1749,8 +1752,7 @@ def _own_tables_many(x: np.ndarray, offsets: np.ndarray, sel: list[int], model: 
         return {}
     kinds, orders, shifts, coefs = model.block_params()
     side = np.frombuffer(P.block_side_bytes(kinds, orders, shifts, coefs), np.uint8)
-    b = np.full(len(sel), np.iinfo(np.int64).max >> 4, np.int64) if bounds is None else \
-        np.array(bounds, np.int64)
+    b = np.full(len(sel), _NO_BOUND, np.int64) if bounds is None else np.array(bounds, np.int64)
     buf, ends = _own_tables_batch(x, offsets, np.array(sel, np.int64), b, kinds, orders, shifts,
                                   coefs, model.lms, side, *_preset_arrays(PRESETS[FALLBACK_LEVEL]))
     blob, e = buf.tobytes(), ends.tolist()
@@ -1852,10 +1854,6 @@ def _encode_ranked_batch(x, offsets, vk, vo, vs, vc, vmh, vt, vkk, vmsb, vbl, vc
             pos += ro_[j + 1] - ro_[j]
         off[j + 1] = pos
     return out[:pos], off
-
-
-_NO_BOUNDS = np.zeros(0, np.int64)  # (_encode_model_batch: every payload coded)
-_NO_BOUND = np.iinfo(np.int64).max >> 4  # (a packet's bound where any payload is kept)
 
 
 def _ranked_payloads(x: np.ndarray, offsets: np.ndarray, model: ChannelModel, out: list[bytes]
